@@ -1,0 +1,46 @@
+"""`topoplace` console script: one subcommand per module in topoplace.commands."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Each module exposes `add_parser(subparsers)`, which registers its subcommand(s)
+# and sets `func(args) -> int` as the parser default.
+COMMAND_MODULES: tuple[str, ...] = (
+    "topoplace.commands.broker",
+    "topoplace.commands.kube_api",
+    "topoplace.commands.collector",
+    "topoplace.commands.placer",
+    "topoplace.commands.binder",
+    "topoplace.commands.engine",
+    "topoplace.commands.topo",
+    "topoplace.commands.schemas",
+    "topoplace.commands.demo",
+    "topoplace.commands.workload",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="topoplace", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # a real import error inside the module: surface it
+                raise
+            continue
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
