@@ -1,0 +1,214 @@
+"""The node agent: publishes one node's device topology and usage.
+
+topology.nodes (compacted, key = node) gets the topology at start and again
+whenever it changes; usage.devices (key = node) gets the usage every
+interval. The source is NVML or a fixture (a shipped name or a file); a
+fixture node has no load, so its usage is zero and every device healthy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Protocol
+
+import msgspec
+from prometheus_client import Counter
+
+from schemas import topics
+from schemas.events import DeviceUsage, DeviceUsageEvent, NodeTopologyEvent
+from schemas.topics import Topic
+from schemas.topology import NodeTopology
+from services.collector import nvml_source
+from services.collector.nvml_source import NodeReading, NvmlUnavailableError
+from services.collector.topo_matrix import TopoMatrixError
+from services.collector.topology_files import FixtureError, load_topology
+from topoplace import telemetry
+from topoplace.broker import EmbeddedBroker, ensure_topics
+from topoplace.config import Settings
+from topoplace.health import HealthServer
+from topoplace.kafka_io import EventProducer
+from topoplace.logs import configure_logging
+
+SERVICE = "topoplace-collector"
+NVML_SOURCE = "nvml"
+
+log = logging.getLogger(__name__)
+
+READ_FAILURES = Counter("topoplace_collector_read_failures_total", "Reads of the device source that failed", ["source"])
+DEVICE_PROBLEMS = Counter(
+    "topoplace_collector_device_problems_total", "Device queries that failed (the device is reported unhealthy)"
+)
+
+# What a source can fail with; anything else is a bug and propagates.
+SOURCE_ERRORS = (FixtureError, TopoMatrixError, NvmlUnavailableError, OSError)
+
+Reader = Callable[[], NodeReading]
+
+
+class Publisher(Protocol):
+    async def send(self, topic: Topic | str, key: str | None, event: msgspec.Struct | None) -> None: ...
+
+
+# --- pure ----------------------------------------------------------------------------------
+
+
+def idle_usage(topology: NodeTopology) -> tuple[DeviceUsage, ...]:
+    """Usage of a node nobody runs on: nothing used, health as the topology says."""
+    return tuple(DeviceUsage(index=d.index, healthy=d.healthy) for d in topology.devices)
+
+
+def topology_event(topology: NodeTopology, observed_at: float) -> NodeTopologyEvent:
+    return NodeTopologyEvent(
+        node=topology.node,
+        machine_type=topology.machine_type,
+        devices=topology.devices,
+        links=topology.links,
+        source=topology.source,
+        observed_at=observed_at,
+    )
+
+
+def usage_event(node: str, usage: tuple[DeviceUsage, ...], observed_at: float) -> DeviceUsageEvent:
+    return DeviceUsageEvent(node=node, devices=usage, observed_at=observed_at)
+
+
+def make_reader(source: str, *, node: str, model: str | None = None, memory_mib: int | None = None) -> Reader:
+    """A blocking function that reads the node once from `source` ("nvml", a fixture name or a file)."""
+    if source == NVML_SOURCE:
+        return lambda: nvml_source.read_node(node)
+
+    def read_fixture() -> NodeReading:
+        # Read again on every tick, so that an edited fixture file is published as a change.
+        topology = load_topology(source, node=node, model=model, memory_mib=memory_mib)
+        return NodeReading(topology=topology, usage=idle_usage(topology))
+
+    return read_fixture
+
+
+# --- the loop ------------------------------------------------------------------------------
+
+
+async def publish_loop(
+    producer: Publisher,
+    read: Reader,
+    *,
+    node: str,
+    interval_seconds: float,
+    stop: asyncio.Event,
+    first: NodeReading | None = None,
+    on_topology: Callable[[NodeTopology], None] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """Publish until `stop` is set: the topology when it differs from the last one sent, the usage every tick.
+
+    A failed read after the first is logged and retried on the next tick (the
+    last topology stays valid); `first` is a reading already taken at start.
+    """
+    tracer = telemetry.get_tracer(__name__, SERVICE)
+    last: NodeTopology | None = None
+    reading = first
+    while not stop.is_set():
+        if reading is None:
+            try:
+                reading = await asyncio.to_thread(read)
+            except SOURCE_ERRORS as exc:
+                READ_FAILURES.labels(source=type(exc).__name__).inc()
+                log.warning("collector.read_failed", extra={"fields": {"node": node, "error": str(exc)}})
+        if reading is not None:
+            _log_problems(node, reading)
+            now = clock()
+            if reading.topology != last:
+                with tracer.start_as_current_span(
+                    "collector.publish_topology",
+                    attributes={
+                        "node": node,
+                        "machine_type": reading.topology.machine_type,
+                        "devices": len(reading.topology.devices),
+                    },
+                ):
+                    await producer.send(topics.TOPOLOGY_NODES, node, topology_event(reading.topology, now))
+                last = reading.topology
+                log.info(
+                    "collector.topology_published",
+                    extra={"fields": {"node": node, "machine_type": last.machine_type, "devices": len(last.devices)}},
+                )
+                if on_topology is not None:
+                    on_topology(last)
+            await producer.send(topics.USAGE_DEVICES, node, usage_event(node, reading.usage, now))
+        reading = None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval_seconds)
+
+
+def _log_problems(node: str, reading: NodeReading) -> None:
+    for problem in reading.problems:
+        DEVICE_PROBLEMS.inc()
+        log.warning(
+            "collector.device_problem",
+            extra={"fields": {"node": node, "device": problem.index, "call": problem.call, "reason": problem.reason}},
+        )
+
+
+# --- the service ---------------------------------------------------------------------------
+
+
+async def run_node_agent(
+    settings: Settings,
+    *,
+    node: str,
+    source: str,
+    interval_seconds: float = 10.0,
+    stop: asyncio.Event | None = None,
+    model: str | None = None,
+    memory_mib: int | None = None,
+) -> None:
+    """Run the node agent until `stop` is set. A source that cannot be read at start raises its error."""
+    if interval_seconds <= 0:
+        raise ValueError(f"interval_seconds: must be positive, got {interval_seconds}")
+    read = make_reader(source, node=node, model=model, memory_mib=memory_mib)
+    first = await asyncio.to_thread(read)  # fail fast, before anything is started
+    configure_logging(SERVICE, settings.log_level)
+    tracing = telemetry.setup_tracing(SERVICE, settings)
+    stop = stop if stop is not None else asyncio.Event()
+    published = asyncio.Event()
+    health = HealthServer(settings.health_port, ready=published.is_set)
+    port = await health.start()
+    log.info("collector.node_agent_started", extra={"fields": {"node": node, "source": source, "health_port": port}})
+    try:
+        async with (
+            _bootstrap(settings) as bootstrap,
+            EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer,
+        ):
+            await publish_loop(
+                producer,
+                read,
+                node=node,
+                interval_seconds=interval_seconds,
+                stop=stop,
+                first=first,
+                on_topology=lambda _: published.set(),
+            )
+    finally:
+        await health.stop()
+        # Flush only our own spans: other services may share this process (tests, the demo).
+        tracing.force_flush()
+        log.info("collector.node_agent_stopped", extra={"fields": {"node": node}})
+
+
+@contextlib.asynccontextmanager
+async def _bootstrap(settings: Settings) -> AsyncIterator[str]:
+    """The configured Kafka, or an embedded broker started for this process when none is."""
+    if settings.kafka_bootstrap is not None:
+        yield settings.kafka_bootstrap
+        return
+    broker = EmbeddedBroker()
+    bootstrap = await broker.start()
+    try:
+        await ensure_topics(bootstrap)
+        yield bootstrap
+    finally:
+        await broker.stop()

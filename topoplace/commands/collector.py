@@ -1,0 +1,127 @@
+"""`topoplace collector node|cluster|fixtures`: the collector's two services and its fixture list."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+
+from topoplace.config import ConfigError, Settings
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("collector", help="run the node agent or the cluster watcher")
+    sub = parser.add_subparsers(dest="collector_command", required=True)
+
+    node = sub.add_parser("node", help="publish one node's device topology and usage")
+    node.add_argument("--node", required=True, help="the Kubernetes node name (message key)")
+    node.add_argument(
+        "--source",
+        required=True,
+        help="'nvml', a shipped fixture name (see `topoplace collector fixtures`), "
+        "or a file: a JSON fixture or a `nvidia-smi topo -m` print",
+    )
+    node.add_argument("--interval", type=_positive_float, default=10.0, help="seconds between usage reports")
+    node.add_argument("--model", default=None, help="GPU model of a topo print (sets the device memory too)")
+    node.add_argument("--memory-mib", type=int, default=None, help="device memory of a topo print, in MiB")
+    node.set_defaults(func=_run_node)
+
+    cluster = sub.add_parser("cluster", help="watch pods, nodes and HyperNodes of the cluster")
+    cluster.add_argument("--resync", type=_positive_float, default=300.0, help="seconds between full relists")
+    cluster.add_argument("--hypernodes-file", default=None, help="a YAML/JSON file of HyperNodes to publish")
+    cluster.set_defaults(func=_run_cluster)
+
+    fixtures = sub.add_parser("fixtures", help="list the shipped topology fixtures and their sources")
+    fixtures.set_defaults(func=_list_fixtures)
+
+
+def _run_node(args: argparse.Namespace) -> int:
+    from services.collector.node_agent import SOURCE_ERRORS, run_node_agent
+
+    settings = _settings()
+    if settings is None:
+        return 2
+
+    async def main(stop: asyncio.Event) -> None:
+        await run_node_agent(
+            settings,
+            node=args.node,
+            source=args.source,
+            interval_seconds=args.interval,
+            stop=stop,
+            model=args.model,
+            memory_mib=args.memory_mib,
+        )
+
+    try:
+        run_until_signalled(main)
+    except SOURCE_ERRORS as exc:
+        print(f"topoplace collector node: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _run_cluster(args: argparse.Namespace) -> int:
+    from services.collector.cluster_watcher import run_cluster_watcher
+
+    settings = _settings()
+    if settings is None:
+        return 2
+
+    async def main(stop: asyncio.Event) -> None:
+        await run_cluster_watcher(settings, resync_seconds=args.resync, hypernodes_file=args.hypernodes_file, stop=stop)
+
+    run_until_signalled(main)
+    return 0
+
+
+def _list_fixtures(args: argparse.Namespace) -> int:
+    from services.collector.topology_files import fixture_names, fixture_note, fixture_source, load_topology
+
+    for name in fixture_names():
+        topology = load_topology(name)
+        first = topology.devices[0]
+        print(f"{name}: {len(topology.devices)} x {first.model} ({first.vendor.value}, {first.memory_mib} MiB)")
+        print(f"    source: {fixture_source(name)}")
+        note = fixture_note(name)
+        if note:
+            print(f"    note: {note}")
+    return 0
+
+
+def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run main(stop) on a fresh loop; SIGINT and SIGTERM set `stop` so the service ends cleanly."""
+
+    async def runner() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGINT, signal.SIGTERM)
+        for sig in signals:
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await main(stop)
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+    asyncio.run(runner())
+
+
+def _settings() -> Settings | None:
+    try:
+        return Settings.from_env()
+    except ConfigError as exc:
+        print(f"topoplace collector: {exc}", file=sys.stderr)
+        return None
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
