@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "topoplace.commands.schemas",
     "topoplace.commands.demo",
     "topoplace.commands.workload",
+    "topoplace.commands.topics",
 )
 
 

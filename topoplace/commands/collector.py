@@ -33,6 +33,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     cluster.add_argument("--hypernodes-file", default=None, help="a YAML/JSON file of HyperNodes to publish")
     cluster.set_defaults(func=_run_cluster)
 
+    fleet = sub.add_parser("fleet", help="publish many simulated nodes from one process")
+    fleet.add_argument("--fleet", required=True, help='a JSON file: {"members": [{"node": ..., "source": ...}]}')
+    fleet.add_argument("--interval", type=_positive_float, default=10.0, help="seconds between usage reports")
+    fleet.set_defaults(func=_run_fleet)
+
     fixtures = sub.add_parser("fixtures", help="list the shipped topology fixtures and their sources")
     fixtures.set_defaults(func=_list_fixtures)
 
@@ -59,6 +64,30 @@ def _run_node(args: argparse.Namespace) -> int:
         run_until_signalled(main)
     except SOURCE_ERRORS as exc:
         print(f"topoplace collector node: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _run_fleet(args: argparse.Namespace) -> int:
+    from services.collector.fleet import FleetError, load_fleet, run_fleet
+    from services.collector.node_agent import SOURCE_ERRORS
+
+    settings = _settings()
+    if settings is None:
+        return 2
+    try:
+        fleet = load_fleet(args.fleet)
+    except FleetError as exc:
+        print(f"topoplace collector fleet: {exc}", file=sys.stderr)
+        return 2
+
+    async def main(stop: asyncio.Event) -> None:
+        await run_fleet(settings, fleet, interval_seconds=args.interval, stop=stop)
+
+    try:
+        run_until_signalled(main)
+    except SOURCE_ERRORS as exc:
+        print(f"topoplace collector fleet: {exc}", file=sys.stderr)
         return 2
     return 0
 

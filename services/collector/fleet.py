@@ -1,0 +1,86 @@
+"""A fleet of simulated nodes in one process: one node agent loop per node, one producer.
+
+For demos and clusters of simulated nodes (KWOK), where a process per node
+would cost more than the nodes themselves. Each member publishes exactly what
+`topoplace collector node` would for that node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import msgspec
+
+from services.collector.node_agent import SERVICE, _bootstrap, make_reader, publish_loop
+from topoplace import telemetry
+from topoplace.config import Settings
+from topoplace.health import HealthServer
+from topoplace.kafka_io import EventProducer
+from topoplace.logs import configure_logging
+
+log = logging.getLogger(__name__)
+
+
+class FleetMember(msgspec.Struct, frozen=True, kw_only=True):
+    node: str
+    source: str  # a fixture name or file, as for `collector node --source`
+
+
+class Fleet(msgspec.Struct, frozen=True, kw_only=True):
+    members: tuple[FleetMember, ...]
+
+
+class FleetError(ValueError):
+    pass
+
+
+def load_fleet(path: str | Path) -> Fleet:
+    """A fleet file: {"members": [{"node": ..., "source": ...}, ...]}; node names must be unique."""
+    try:
+        fleet = msgspec.json.decode(Path(path).read_bytes(), type=Fleet)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise FleetError(f"fleet file {path}: {exc}") from exc
+    seen: set[str] = set()
+    for i, member in enumerate(fleet.members):
+        if member.node in seen:
+            raise FleetError(f"fleet file {path}: members[{i}].node: {member.node!r} appears twice")
+        seen.add(member.node)
+    return fleet
+
+
+async def run_fleet(
+    settings: Settings, fleet: Fleet, *, interval_seconds: float = 10.0, stop: asyncio.Event | None = None
+) -> None:
+    """Publish every member's topology and usage until `stop` is set."""
+    readers = [(m.node, make_reader(m.source, node=m.node)) for m in fleet.members]
+    firsts = [await asyncio.to_thread(read) for _, read in readers]  # fail fast on a bad source
+    configure_logging(SERVICE, settings.log_level)
+    tracing = telemetry.setup_tracing(SERVICE, settings)
+    stop = stop if stop is not None else asyncio.Event()
+    published: set[str] = set()
+    health = HealthServer(settings.health_port, ready=lambda: len(published) == len(readers))
+    await health.start()
+    try:
+        async with (
+            _bootstrap(settings) as bootstrap,
+            EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer,
+        ):
+            await asyncio.gather(
+                *(
+                    publish_loop(
+                        producer,
+                        read,
+                        node=node,
+                        interval_seconds=interval_seconds,
+                        stop=stop,
+                        first=first,
+                        on_topology=lambda t: published.add(t.node),
+                    )
+                    for (node, read), first in zip(readers, firsts, strict=True)
+                )
+            )
+    finally:
+        await health.stop()
+        tracing.force_flush()

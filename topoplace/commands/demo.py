@@ -1,0 +1,39 @@
+"""`topoplace demo`: the whole pipeline, end to end, on the embedded defaults."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from rich.console import Console
+
+from topoplace.config import Settings
+from topoplace.demo.runner import DemoOptions, run_demo
+
+
+def _run(args: argparse.Namespace) -> int:
+    options = DemoOptions(
+        pods=args.pods,
+        seed=args.seed,
+        rate_per_s=args.rate,
+        timeout_s=args.timeout,
+        mode=args.mode,
+        report_path=Path(args.report),
+        traces_path=Path(args.traces),
+        work_dir=Path(args.work_dir),
+    )
+    return asyncio.run(run_demo(options, Settings.from_env(), Console()))
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser("demo", help="run the whole pipeline on the embedded broker and test cluster")
+    parser.add_argument("--pods", type=int, default=200, help="how many pods to submit (default 200)")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the workload's order")
+    parser.add_argument("--rate", type=float, default=50.0, help="pods submitted per second")
+    parser.add_argument("--timeout", type=float, default=240.0, help="seconds for every pod to be decided")
+    parser.add_argument("--mode", choices=("default", "hami"), default="default", help="engine mode of the placer")
+    parser.add_argument("--report", default="demo-report.json")
+    parser.add_argument("--traces", default="demo-traces.jsonl")
+    parser.add_argument("--work-dir", default=".demo", help="service logs and per-service trace files")
+    parser.set_defaults(func=_run)
