@@ -1,0 +1,33 @@
+"""The binder's Prometheus metrics (default registry, served on /metrics)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+BINDS = Counter(
+    "topoplace_binder_binds_total",
+    "Placements handled, by binding outcome (bound, conflict, failed, unschedulable).",
+    ["outcome"],
+)
+BIND_SECONDS = Histogram(
+    "topoplace_binder_bind_seconds",
+    "Time from receiving a placement to reporting its outcome.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+RETRIES = Counter(
+    "topoplace_binder_retries_total",
+    "API calls retried after a transient error (429, 5xx, timeout, connection), by operation.",
+    ["operation"],
+)
+LEDGER_CONFLICTS = Counter(
+    "topoplace_binder_ledger_conflicts_total",
+    "Placements refused before any API call because their devices are held by other pods.",
+)
+EVENTS_FAILED = Counter(
+    "topoplace_binder_events_failed_total",
+    "Kubernetes Events that could not be created (best effort: the binding is not affected).",
+)
+LEDGER_PODS = Gauge(
+    "topoplace_binder_ledger_pods",
+    "Pods the device ledger knows to hold devices.",
+)

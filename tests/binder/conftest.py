@@ -1,0 +1,79 @@
+"""Fixtures of the binder tests: the test API server behind a fault-injecting proxy, a client, pods."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from binder_support import FaultProxy, PodFactory, make_api_client
+from kubernetes_asyncio import client
+
+from topoplace.broker import EmbeddedBroker, ensure_topics
+from topoplace.kubeapi import KubeApiServer
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """KAFKA_BOOTSTRAP when set, else an embedded broker for the session, with every topic created.
+
+    Synchronous: the broker is a subprocess that outlives the per-test event loops.
+    """
+    external = os.environ.get("KAFKA_BOOTSTRAP")
+    if external:
+        asyncio.run(ensure_topics(external))
+        yield external
+        return
+    broker = EmbeddedBroker()
+    bootstrap = asyncio.run(broker.start())
+    try:
+        asyncio.run(ensure_topics(bootstrap))
+        yield bootstrap
+    finally:
+        asyncio.run(broker.stop())
+
+
+@pytest.fixture
+async def kube_api() -> AsyncIterator[KubeApiServer]:
+    async with KubeApiServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def proxy(kube_api: KubeApiServer) -> AsyncIterator[FaultProxy]:
+    fault_proxy = FaultProxy(kube_api.url)
+    await fault_proxy.start()
+    yield fault_proxy
+    await fault_proxy.stop()
+
+
+@pytest.fixture
+async def core(proxy: FaultProxy) -> AsyncIterator[client.CoreV1Api]:
+    api = make_api_client(proxy.url)
+    yield client.CoreV1Api(api)
+    await api.close()
+
+
+@pytest.fixture
+def make_pod(kube_api: KubeApiServer) -> PodFactory:
+    """Create a pending pod of ours in the test server; returns the stored object (uid, resourceVersion)."""
+
+    def create(
+        name: str | None = None, namespace: str = "default", node: str | None = None
+    ) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "schedulerName": "topoplace",
+            "containers": [{"name": "main", "image": "busybox"}],
+        }
+        if node:
+            spec["nodeName"] = node
+        body = {
+            "metadata": {"name": name or f"pod-{uuid.uuid4().hex[:8]}", "namespace": namespace},
+            "spec": spec,
+        }
+        return kube_api.store.create("pods", body, namespace=namespace)
+
+    return create

@@ -1,0 +1,165 @@
+"""The placement handler with stand-in parts: ledger bookkeeping, failures, metrics, ordering."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import msgspec
+import pytest
+from binder_support import RecordingProducer
+from opentelemetry import context as otel_context
+from prometheus_client import REGISTRY
+
+from schemas.events import BindingEvent, BindingOutcome, DeviceAssignment, PlacementEvent, PlacementOutcome
+from services.binder.apply import BindResult
+from services.binder.handler import PlacementHandler
+from services.binder.ledger import DeviceLedger, Holding
+
+NODE = "n1"
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    event: Any
+    trace_context: otel_context.Context = msgspec.field(default_factory=otel_context.Context)
+
+
+class ScriptedBinder:
+    def __init__(self, answer: BindResult | BaseException | None = None, *, block: bool = False) -> None:
+        self.answer = answer
+        self.calls: list[PlacementEvent] = []
+        self.entered = asyncio.Event()
+        self._block = block
+
+    async def bind(self, placement: PlacementEvent) -> BindResult:
+        self.calls.append(placement)
+        self.entered.set()
+        if self._block:
+            await asyncio.Event().wait()
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        assert self.answer is not None
+        return self.answer
+
+
+class RecordedEvents:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[str, str]] = []
+
+    async def scheduled(self, placement: PlacementEvent) -> bool:
+        self.recorded.append(("Scheduled", ""))
+        return True
+
+    async def failed_scheduling(self, placement: PlacementEvent, message: str) -> bool:
+        self.recorded.append(("FailedScheduling", message))
+        return True
+
+
+def placement(
+    uid: str = "u1", devices: tuple[DeviceAssignment, ...] = (DeviceAssignment(index=0),)
+) -> PlacementEvent:
+    return PlacementEvent(
+        decision_id="d1",
+        uid=uid,
+        namespace="ns",
+        name=uid,
+        pod_resource_version="1",
+        outcome=PlacementOutcome.PLACED,
+        node=NODE,
+        devices=devices,
+    )
+
+
+def build(
+    binder: ScriptedBinder, ledger: DeviceLedger | None = None, producer: Any = None
+) -> tuple[PlacementHandler, DeviceLedger, RecordingProducer, RecordedEvents]:
+    ledger = ledger or DeviceLedger()
+    producer = producer or RecordingProducer()
+    events = RecordedEvents()
+    handler = PlacementHandler(ledger=ledger, binder=binder, events=events, producer=producer)
+    return handler, ledger, producer, events
+
+
+def binds_counted(outcome: BindingOutcome) -> float:
+    return REGISTRY.get_sample_value("topoplace_binder_binds_total", {"outcome": outcome.value}) or 0.0
+
+
+async def test_bound_keeps_the_holding_and_counts_it() -> None:
+    handler, ledger, producer, events = build(
+        ScriptedBinder(BindResult(outcome=BindingOutcome.BOUND, bound_now=True))
+    )
+    before = binds_counted(BindingOutcome.BOUND)
+    await handler(Message(event=placement()))
+    assert ledger.holding("u1") == Holding(pod_uid="u1", node=NODE, devices=(DeviceAssignment(index=0),))
+    assert events.recorded == [("Scheduled", "")]
+    (sent,) = producer.sent
+    assert isinstance(sent.event, BindingEvent) and sent.event.outcome is BindingOutcome.BOUND
+    assert binds_counted(BindingOutcome.BOUND) == before + 1
+
+
+async def test_already_bound_pod_gets_no_second_scheduled_event() -> None:
+    handler, _, producer, events = build(
+        ScriptedBinder(BindResult(outcome=BindingOutcome.BOUND, bound_now=False))
+    )
+    await handler(Message(event=placement()))
+    assert events.recorded == []
+    assert producer.sent[0].event.outcome is BindingOutcome.BOUND
+
+
+@pytest.mark.parametrize("outcome", [BindingOutcome.CONFLICT, BindingOutcome.FAILED])
+async def test_a_bind_that_did_not_happen_puts_the_ledger_back(outcome: BindingOutcome) -> None:
+    ledger = DeviceLedger()
+    earlier = Holding(pod_uid="u1", node=NODE, devices=(DeviceAssignment(index=5),))
+    ledger.hold(earlier)
+    handler, _, producer, events = build(
+        ScriptedBinder(BindResult(outcome=outcome, reason="because")), ledger
+    )
+    await handler(Message(event=placement()))
+    assert ledger.holding("u1") == earlier
+    assert ledger.holders(NODE, 0) == {}
+    assert producer.sent[0].event.outcome is outcome
+    assert events.recorded[0][0] == "FailedScheduling" and "because" in events.recorded[0][1]
+
+
+async def test_unexpected_error_is_reported_as_failed() -> None:
+    handler, ledger, producer, _ = build(ScriptedBinder(RuntimeError("surprise")))
+    await handler(Message(event=placement()))
+    (sent,) = producer.sent
+    assert sent.event.outcome is BindingOutcome.FAILED and "surprise" in sent.event.reason
+    assert ledger.holding("u1") is None
+
+
+async def test_cancelled_bind_holds_nothing_and_reports_nothing() -> None:
+    binder = ScriptedBinder(block=True)
+    handler, ledger, producer, _ = build(binder)
+    task = asyncio.create_task(handler(Message(event=placement())))
+    await asyncio.wait_for(binder.entered.wait(), 5)
+    assert ledger.holding("u1") is not None  # held while the bind runs
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ledger.holding("u1") is None
+    assert producer.sent == []
+
+
+async def test_a_failed_send_propagates_so_the_offset_is_not_committed() -> None:
+    async def broker_down() -> None:
+        raise ConnectionError("broker down")
+
+    handler, _, _, _ = build(
+        ScriptedBinder(BindResult(outcome=BindingOutcome.BOUND, bound_now=True)),
+        producer=RecordingProducer(on_send=broker_down),
+    )
+    with pytest.raises(ConnectionError):
+        await handler(Message(event=placement()))
+
+
+async def test_ledger_conflict_never_calls_the_api() -> None:
+    ledger = DeviceLedger()
+    ledger.hold(Holding(pod_uid="other", node=NODE, devices=(DeviceAssignment(index=0),)))
+    binder = ScriptedBinder(BindResult(outcome=BindingOutcome.BOUND))
+    handler, _, producer, _ = build(binder, ledger)
+    await handler(Message(event=placement()))
+    assert binder.calls == []
+    assert producer.sent[0].event.outcome is BindingOutcome.CONFLICT
+    assert producer.sent[0].event.attempts == 0

@@ -1,0 +1,155 @@
+"""The device ledger: rebuilt from the topics, and its collision rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas import topics
+from schemas.events import (
+    DeviceAssignment,
+    LifecyclePhase,
+    NodeTopologyEvent,
+    PodLifecycleEvent,
+)
+from schemas.topology import Device, Vendor
+from services.binder.ledger import DeviceLedger, Holding
+
+GPU_MIB = 16_000
+
+
+def gpu(index: int, memory_mib: int = GPU_MIB, cores: int = 100) -> Device:
+    return Device(
+        index=index, uuid=f"GPU-{index}", vendor=Vendor.NVIDIA, model="T", memory_mib=memory_mib, cores=cores
+    )
+
+
+def whole(index: int) -> DeviceAssignment:
+    return DeviceAssignment(index=index)
+
+
+def share(index: int, memory_mib: int, cores: int = 100) -> DeviceAssignment:
+    return DeviceAssignment(index=index, memory_mib=memory_mib, cores=cores)
+
+
+def topology(node: str, *devices: Device) -> NodeTopologyEvent:
+    return NodeTopologyEvent(node=node, machine_type="test", devices=devices)
+
+
+def bound(uid: str, node: str, *devices: DeviceAssignment) -> PodLifecycleEvent:
+    return PodLifecycleEvent(
+        uid=uid, namespace="ns", name=uid, phase=LifecyclePhase.BOUND, node=node, devices=devices
+    )
+
+
+@pytest.fixture
+def ledger() -> DeviceLedger:
+    led = DeviceLedger()
+    led.apply_message(topics.TOPOLOGY_NODES.name, "n1", topology("n1", gpu(0), gpu(1), gpu(2)))
+    return led
+
+
+def test_idle_devices_fit(ledger: DeviceLedger) -> None:
+    assert ledger.collisions("p", "n1", (whole(0), whole(1))) == ()
+
+
+def test_whole_device_held_by_another_pod_collides(ledger: DeviceLedger) -> None:
+    ledger.apply_message(topics.PODS_LIFECYCLE.name, "a", bound("a", "n1", whole(1)))
+    reasons = ledger.collisions("p", "n1", (whole(0), whole(1)))
+    assert len(reasons) == 1
+    assert "device 1 on node n1" in reasons[0] and "a" in reasons[0]
+
+
+def test_whole_device_needs_an_idle_device_even_beside_a_small_share(ledger: DeviceLedger) -> None:
+    ledger.hold(Holding(pod_uid="a", node="n1", devices=(share(0, 1000, 10),)))
+    assert ledger.collisions("p", "n1", (whole(0),)) != ()
+
+
+def test_share_cannot_join_a_whole_device(ledger: DeviceLedger) -> None:
+    ledger.hold(Holding(pod_uid="a", node="n1", devices=(whole(0),)))
+    assert ledger.collisions("p", "n1", (share(0, 1000, 10),)) != ()
+
+
+def test_shares_fit_while_memory_and_cores_last(ledger: DeviceLedger) -> None:
+    half = GPU_MIB // 2
+    ledger.hold(Holding(pod_uid="a", node="n1", devices=(share(0, half, 50),)))
+    assert ledger.collisions("p", "n1", (share(0, half, 50),)) == ()
+    over_memory = ledger.collisions("p", "n1", (share(0, half + 1, 10),))
+    assert len(over_memory) == 1 and "MiB" in over_memory[0]
+    over_cores = ledger.collisions("p", "n1", (share(0, 1000, 51),))
+    assert len(over_cores) == 1 and "cores" in over_cores[0]
+
+
+def test_memory_zero_means_all_memory(ledger: DeviceLedger) -> None:
+    # A cores-only share (memory 0) takes the device's whole memory: nothing else fits beside it.
+    ledger.hold(Holding(pod_uid="a", node="n1", devices=(DeviceAssignment(index=2, memory_mib=0, cores=30),)))
+    assert ledger.collisions("p", "n1", (share(2, 100, 10),)) != ()
+
+
+def test_capacity_comes_from_the_topology(ledger: DeviceLedger) -> None:
+    ledger.apply_message(topics.TOPOLOGY_NODES.name, "n2", topology("n2", gpu(0, memory_mib=4000)))
+    ledger.hold(Holding(pod_uid="a", node="n2", devices=(share(0, 3000, 10),)))
+    assert ledger.collisions("p", "n2", (share(0, 1000, 10),)) == ()
+    assert ledger.collisions("p", "n2", (share(0, 1001, 10),)) != ()
+
+
+def test_unknown_device_on_a_known_node_collides(ledger: DeviceLedger) -> None:
+    reasons = ledger.collisions("p", "n1", (whole(7),))
+    assert reasons == ("node n1 has no device 7",)
+
+
+def test_device_listed_twice_collides(ledger: DeviceLedger) -> None:
+    assert len(ledger.collisions("p", "n1", (share(0, 10, 10), share(0, 10, 10)))) == 1
+
+
+def test_unknown_node_still_guards_whole_devices() -> None:
+    led = DeviceLedger()
+    led.hold(Holding(pod_uid="a", node="nx", devices=(whole(0),)))
+    assert led.collisions("p", "nx", (whole(0),)) != ()
+    assert led.collisions("p", "nx", (whole(1),)) == ()
+    led.hold(Holding(pod_uid="b", node="nx", devices=(share(1, 1000, 60),)))
+    assert led.collisions("p", "nx", (share(1, 1000, 40),)) == ()
+    assert led.collisions("p", "nx", (share(1, 1000, 41),)) != ()
+
+
+def test_pod_holding_exactly_these_devices_is_not_a_collision(ledger: DeviceLedger) -> None:
+    devices = (whole(0), whole(1))
+    ledger.hold(Holding(pod_uid="p", node="n1", devices=devices))
+    assert ledger.collisions("p", "n1", devices) == ()
+    assert ledger.collisions("other", "n1", (whole(0),)) != ()
+
+
+def test_deleted_pod_frees_its_devices(ledger: DeviceLedger) -> None:
+    ledger.apply_message(topics.PODS_LIFECYCLE.name, "a", bound("a", "n1", whole(0)))
+    deleted = PodLifecycleEvent(uid="a", namespace="ns", name="a", phase=LifecyclePhase.DELETED)
+    ledger.apply_message(topics.PODS_LIFECYCLE.name, "a", deleted)
+    assert ledger.collisions("p", "n1", (whole(0),)) == ()
+    assert ledger.holding("a") is None
+
+
+def test_tombstone_frees_the_pod_and_forgets_the_node(ledger: DeviceLedger) -> None:
+    ledger.apply_message(topics.PODS_LIFECYCLE.name, "a", bound("a", "n1", whole(0)))
+    ledger.apply_message(topics.PODS_LIFECYCLE.name, "a", None)
+    assert ledger.holders("n1", 0) == {}
+    ledger.apply_message(topics.TOPOLOGY_NODES.name, "n1", None)
+    assert not ledger.knows_node("n1")
+
+
+def test_rebinding_moves_a_pods_holding(ledger: DeviceLedger) -> None:
+    ledger.apply_message(topics.PODS_LIFECYCLE.name, "a", bound("a", "n1", whole(0)))
+    ledger.apply_message(topics.PODS_LIFECYCLE.name, "a", bound("a", "n1", whole(1)))
+    assert ledger.holders("n1", 0) == {}
+    assert set(ledger.holders("n1", 1)) == {"a"}
+    assert ledger.pod_count() == 1
+
+
+def test_restore_puts_back_what_a_failed_bind_replaced(ledger: DeviceLedger) -> None:
+    before = Holding(pod_uid="a", node="n1", devices=(whole(0),))
+    ledger.hold(before)
+    previous = ledger.hold(Holding(pod_uid="a", node="n1", devices=(whole(2),)))
+    assert previous == before
+    ledger.restore("a", previous)
+    assert ledger.holding("a") == before
+    assert ledger.holders("n1", 2) == {}
+    ledger.hold(Holding(pod_uid="b", node="n1", devices=(whole(1),)))
+    ledger.restore("b", None)
+    assert ledger.holding("b") is None and ledger.holders("n1", 1) == {}

@@ -1,0 +1,46 @@
+"""`topoplace binder`: apply placements to the cluster until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from typing import Any
+
+from topoplace.config import ConfigError, Settings
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "binder",
+        help="bind pods as the placements say (annotations + pods/binding + Events), report on `bindings`",
+        description="Configured by the environment: KAFKA_BOOTSTRAP, TOPOPLACE_KUBE_API_URL or KUBECONFIG, "
+        "TOPOPLACE_HEALTH_PORT, TOPOPLACE_TRACES_FILE / OTEL_EXPORTER_OTLP_*, TOPOPLACE_SCHEDULER_NAME.",
+    )
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        asyncio.run(_run_until_signalled(Settings.from_env()))
+    except ConfigError as exc:  # a bad or missing variable: say which, no traceback
+        print(f"topoplace binder: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+async def _run_until_signalled(settings: Settings) -> None:
+    # Imported here: the service pulls in Kafka, Kubernetes and OpenTelemetry, which
+    # `topoplace --help` and the other subcommands do not need.
+    from services.binder.service import run_binder
+    from topoplace import telemetry
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await run_binder(settings, stop=stop)
+    finally:
+        telemetry.shutdown_tracing()
