@@ -101,3 +101,21 @@ def test_demo_cluster_has_every_vendor() -> None:
 
 def test_mix_shares_sum_to_one() -> None:
     assert sum(kind.share for kind in workload.MIX) == pytest.approx(1.0)
+
+
+def test_compose_hypernodes_file_is_the_demo_network_tree() -> None:
+    from services.collector.watch_hypernode_file import parse_hypernodes
+
+    text = (ROOT / "deploy" / "compose" / "hypernodes.yaml").read_text()
+    parsed = parse_hypernodes(text)
+    wanted = cluster.hypernode_manifests(cluster.default_cluster())
+    assert [h.metadata.name for h in parsed] == [m["metadata"]["name"] for m in wanted]
+    assert [_without_nulls(msgspec.to_builtins(h.spec)) for h in parsed] == [m["spec"] for m in wanted]
+
+
+def _without_nulls(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value

@@ -317,15 +317,9 @@ def test_vmemory_is_gi_unless_a_unit_is_given(vmemory: str, mib: int) -> None:
 # --- application classes ------------------------------------------------------------------------------
 
 
-class ClassedAllocation(Allocation, frozen=True, kw_only=True):
-    """An allocation that knows its pod's metax-tech.com/sgpu-app-class."""
-
-    app_class: str = ""
-
-
 def classed_node(*holders: tuple[int, str]) -> NodeState:
     allocations = tuple(
-        ClassedAllocation(
+        Allocation(
             pod_uid=f"h-{n}", index=i, memory_mib=4096, cores=0 if c == "online" else 20, app_class=c
         )
         for n, (i, c) in enumerate(holders)

@@ -154,9 +154,8 @@ class MetaxPlugin:
 
 def card_app_classes(scratch: NodeScratch, index: int) -> tuple[str, ...]:
     """The application classes of the pods on one card, in allocation order ("" = ordinary)."""
-    # Allocation has no app-class field yet; read it when the model carries one.
     return tuple(
-        str(getattr(alloc, "app_class", "") or "")
+        alloc.app_class
         for alloc in scratch.node.allocations
         if alloc.index == index
     )

@@ -1,0 +1,88 @@
+"""The engine's input and output: an immutable snapshot, a pod's request, a decision.
+
+Everything here is a frozen msgspec Struct so a snapshot can be decoded once
+at the edge (Kafka, a JSON file) and trusted inside the engine.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+
+from schemas.events import DeviceAssignment, HyperNodeEvent
+from schemas.topology import Device, Link
+
+
+class Allocation(msgspec.Struct, frozen=True, kw_only=True):
+    """One device share held by a pod (bound, or assumed by the placer)."""
+
+    pod_uid: str
+    index: int
+    memory_mib: int = 0  # 0 = the whole device
+    cores: int = 100
+    qos: str = ""  # MetaX sGPU QoS policy of the holder (a shared card accepts only its first pod's)
+    app_class: str = ""  # MetaX online/offline class of the holder
+
+
+class NodeState(msgspec.Struct, frozen=True, kw_only=True):
+    """One node as the engine sees it: devices, links, labels, health, who holds what."""
+
+    name: str
+    machine_type: str
+    devices: tuple[Device, ...]
+    links: tuple[Link, ...] = ()
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    ready: bool = True
+    unschedulable: bool = False  # cordoned
+    allocations: tuple[Allocation, ...] = ()
+
+
+class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
+    nodes: tuple[NodeState, ...]
+    hypernodes: tuple[HyperNodeEvent, ...] = ()
+
+
+class PodRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A pod's device request: Kubernetes resource name -> quantity, plus its annotations."""
+
+    uid: str
+    namespace: str = "default"
+    name: str = ""
+    requests: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    labels: dict[str, str] = {}
+
+
+class Mode(enum.StrEnum):
+    DEFAULT = "default"  # exact optimum, ties broken to protect the remainder
+    HAMI = "hami"  # HAMi v2.7's choices, tie-breaking included
+
+
+class NodeVerdict(msgspec.Struct, frozen=True, kw_only=True):
+    """How one node fared: its score if it fits, or why it cannot host the pod."""
+
+    node: str
+    fits: bool
+    score: float = 0.0
+    devices: tuple[int, ...] = ()
+    reason: str = ""
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    node: str | None
+    devices: tuple[DeviceAssignment, ...] = ()
+    score: float = 0.0
+    score_parts: dict[str, float] = {}
+    reason: str = ""  # set when node is None
+    alternatives: tuple[NodeVerdict, ...] = ()  # the other nodes, best first
+    candidates_considered: int = 0
+    warnings: tuple[str, ...] = ()
+
+
+class PlaceInput(msgspec.Struct, frozen=True, kw_only=True):
+    """A snapshot file for `topoplace engine place`: the cluster and one pod."""
+
+    snapshot: Snapshot
+    request: PodRequest

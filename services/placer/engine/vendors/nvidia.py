@@ -1,0 +1,488 @@
+"""NVIDIA GPUs: HAMi's resources, annotations, filters and topology-aware choice.
+
+Resources: nvidia.com/gpu (count), nvidia.com/gpumem (MiB per GPU),
+nvidia.com/gpumem-percentage, nvidia.com/gpucores (percent per GPU).
+A count alone takes whole GPUs (an idle GPU each). A memory or cores share
+lets a GPU hold several pods while memory and cores fit (at most
+DEVICE_SPLIT_COUNT pods, HAMi's default deviceSplitCount).
+
+Annotations: hami.io/gpu-scheduler-policy (binpack | spread | topology-aware |
+mutex | numa, or a comma list; default spread), hami.io/node-scheduler-policy
+(binpack | spread; default binpack), nvidia.com/use-gpuuuid,
+nvidia.com/nouse-gpuuuid, nvidia.com/use-gputype, nvidia.com/nouse-gputype
+(comma lists), nvidia.com/numa-bind (true: all GPUs on one NUMA node).
+"""
+
+from __future__ import annotations
+
+import enum
+from math import comb
+
+from schemas.events import DeviceAssignment
+from schemas.topology import Device, Vendor
+from services.placer.engine.model import Mode, PodRequest
+from services.placer.engine.quantities import optional_int, parse_bool, split_list
+from services.placer.engine.search import DEFAULT_CAP, best_subset
+from services.placer.engine.vendor import (
+    DeviceRequest,
+    NodePolicy,
+    NodeScore,
+    NodeScratch,
+    RequestError,
+    SetCandidate,
+    SetChoice,
+    Unfit,
+)
+from services.placer.engine.vendors.nvidia_links import PairTable, pair_table
+
+GPU = "nvidia.com/gpu"
+GPUMEM = "nvidia.com/gpumem"
+GPUMEM_PERCENTAGE = "nvidia.com/gpumem-percentage"
+GPUCORES = "nvidia.com/gpucores"
+GPU_POLICY = "hami.io/gpu-scheduler-policy"
+NODE_POLICY = "hami.io/node-scheduler-policy"
+USE_UUID = "nvidia.com/use-gpuuuid"
+NOUSE_UUID = "nvidia.com/nouse-gpuuuid"
+USE_TYPE = "nvidia.com/use-gputype"
+NOUSE_TYPE = "nvidia.com/nouse-gputype"
+NUMA_BIND = "nvidia.com/numa-bind"
+
+DEVICE_SPLIT_COUNT = 10  # pods per GPU, HAMi's default deviceSplitCount
+HAMI_WEIGHT = 10  # HAMi's util.Weight in its usage scores
+
+# Node score weights (default mode), see docs/engine.md.
+FILL_WEIGHT = 20.0  # one PCIe level is 10, one NVLink 100: packing never outweighs an NVLink
+REMAINDER_WEIGHT = 10.0
+
+
+class GpuPolicy(enum.StrEnum):
+    BINPACK = "binpack"
+    SPREAD = "spread"
+    TOPOLOGY = "topology-aware"
+    MUTEX = "mutex"
+    NUMA = "numa"
+
+
+class NvidiaRequest(DeviceRequest, frozen=True, kw_only=True):
+    whole: bool  # no memory / cores share: whole, idle GPUs
+    memory_mib: int = 0  # per GPU; 0 = not given
+    memory_percent: int = 0  # per GPU; 0 = not given (100 when neither is given)
+    cores: int = 100
+    policies: tuple[GpuPolicy, ...] = (GpuPolicy.SPREAD,)
+    use_uuids: tuple[str, ...] = ()
+    nouse_uuids: tuple[str, ...] = ()
+    use_types: tuple[str, ...] = ()
+    nouse_types: tuple[str, ...] = ()
+    numa_bind: bool = False
+
+    @property
+    def binpack(self) -> bool:
+        return GpuPolicy.BINPACK in self.policies
+
+    @property
+    def topology(self) -> bool:
+        return GpuPolicy.TOPOLOGY in self.policies
+
+    @property
+    def mutex(self) -> bool:
+        return GpuPolicy.MUTEX in self.policies
+
+    def memory_for(self, device: Device) -> int:
+        """MiB this request takes on `device`."""
+        if self.whole:
+            return device.memory_mib
+        if self.memory_mib > 0:
+            return self.memory_mib
+        return device.memory_mib * (self.memory_percent or 100) // 100
+
+
+def _gpu_policies(text: str | None) -> tuple[GpuPolicy, ...]:
+    if text is None:
+        return (GpuPolicy.SPREAD,)
+    names = split_list(text)
+    if not names:
+        raise RequestError(GPU_POLICY, "is empty")
+    policies: list[GpuPolicy] = []
+    for name in names:
+        try:
+            policies.append(GpuPolicy(name))
+        except ValueError:
+            allowed = ", ".join(p.value for p in GpuPolicy)
+            raise RequestError(GPU_POLICY, f"unknown policy {name!r} (allowed: {allowed})") from None
+    if GpuPolicy.BINPACK in policies and GpuPolicy.SPREAD in policies:
+        raise RequestError(GPU_POLICY, "binpack and spread exclude each other")
+    return tuple(policies)
+
+
+def _node_policy(text: str | None) -> NodePolicy:
+    if text is None:
+        return NodePolicy.BINPACK
+    try:
+        return NodePolicy(text.strip())
+    except ValueError:
+        raise RequestError(NODE_POLICY, f"must be binpack or spread, got {text!r}") from None
+
+
+class NvidiaPlugin:
+    vendor = Vendor.NVIDIA
+    name = "nvidia"
+
+    # --- request ------------------------------------------------------------------------
+
+    def parse_request(self, request: PodRequest) -> NvidiaRequest | None:
+        res = request.requests
+        count = optional_int(res, GPU, low=0)
+        memory = optional_int(res, GPUMEM, low=1)
+        percent = optional_int(res, GPUMEM_PERCENTAGE, low=1, high=100)
+        cores = optional_int(res, GPUCORES, low=0, high=100)
+        if count is None:
+            if memory is not None or percent is not None or cores is not None:
+                raise RequestError(GPU, "is required with nvidia.com/gpumem, gpumem-percentage or gpucores")
+            return None
+        if count == 0:
+            return None
+        if memory is not None and percent is not None:
+            raise RequestError(GPUMEM_PERCENTAGE, "cannot be combined with nvidia.com/gpumem")
+        ann = request.annotations
+        policies = _gpu_policies(ann.get(GPU_POLICY))
+        numa = GpuPolicy.NUMA in policies or (NUMA_BIND in ann and parse_bool(NUMA_BIND, ann[NUMA_BIND]))
+        whole = memory is None and percent is None and cores is None
+        return NvidiaRequest(
+            vendor=Vendor.NVIDIA,
+            resource=GPU,
+            count=count,
+            node_policy=_node_policy(ann.get(NODE_POLICY)),
+            device_noun="GPU",
+            whole=whole,
+            memory_mib=memory or 0,
+            memory_percent=percent or 0,
+            cores=100 if whole else (cores if cores is not None else 0),
+            policies=policies,
+            use_uuids=split_list(ann.get(USE_UUID, "")),
+            nouse_uuids=split_list(ann.get(NOUSE_UUID, "")),
+            use_types=split_list(ann.get(USE_TYPE, "")),
+            nouse_types=split_list(ann.get(NOUSE_TYPE, "")),
+            numa_bind=numa,
+        )
+
+    # --- filter -------------------------------------------------------------------------
+
+    def filter_device(self, scratch: NodeScratch, request: DeviceRequest, device: Device) -> str | None:
+        assert isinstance(request, NvidiaRequest)
+        if not device.healthy:
+            return "unhealthy"
+        type_reason = _type_mismatch(request, device)
+        if type_reason:
+            return type_reason
+        if request.use_uuids and device.uuid not in request.use_uuids:
+            return f"not listed in {USE_UUID}"
+        if device.uuid in request.nouse_uuids:
+            return f"excluded by {NOUSE_UUID}"
+        load = scratch.loads[device.index]
+        if load.pods >= DEVICE_SPLIT_COUNT:
+            return f"already shared by {load.pods} pods (at most {DEVICE_SPLIT_COUNT})"
+        if (request.whole or request.mutex or request.cores >= 100) and load.pods > 0:
+            why = "mutex policy needs" if request.mutex and not request.whole else "whole-GPU request needs"
+            return f"in use by {load.pods} pod(s); {why} an idle GPU"
+        free_memory = device.memory_mib - load.memory_used_mib
+        needed = request.memory_for(device)
+        if free_memory < needed:
+            return f"{free_memory} MiB free, {needed} MiB requested"
+        free_cores = device.cores - load.cores_used
+        if free_cores < request.cores:
+            return f"{free_cores}% cores free, {request.cores}% requested"
+        if request.cores == 0 and free_cores == 0:
+            return "all cores taken"
+        return None
+
+    # --- search -------------------------------------------------------------------------
+
+    def search(self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]) -> SetChoice | Unfit:
+        assert isinstance(request, NvidiaRequest)
+        gpus = tuple(d for d in scratch.devices.values() if d.vendor is Vendor.NVIDIA)
+        table = pair_table(gpus, scratch.links)
+        for note in table.notes:
+            scratch.warn(note)
+        if scratch.mode is Mode.HAMI:
+            return _hami_search(scratch, request, candidates, table)
+        return _default_search(scratch, request, candidates, table)
+
+    # --- node score ---------------------------------------------------------------------
+
+    def node_score(self, scratch: NodeScratch, request: DeviceRequest, choice: SetChoice) -> NodeScore:
+        assert isinstance(request, NvidiaRequest)
+        if scratch.mode is Mode.HAMI:
+            usage = _hami_node_usage(scratch)
+            score = usage if request.node_policy is NodePolicy.BINPACK else 3 * HAMI_WEIGHT - usage
+            return NodeScore(score=round(score, 6), parts={"hami_usage": round(usage, 6)})
+        k = len(choice.assignments)
+        link = choice.set_score / comb(k, 2) if k >= 2 else 0.0
+        fill = _fill_after(scratch, request, choice)
+        fill_term = FILL_WEIGHT * (fill if request.node_policy is NodePolicy.BINPACK else 1.0 - fill)
+        before = choice.parts.get("idle_score_before", 0.0)
+        loss = choice.parts.get("remainder_loss", 0.0)
+        remainder = -REMAINDER_WEIGHT * (loss / before) + 0.0 if before > 0 else 0.0  # + 0.0: no -0
+        score = link + fill_term + remainder
+        return NodeScore(
+            score=round(score, 6),
+            parts={"link": round(link, 6), "fill": round(fill_term, 6), "remainder": round(remainder, 6)},
+        )
+
+
+def _type_mismatch(request: NvidiaRequest, device: Device) -> str:
+    model = device.model.upper()
+    if request.use_types and not any(t.upper() in model for t in request.use_types):
+        return f"type {device.model!r} not in {USE_TYPE}"
+    if any(t.upper() in model for t in request.nouse_types):
+        return f"type {device.model!r} excluded by {NOUSE_TYPE}"
+    return ""
+
+
+def _assignment(request: NvidiaRequest, device: Device) -> DeviceAssignment:
+    if request.whole:
+        return DeviceAssignment(index=device.index, uuid=device.uuid, memory_mib=0, cores=100)
+    return DeviceAssignment(
+        index=device.index, uuid=device.uuid, memory_mib=request.memory_for(device), cores=request.cores
+    )
+
+
+def _usage_ratio(scratch: NodeScratch, device: Device) -> float:
+    load = scratch.loads[device.index]
+    cores = load.cores_used / device.cores if device.cores else 0.0
+    memory = load.memory_used_mib / device.memory_mib if device.memory_mib else 0.0
+    return load.pods / DEVICE_SPLIT_COUNT + cores + memory
+
+
+def _fill_after(scratch: NodeScratch, request: NvidiaRequest, choice: SetChoice) -> float:
+    """Mean share of each GPU in use after the placement (max of memory and cores)."""
+    gpus = [d for d in scratch.devices.values() if d.vendor is Vendor.NVIDIA and d.healthy]
+    if not gpus:
+        return 0.0
+    chosen = {a.index: a for a in choice.assignments}
+    total = 0.0
+    for d in gpus:
+        load = scratch.loads[d.index]
+        memory, cores = load.memory_used_mib, load.cores_used
+        if d.index in chosen:
+            memory += request.memory_for(d)
+            cores += 100 if request.whole else request.cores
+        total += min(1.0, max(memory / d.memory_mib if d.memory_mib else 0.0, cores / d.cores if d.cores else 0.0))
+    return total / len(gpus)
+
+
+# --- default mode ---------------------------------------------------------------------------
+
+
+def _default_search(
+    scratch: NodeScratch, request: NvidiaRequest, candidates: tuple[Device, ...], table: PairTable
+) -> SetChoice | Unfit:
+    k = request.count
+    # Device preference, the last tie-break: binpack = fullest first, spread = emptiest first.
+    sign = -1.0 if request.binpack else 1.0
+    ordered = sorted(candidates, key=lambda d: (sign * _usage_ratio(scratch, d), d.index))
+    idle = set(scratch.idle_indices(Vendor.NVIDIA))
+    # Spreading shares is the user's explicit wish: the remainder term (idle GPUs only) would
+    # pull shares onto busy GPUs, so it is left out there.
+    protect = request.whole or request.binpack or request.topology or request.mutex
+    groups = _numa_groups(ordered) if request.numa_bind else [(None, ordered)]
+    best: tuple[tuple[int, int, int], SetChoice] | None = None
+    sizes: list[str] = []
+    for numa, group in groups:
+        sizes.append(f"NUMA {numa}: {len(group)}")
+        if len(group) < k:
+            continue
+        choice = _best_in_group(scratch, request, group, table, idle, protect)
+        key = (int(choice.set_score), -int(choice.parts["remainder_loss"]), -(numa if numa is not None else -1))
+        if best is None or key > best[0]:
+            best = (key, choice)
+    if best is None:
+        return Unfit(
+            reason=f"no NUMA node has {k} usable GPUs ({', '.join(sizes)}) and {NUMA_BIND} is set",
+            summary="Insufficient nvidia.com/gpu on one NUMA node",
+        )
+    return best[1]
+
+
+def _numa_groups(devices: list[Device]) -> list[tuple[int | None, list[Device]]]:
+    keys = sorted({d.numa_node if d.numa_node is not None else -1 for d in devices})
+    return [(key, [d for d in devices if (d.numa_node if d.numa_node is not None else -1) == key]) for key in keys]
+
+
+def _best_in_group(
+    scratch: NodeScratch,
+    request: NvidiaRequest,
+    group: list[Device],
+    table: PairTable,
+    idle: set[int],
+    protect: bool,
+) -> SetChoice:
+    k = request.count
+    pos = [table.position(d.index) for d in group]
+    weights = [[table.scores[p][q] for q in pos] for p in pos]
+    idle_positions = [table.position(i) for i in sorted(idle)]
+    is_idle = [d.index in idle for d in group]
+    cut_degree = [
+        sum(table.scores[p][q] for q in idle_positions if q != p) if is_idle[x] and protect else 0
+        for x, p in enumerate(pos)
+    ]
+    result = best_subset(weights, k, cut_degree=cut_degree, idle=is_idle if protect else None, cap=DEFAULT_CAP)
+    chosen = sorted((group[p] for p in result.best.positions), key=lambda d: d.index)
+    idle_before = table.set_score(sorted(idle))
+    if not result.exact:
+        scratch.warn(f"search bound hit after {result.expanded} branches: best set found, not proven optimal")
+    runners = tuple(
+        SetCandidate(
+            devices=tuple(sorted(group[p].index for p in found.positions)),
+            score=float(found.internal),
+            why=_why_lost(result.best.internal, result.best.cut, found.internal, found.cut),
+        )
+        for found in result.runners_up
+    )
+    return SetChoice(
+        assignments=tuple(_assignment(request, d) for d in chosen),
+        set_score=float(result.best.internal),
+        parts={
+            "set_score": float(result.best.internal),
+            "remainder_loss": float(result.best.cut if protect else _cut(table, chosen, idle)),
+            "idle_score_before": float(idle_before),
+            "exact": 1.0 if result.exact else 0.0,
+            "branches": float(result.expanded),
+        },
+        exact=result.exact,
+        runners_up=runners,
+        considered=result.expanded,
+    )
+
+
+def _cut(table: PairTable, chosen: list[Device], idle: set[int]) -> int:
+    members = {d.index for d in chosen}
+    return sum(table.score(a, b) for a in sorted(members & idle) for b in sorted(idle - members))
+
+
+def _why_lost(best_internal: int, best_cut: int, internal: int, cut: int) -> str:
+    if internal < best_internal:
+        return f"pair-score sum {internal} < {best_internal}"
+    if cut > best_cut:
+        return f"same pair-score sum, breaks {cut} of idle link score (chosen set: {best_cut})"
+    return "equal score; later in device order"
+
+
+# --- hami mode ------------------------------------------------------------------------------
+
+
+def _hami_device_score(scratch: NodeScratch, request: NvidiaRequest, device: Device) -> float:
+    """HAMi's per-device usage score (pkg/scheduler/policy/gpu_policy.go ComputeScore)."""
+    load = scratch.loads[device.index]
+    percent = request.memory_percent or (0 if request.memory_mib else 100)
+    # HAMi multiplies by (percent / 100.0) in int32: 1 for 100 %, 0 below.
+    memory = device.memory_mib * (percent // 100) if percent not in (0, 101) else request.memory_mib
+    used = (request.count + load.pods) / DEVICE_SPLIT_COUNT
+    cores_requested = 0 if request.whole else request.cores  # HAMi's default gpucores is 0
+    cores = (cores_requested + load.cores_used) / device.cores if device.cores else 0.0
+    mem = (memory + load.memory_used_mib) / device.memory_mib if device.memory_mib else 0.0
+    return HAMI_WEIGHT * (used + cores + mem)
+
+
+def hami_walk_order(scratch: NodeScratch, request: NvidiaRequest) -> list[Device]:
+    """The order HAMi's Fit visits GPUs: sorted by its device policy, then walked from the end.
+
+    Binpack sorts NUMA descending, score ascending; anything else NUMA ascending,
+    score descending. Go's sort.Sort is an insertion sort up to 12 elements (stable);
+    we sort stably by index for every size.
+    """
+    gpus = [d for d in scratch.devices.values() if d.vendor is Vendor.NVIDIA]
+    scores = {d.index: _hami_device_score(scratch, request, d) for d in gpus}
+
+    def numa(d: Device) -> int:
+        return d.numa_node if d.numa_node is not None else 0
+
+    if request.binpack:
+        ordered = sorted(gpus, key=lambda d: (-numa(d), scores[d.index]))
+    else:
+        ordered = sorted(gpus, key=lambda d: (numa(d), -scores[d.index]))
+    return list(reversed(ordered))
+
+
+def _hami_search(
+    scratch: NodeScratch, request: NvidiaRequest, candidates: tuple[Device, ...], table: PairTable
+) -> SetChoice | Unfit:
+    usable = {d.index for d in candidates}
+    k = request.count
+    picked: list[Device] = []
+    prev_numa: int | None = None
+    walked = 0
+    for device in hami_walk_order(scratch, request):
+        # HAMi checks health and type before the NUMA reset, the rest after it.
+        if not device.healthy or _type_mismatch(request, device):
+            continue
+        numa = device.numa_node if device.numa_node is not None else 0
+        if request.numa_bind and numa != prev_numa:
+            picked = []
+            prev_numa = numa
+        walked += 1
+        if device.index not in usable:
+            continue
+        picked.append(device)
+        if not request.topology and len(picked) == k:
+            return _hami_choice(request, picked, table, walked)
+    if len(picked) < k:
+        where = " on one NUMA node" if request.numa_bind else ""
+        return Unfit(
+            reason=f"HAMi's walk found {len(picked)} usable GPU{'' if len(picked) == 1 else 's'}{where}, {k} requested",
+            summary="Insufficient nvidia.com/gpu",
+        )
+    if len(picked) == k:
+        return _hami_choice(request, picked, table, walked)
+    if k == 1:
+        return _hami_choice(request, [_hami_worst_single(picked, table)], table, walked)
+    pos = [table.position(d.index) for d in picked]
+    weights = [[table.scores[p][q] for q in pos] for p in pos]
+    result = best_subset(weights, k, cap=DEFAULT_CAP)
+    if not result.exact:
+        scratch.warn(f"search bound hit after {result.expanded} branches: best set found, not proven optimal")
+    chosen = [picked[p] for p in result.best.positions]
+    return _hami_choice(request, chosen, table, result.expanded, exact=result.exact)
+
+
+def _hami_worst_single(picked: list[Device], table: PairTable) -> Device:
+    """The first GPU (walk order) with the strictly lowest total score to the other candidates."""
+    worst: Device | None = None
+    worst_total = 0
+    for device in picked:
+        total = sum(table.score(device.index, other.index) for other in picked if other is not device)
+        if worst is None or total < worst_total:
+            worst, worst_total = device, total
+    assert worst is not None
+    return worst
+
+
+def _hami_choice(
+    request: NvidiaRequest, chosen: list[Device], table: PairTable, considered: int, exact: bool = True
+) -> SetChoice:
+    score = table.set_score([d.index for d in chosen])
+    return SetChoice(
+        assignments=tuple(_assignment(request, d) for d in chosen),
+        set_score=float(score),
+        parts={"set_score": float(score), "exact": 1.0 if exact else 0.0},
+        exact=exact,
+        considered=considered,
+    )
+
+
+def _hami_node_usage(scratch: NodeScratch) -> float:
+    """HAMi's node score (pkg/scheduler/policy/node_policy.go): usage before this pod."""
+    gpus = [d for d in scratch.devices.values() if d.vendor is Vendor.NVIDIA]
+    slots = DEVICE_SPLIT_COUNT * len(gpus)
+    cores = sum(d.cores for d in gpus)
+    memory = sum(d.memory_mib for d in gpus)
+    used = sum(scratch.loads[d.index].pods for d in gpus)
+    used_cores = sum(scratch.loads[d.index].cores_used for d in gpus)
+    used_memory = sum(scratch.loads[d.index].memory_used_mib for d in gpus)
+    return HAMI_WEIGHT * (
+        (used / slots if slots else 0.0)
+        + (used_cores / cores if cores else 0.0)
+        + (used_memory / memory if memory else 0.0)
+    )
+
+
+plugin = NvidiaPlugin()
