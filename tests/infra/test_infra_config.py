@@ -1,0 +1,142 @@
+"""Settings.from_env: defaults, the external-Kafka switch, and errors that name the variable."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import msgspec
+import pytest
+
+from topoplace.config import ENV_VARS, ConfigError, Settings
+
+
+def test_empty_environment_means_embedded_broker_and_defaults() -> None:
+    settings = Settings.from_env({})
+    assert settings.kafka_bootstrap is None
+    assert settings.kafka_idempotence is False  # Tansu cannot serve idempotent producers
+    assert settings.scheduler_name == "topoplace"
+    assert settings.health_port == 0
+    assert settings.log_level == "INFO"
+    assert settings.consumer_group_prefix == "topoplace"
+    assert settings.kube_api_url is None and settings.kubeconfig is None
+    assert settings.traces_file is None
+
+
+def test_external_kafka_turns_idempotence_on_unless_told_otherwise() -> None:
+    assert Settings.from_env({"KAFKA_BOOTSTRAP": "kafka:9092"}).kafka_idempotence is True
+    off = Settings.from_env({"KAFKA_BOOTSTRAP": "kafka:9092", "TOPOPLACE_KAFKA_IDEMPOTENCE": "false"})
+    assert off.kafka_idempotence is False
+    on = Settings.from_env({"TOPOPLACE_KAFKA_IDEMPOTENCE": "yes"})
+    assert on.kafka_idempotence is True
+
+
+def test_values_are_read_and_normalised() -> None:
+    settings = Settings.from_env(
+        {
+            "KAFKA_BOOTSTRAP": "a:9092,b:9093",
+            "TOPOPLACE_KUBE_API_URL": "http://127.0.0.1:8001",
+            "KUBECONFIG": "kubeconfig.yaml",
+            "TOPOPLACE_SCHEDULER_NAME": "gpu-sched",
+            "TOPOPLACE_HEALTH_PORT": "8081",
+            "TOPOPLACE_TRACES_FILE": "traces.jsonl",
+            "TOPOPLACE_LOG_LEVEL": "debug",
+            "TOPOPLACE_GROUP_PREFIX": "staging",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://jaeger:4318",
+            "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=test, team = gpu",
+        }
+    )
+    assert settings.kafka_bootstrap == "a:9092,b:9093"
+    assert settings.kube_api_url == "http://127.0.0.1:8001"
+    assert settings.kubeconfig == "kubeconfig.yaml"
+    assert settings.scheduler_name == "gpu-sched"
+    assert settings.health_port == 8081
+    assert settings.traces_file == "traces.jsonl"
+    assert settings.log_level == "DEBUG"
+    assert settings.group_id("topoplace-placer") == "staging-placer"
+    assert settings.otlp_endpoint == "http://jaeger:4318"
+    assert settings.resource_attributes == {"deployment.environment": "test", "team": "gpu"}
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "words"),
+    [
+        ("TOPOPLACE_HEALTH_PORT", "http", "integer"),
+        ("TOPOPLACE_HEALTH_PORT", "70000", "65535"),
+        ("TOPOPLACE_HEALTH_PORT", "-1", "65535"),
+        ("TOPOPLACE_KAFKA_IDEMPOTENCE", "maybe", "true/false"),
+        ("TOPOPLACE_LOG_LEVEL", "LOUD", "DEBUG"),
+        ("KAFKA_BOOTSTRAP", "localhost", "host:port"),
+        ("KAFKA_BOOTSTRAP", "a:9092,b:x", "'b:x'"),
+        ("TOPOPLACE_KUBE_API_URL", "127.0.0.1:8001", "http://"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "jaeger:4318", "http://"),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "jaeger", "http://"),
+        ("OTEL_RESOURCE_ATTRIBUTES", "team", "key=value"),
+        ("TOPOPLACE_SCHEDULER_NAME", "my scheduler", "spaces"),
+        ("TOPOPLACE_GROUP_PREFIX", "a b", "spaces"),
+    ],
+)
+def test_bad_value_names_the_variable_and_the_reason(variable: str, value: str, words: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({variable: value})
+    assert caught.value.variable == variable
+    assert str(caught.value).startswith(f"{variable}: ")
+    assert words in caught.value.reason
+
+
+class _RecordingEnv(Mapping[str, str]):
+    """An empty environment that remembers which variables were asked for."""
+
+    def __init__(self) -> None:
+        self.asked: set[str] = set()
+
+    def __getitem__(self, key: str) -> str:
+        self.asked.add(key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        self.asked.add(key)
+        return default
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.add(str(key))
+        return False
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def test_env_vars_lists_every_variable_read() -> None:
+    env = _RecordingEnv()
+    Settings.from_env(env)
+    assert env.asked, "from_env read nothing"
+    assert env.asked <= set(ENV_VARS), f"read but not listed: {env.asked - set(ENV_VARS)}"
+
+
+_VALID = {
+    "KAFKA_BOOTSTRAP": "kafka:9092",
+    "TOPOPLACE_KAFKA_IDEMPOTENCE": "on",
+    "TOPOPLACE_KUBE_API_URL": "http://api:8080",
+    "KUBECONFIG": "kc.yaml",
+    "TOPOPLACE_SCHEDULER_NAME": "other",
+    "TOPOPLACE_HEALTH_PORT": "9000",
+    "TOPOPLACE_TRACES_FILE": "t.jsonl",
+    "TOPOPLACE_LOG_LEVEL": "ERROR",
+    "TOPOPLACE_GROUP_PREFIX": "p",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4318",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://otel:4318/v1/traces",
+    "OTEL_RESOURCE_ATTRIBUTES": "a=b",
+}
+
+
+@pytest.mark.parametrize("variable", ENV_VARS)
+def test_every_listed_variable_has_an_effect(variable: str) -> None:
+    default = msgspec.structs.asdict(Settings.from_env({}))
+    changed = msgspec.structs.asdict(Settings.from_env({variable: _VALID[variable]}))
+    assert changed != default
+
+
+def test_blank_values_count_as_unset() -> None:
+    assert Settings.from_env({"KAFKA_BOOTSTRAP": "  ", "TOPOPLACE_HEALTH_PORT": ""}) == Settings.from_env({})

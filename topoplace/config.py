@@ -1,0 +1,176 @@
+"""Settings of every service, read once from the environment at start."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import msgspec
+
+KAFKA_BOOTSTRAP = "KAFKA_BOOTSTRAP"
+KAFKA_IDEMPOTENCE = "TOPOPLACE_KAFKA_IDEMPOTENCE"
+KUBE_API_URL = "TOPOPLACE_KUBE_API_URL"
+KUBECONFIG = "KUBECONFIG"
+SCHEDULER_NAME = "TOPOPLACE_SCHEDULER_NAME"
+HEALTH_PORT = "TOPOPLACE_HEALTH_PORT"
+TRACES_FILE = "TOPOPLACE_TRACES_FILE"
+LOG_LEVEL = "TOPOPLACE_LOG_LEVEL"
+GROUP_PREFIX = "TOPOPLACE_GROUP_PREFIX"
+OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
+OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+OTEL_RESOURCE_ATTRIBUTES = "OTEL_RESOURCE_ATTRIBUTES"
+
+# Every variable the configuration reads, for `--help` texts and docs.
+ENV_VARS: tuple[str, ...] = (
+    KAFKA_BOOTSTRAP,
+    KAFKA_IDEMPOTENCE,
+    KUBE_API_URL,
+    KUBECONFIG,
+    SCHEDULER_NAME,
+    HEALTH_PORT,
+    TRACES_FILE,
+    LOG_LEVEL,
+    GROUP_PREFIX,
+    OTLP_ENDPOINT,
+    OTLP_TRACES_ENDPOINT,
+    OTEL_RESOURCE_ATTRIBUTES,
+)
+
+LOG_LEVELS: tuple[str, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+class ConfigError(ValueError):
+    """A configuration variable has a value the services cannot use."""
+
+    def __init__(self, variable: str, reason: str) -> None:
+        super().__init__(f"{variable}: {reason}")
+        self.variable = variable
+        self.reason = reason
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """What a service needs to know about its surroundings.
+
+    Built by `Settings.from_env`; tests construct it directly. Defaults suit the
+    embedded broker (no idempotent producer: Tansu cannot serve one).
+    """
+
+    kafka_bootstrap: str | None = None  # None: start or use the embedded broker
+    kafka_idempotence: bool = False
+    kube_api_url: str | None = None
+    kubeconfig: str | None = None
+    scheduler_name: str = "topoplace"
+    health_port: int = 0  # 0: pick a free port
+    traces_file: str | None = None
+    log_level: str = "INFO"
+    consumer_group_prefix: str = "topoplace"
+    otlp_endpoint: str | None = None  # base URL; traces go to <base>/v1/traces
+    otlp_traces_endpoint: str | None = None  # full URL, wins over otlp_endpoint
+    resource_attributes: dict[str, str] = {}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
+        bootstrap = _optional(environ, KAFKA_BOOTSTRAP)
+        if bootstrap is not None:
+            _check_bootstrap(bootstrap)
+        # An external Kafka gets exactly-once-per-partition produces by default;
+        # the embedded Tansu broker rejects InitProducerId, so it is off there.
+        idempotence = _bool(environ, KAFKA_IDEMPOTENCE, default=bootstrap is not None)
+        kube_api_url = _optional(environ, KUBE_API_URL)
+        if kube_api_url is not None and not kube_api_url.startswith(("http://", "https://")):
+            raise ConfigError(KUBE_API_URL, f"must be an http:// or https:// URL, got {kube_api_url!r}")
+        for url_var in (OTLP_ENDPOINT, OTLP_TRACES_ENDPOINT):
+            url = _optional(environ, url_var)
+            if url is not None and not url.startswith(("http://", "https://")):
+                raise ConfigError(url_var, f"must be an http:// or https:// URL, got {url!r}")
+        return cls(
+            kafka_bootstrap=bootstrap,
+            kafka_idempotence=idempotence,
+            kube_api_url=kube_api_url,
+            kubeconfig=_optional(environ, KUBECONFIG),
+            scheduler_name=_name(environ, SCHEDULER_NAME, "topoplace"),
+            health_port=_port(environ, HEALTH_PORT),
+            traces_file=_optional(environ, TRACES_FILE),
+            log_level=_log_level(environ),
+            consumer_group_prefix=_name(environ, GROUP_PREFIX, "topoplace"),
+            otlp_endpoint=_optional(environ, OTLP_ENDPOINT),
+            otlp_traces_endpoint=_optional(environ, OTLP_TRACES_ENDPOINT),
+            resource_attributes=_resource_attributes(environ),
+        )
+
+    def group_id(self, service: str) -> str:
+        """The consumer group of one service, e.g. "topoplace-placer"."""
+        return f"{self.consumer_group_prefix}-{service.removeprefix('topoplace-')}"
+
+
+def _optional(environ: Mapping[str, str], variable: str) -> str | None:
+    value = environ.get(variable, "").strip()
+    return value or None
+
+
+def _name(environ: Mapping[str, str], variable: str, default: str) -> str:
+    value = _optional(environ, variable)
+    if value is None:
+        return default
+    if any(ch.isspace() for ch in value):
+        raise ConfigError(variable, f"must not contain spaces, got {value!r}")
+    return value
+
+
+def _bool(environ: Mapping[str, str], variable: str, *, default: bool) -> bool:
+    value = _optional(environ, variable)
+    if value is None:
+        return default
+    lowered = value.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ConfigError(variable, f"must be one of true/false/1/0/yes/no/on/off, got {value!r}")
+
+
+def _port(environ: Mapping[str, str], variable: str) -> int:
+    value = _optional(environ, variable)
+    if value is None:
+        return 0
+    try:
+        port = int(value)
+    except ValueError:
+        raise ConfigError(variable, f"must be an integer port, got {value!r}") from None
+    if not 0 <= port <= 65535:
+        raise ConfigError(variable, f"must be between 0 and 65535, got {port}")
+    return port
+
+
+def _log_level(environ: Mapping[str, str]) -> str:
+    value = (_optional(environ, LOG_LEVEL) or "INFO").upper()
+    if value == "WARN":
+        value = "WARNING"
+    if value not in LOG_LEVELS:
+        raise ConfigError(LOG_LEVEL, f"must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    return value
+
+
+def _check_bootstrap(bootstrap: str) -> None:
+    for server in bootstrap.split(","):
+        host, sep, port = server.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ConfigError(
+                KAFKA_BOOTSTRAP, f"must be host:port[,host:port...], got {server.strip()!r}"
+            )
+
+
+def _resource_attributes(environ: Mapping[str, str]) -> dict[str, str]:
+    """OTEL_RESOURCE_ATTRIBUTES as the OpenTelemetry spec writes it: k1=v1,k2=v2."""
+    value = _optional(environ, OTEL_RESOURCE_ATTRIBUTES)
+    if value is None:
+        return {}
+    attributes: dict[str, str] = {}
+    for pair in value.split(","):
+        key, sep, val = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(OTEL_RESOURCE_ATTRIBUTES, f"expected key=value pairs, got {pair!r}")
+        attributes[key.strip()] = val.strip()
+    return attributes

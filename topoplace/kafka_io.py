@@ -1,0 +1,596 @@
+"""Kafka edges of every service: produce events, consume them at least once, replay compacted topics.
+
+Tracing choice: trace context is propagated by hand with
+opentelemetry.propagate.inject/extract, not by opentelemetry-instrumentation-aiokafka.
+That instrumentation's consumer span ends when getone/getmany returns, before
+the handler runs, so handler spans would not be its children; and it patches
+aiokafka process-wide, which would inject a second traceparent next to ours.
+By hand, each message's context is extracted once and handed to the handler
+in `Received.trace_context`, and the handler opens its processing span there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Self
+
+import msgspec
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
+from aiokafka.errors import CommitFailedError, IllegalStateError
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
+from opentelemetry.propagators.textmap import Getter
+from prometheus_client import Counter, Histogram
+
+from schemas.events import SCHEMA_VERSION, DeadLetterEvent, Event
+from schemas.topics import Topic
+from topoplace import broker, telemetry
+
+log = logging.getLogger(__name__)
+
+# --- metrics (default registry; served by topoplace.health) ----------------------------------
+
+MESSAGES_CONSUMED = Counter(
+    "topoplace_messages_consumed", "Messages read from a topic", ["topic", "service"]
+)
+MESSAGES_PRODUCED = Counter(
+    "topoplace_messages_produced", "Messages acknowledged by the broker", ["topic", "service"]
+)
+MESSAGES_DEAD_LETTERED = Counter(
+    "topoplace_messages_dead_lettered",
+    "Messages rejected (sent to <topic>.dlq, or dropped when there is no producer)",
+    ["topic", "reason", "service"],
+)
+HANDLER_SECONDS = Histogram(
+    "topoplace_handler_seconds",
+    "Time a service's handler took for one message",
+    ["topic", "service"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+
+# --- decoding (pure) -------------------------------------------------------------------------
+
+
+class RejectReason:
+    """Kinds of rejection; the `reason` label of MESSAGES_DEAD_LETTERED."""
+
+    MALFORMED_JSON = "malformed_json"
+    INVALID_FIELD = "invalid_field"
+    UNKNOWN_SCHEMA_VERSION = "unknown_schema_version"
+    HANDLER_ERROR = "handler_error"
+
+
+class DecodeError(ValueError):
+    """A message that is not a valid event of its topic; `error` names the field and the reason."""
+
+    def __init__(self, kind: str, error: str) -> None:
+        super().__init__(error)
+        self.kind = kind
+        self.error = error
+
+
+class _Versioned(msgspec.Struct):
+    schema_version: int = SCHEMA_VERSION
+
+
+_version_decoder = msgspec.json.Decoder(_Versioned)
+_decoders: dict[type[Event], msgspec.json.Decoder[Event]] = {}
+
+
+def decode_event(topic: Topic, value: bytes | None) -> Event | None:
+    """The event of `topic` in `value` (None for a tombstone); raises DecodeError.
+
+    The version is read first, so a message of an unknown version is reported
+    as such rather than as whatever field its new shape breaks.
+    """
+    if value is None:
+        return None
+    try:
+        version = _version_decoder.decode(value).schema_version
+        if version != SCHEMA_VERSION:
+            raise DecodeError(
+                RejectReason.UNKNOWN_SCHEMA_VERSION,
+                f"schema_version: unknown version {version}, this service reads version {SCHEMA_VERSION}",
+            )
+        decoder = _decoders.get(topic.event)
+        if decoder is None:
+            decoder = _decoders[topic.event] = msgspec.json.Decoder(topic.event)
+        return decoder.decode(value)
+    except msgspec.ValidationError as exc:
+        raise DecodeError(RejectReason.INVALID_FIELD, _field_error(str(exc))) from None
+    except msgspec.DecodeError as exc:
+        raise DecodeError(RejectReason.MALFORMED_JSON, f"value: not JSON ({exc})") from None
+
+
+def _field_error(message: str) -> str:
+    """msgspec's "Expected `int`, got `str` - at `$.devices[0].index`" as "devices[0].index: expected ..."."""
+    reason, sep, where = message.partition(" - at `")
+    path = where.rstrip("`").removeprefix("$").removeprefix(".") if sep else ""
+    reason = reason[:1].lower() + reason[1:]
+    missing = "object missing required field `"
+    if reason.startswith(missing):
+        field = reason.removeprefix(missing).rstrip("`")
+        return f"{path + '.' if path else ''}{field}: required field is missing"
+    return f"{path or 'value'}: {reason}"
+
+
+def decode_key(key: bytes | None) -> str | None:
+    return key.decode("utf-8", errors="replace") if key is not None else None
+
+
+# --- trace context in headers ----------------------------------------------------------------
+
+Headers = tuple[tuple[str, bytes], ...]
+
+
+class _HeaderGetter(Getter[Headers]):
+    def get(self, carrier: Headers, key: str) -> list[str] | None:
+        values = [v.decode("latin-1") for k, v in carrier if k.lower() == key and v is not None]
+        return values or None
+
+    def keys(self, carrier: Headers) -> list[str]:
+        return [k for k, _ in carrier]
+
+
+_header_getter = _HeaderGetter()
+
+
+def trace_headers(ctx: Context | None = None) -> list[tuple[str, bytes]]:
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=ctx)
+    return [(k, v.encode("latin-1")) for k, v in carrier.items()]
+
+
+def extract_trace_context(headers: Headers) -> Context:
+    return propagate.extract(headers, getter=_header_getter)
+
+
+# --- producing -------------------------------------------------------------------------------
+
+
+class EventProducer:
+    """Sends events as JSON with the current trace context; returns once the broker has them."""
+
+    def __init__(self, bootstrap: str, *, service: str, idempotence: bool = False) -> None:
+        self.bootstrap = bootstrap
+        self.service = service
+        self.idempotence = idempotence
+        self._producer: AIOKafkaProducer | None = None
+        self._encoder = msgspec.json.Encoder()
+
+    async def start(self) -> None:
+        if self._producer is not None:
+            return
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            client_id=self.service,
+            acks="all",  # durable before send() returns: offsets are committed after it
+            enable_idempotence=self.idempotence,
+        )
+        await producer.start()
+        self._producer = producer
+
+    async def stop(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def send(self, topic: Topic | str, key: str | None, event: msgspec.Struct | None) -> None:
+        """Send one event (None = tombstone) and wait for the broker's acknowledgement."""
+        if self._producer is None:
+            raise IllegalStateError(f"EventProducer of {self.service} is not started")
+        name = topic if isinstance(topic, str) else topic.name
+        value = self._encoder.encode(event) if event is not None else None
+        tracer = telemetry.get_tracer(__name__, self.service)
+        with tracer.start_as_current_span(
+            f"send {name}",
+            kind=trace.SpanKind.PRODUCER,
+            attributes={
+                "messaging.system": "kafka",
+                "messaging.operation.type": "send",
+                "messaging.destination.name": name,
+                "messaging.kafka.message.key": key or "",
+            },
+        ) as span:
+            metadata = await self._producer.send_and_wait(
+                name,
+                value=value,
+                key=key.encode("utf-8") if key is not None else None,
+                headers=trace_headers(),
+            )
+            span.set_attribute("messaging.destination.partition.id", str(metadata.partition))
+            span.set_attribute("messaging.kafka.offset", metadata.offset)
+        MESSAGES_PRODUCED.labels(topic=name, service=self.service).inc()
+
+
+# --- consuming -------------------------------------------------------------------------------
+
+
+class Received(msgspec.Struct, frozen=True, kw_only=True):
+    """One decoded message, as handed to a service's handler."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: str | None
+    event: Event | None  # None: a tombstone (compacted topics only)
+    trace_context: Context  # where the producer's span left off; start the handler's span here
+    timestamp_ms: int
+    headers: Headers = ()
+
+
+Handler = Callable[[Received], Awaitable[None]]
+
+
+class _Processor:
+    """Decode one record, reject it or hand it over, and count it: shared by consumer and follower."""
+
+    def __init__(self, topics: Sequence[Topic], service: str, producer: EventProducer | None) -> None:
+        self.topics = {t.name: t for t in topics}
+        self.service = service
+        self.producer = producer
+
+    def receive(self, record: ConsumerRecord[bytes, bytes]) -> Received:
+        """Raises DecodeError for a message that is no valid event of its topic."""
+        topic = self.topics[record.topic]
+        headers: Headers = tuple(record.headers or ())
+        return Received(
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            key=decode_key(record.key),
+            event=decode_event(topic, record.value),
+            trace_context=extract_trace_context(headers),
+            timestamp_ms=record.timestamp,
+            headers=headers,
+        )
+
+    async def process(self, record: ConsumerRecord[bytes, bytes], handler: Handler) -> None:
+        """Hand one record to `handler`; a bad record or a failed handler is dead-lettered.
+
+        Returns once the record is done with (handled or durably rejected); raises
+        only when the rejection itself could not be sent.
+        """
+        MESSAGES_CONSUMED.labels(topic=record.topic, service=self.service).inc()
+        try:
+            received = self.receive(record)
+        except DecodeError as exc:
+            await self.reject(record, exc.kind, exc.error)
+            return
+        # The producer's context is also the current one while the handler runs,
+        # so its log lines carry the trace id and an unparented span still joins
+        # the trace; handlers pass received.trace_context to their span anyway.
+        token = otel_context.attach(received.trace_context)
+        failure: Exception | None = None
+        started = time.perf_counter()
+        try:
+            await handler(received)
+        except Exception as exc:  # any handler failure is this message's, not the stream's
+            failure = exc
+        finally:
+            HANDLER_SECONDS.labels(topic=record.topic, service=self.service).observe(
+                time.perf_counter() - started
+            )
+            otel_context.detach(token)
+        if failure is not None:
+            log.error(
+                "handler.failed",
+                exc_info=failure,
+                extra={"fields": {"topic": record.topic, "partition": record.partition, "offset": record.offset}},
+            )
+            await self.reject(record, RejectReason.HANDLER_ERROR, f"handler: {type(failure).__name__}: {failure}")
+
+    async def reject(self, record: ConsumerRecord[bytes, bytes], kind: str, error: str) -> None:
+        MESSAGES_DEAD_LETTERED.labels(topic=record.topic, reason=kind, service=self.service).inc()
+        fields = {
+            "topic": record.topic,
+            "partition": record.partition,
+            "offset": record.offset,
+            "reason": kind,
+            "error": error,
+        }
+        if self.producer is None:
+            log.warning("message.rejected", extra={"fields": fields})
+            return
+        dead = DeadLetterEvent(
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            key=decode_key(record.key),
+            value=(record.value or b"").decode("utf-8", errors="replace"),
+            error=error,
+            service=self.service,
+            failed_at=time.time(),
+        )
+        # The dead letter stays in the trace of the message it rejects.
+        token = otel_context.attach(extract_trace_context(tuple(record.headers or ())))
+        try:
+            await self.producer.send(self.topics[record.topic].dlq, decode_key(record.key), dead)
+        finally:
+            otel_context.detach(token)
+        log.warning("message.dead_lettered", extra={"fields": fields})
+
+
+class _StoppableLoop:
+    """run()/stop() plumbing: stop() lets the current message finish, then cancels after a grace."""
+
+    def __init__(self) -> None:
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def stop(self, grace: float = 10.0) -> None:
+        self._stopping.set()
+        task = self._task
+        if task is None or task.done() or task is asyncio.current_task():
+            return
+        done, _ = await asyncio.wait({task}, timeout=grace)
+        if not done:
+            task.cancel()
+            await asyncio.wait({task})
+
+    async def _fetch(
+        self, consumer: AIOKafkaConsumer, timeout_ms: int = 1000
+    ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] | None:
+        """The next batch, or None once stop() was called."""
+        if self._stopping.is_set():
+            return None
+        fetch = asyncio.ensure_future(consumer.getmany(timeout_ms=timeout_ms))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({fetch, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not fetch.done():
+                fetch.cancel()  # uncommitted, so whatever it held is read again later
+        if self._stopping.is_set() and not fetch.done():
+            return None
+        return fetch.result() if not fetch.cancelled() else None
+
+
+class EventConsumer(_StoppableLoop):
+    """Reads topics as a member of a consumer group, at least once.
+
+    The offset of a message is committed only after the handler returned (or
+    the message was durably dead-lettered), so a crash anywhere before that
+    makes the group read it again.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Sequence[Topic],
+        *,
+        group_id: str,
+        service: str,
+        producer: EventProducer,
+        from_beginning: bool = True,
+        session_timeout_ms: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.session_timeout_ms = session_timeout_ms
+        self.bootstrap = bootstrap
+        self.topics = tuple(topics)
+        self.group_id = group_id
+        self.service = service
+        self.from_beginning = from_beginning
+        self._processor = _Processor(self.topics, service, producer)
+        self.started = asyncio.Event()  # set once connected and subscribed
+        # Set while this member holds its share of the partitions (possibly none,
+        # when the group has more members than partitions); cleared during a rebalance.
+        self.assigned = asyncio.Event()
+        self._listener = _AssignmentListener(self)
+
+    async def run(self, handler: Handler) -> None:
+        self._task = asyncio.current_task()
+        if self._stopping.is_set():
+            return
+        session_timeout_ms = self.session_timeout_ms or await broker.group_session_timeout_ms(self.bootstrap)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group_id,
+            client_id=self.service,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest" if self.from_beginning else "latest",
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=max(100, session_timeout_ms // 4),
+        )
+        consumer.subscribe([t.name for t in self.topics], listener=self._listener)
+        try:
+            await consumer.start()
+            self.started.set()
+            while (batches := await self._fetch(consumer)) is not None:
+                for tp, records in batches.items():
+                    for record in records:
+                        if self._stopping.is_set() or tp not in consumer.assignment():
+                            break  # revoked or stopping: the rest is read again by its owner
+                        await self._processor.process(record, handler)
+                        await self._commit(consumer, tp, record.offset + 1)
+        finally:
+            self.assigned.clear()
+            membership = _membership(consumer)
+            await consumer.stop()
+            if membership is not None:
+                await broker.leave_group(self.bootstrap, *membership)
+
+    async def _commit(self, consumer: AIOKafkaConsumer, tp: TopicPartition, next_offset: int) -> None:
+        try:
+            await consumer.commit({tp: next_offset})
+        except CommitFailedError:
+            # The group rebalanced under us: the new owner reads this message
+            # again, which at-least-once handlers tolerate.
+            log.warning(
+                "commit.failed_rebalance",
+                extra={"fields": {"topic": tp.topic, "partition": tp.partition, "offset": next_offset}},
+            )
+
+
+class _AssignmentListener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, owner: EventConsumer) -> None:
+        self.owner = owner
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.owner.assigned.clear()
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        log.info(
+            "group.assigned",
+            extra={"fields": {
+                "group": self.owner.group_id,
+                "partitions": sorted(f"{tp.topic}/{tp.partition}" for tp in assigned),
+            }},
+        )
+        self.owner.assigned.set()
+
+
+def _membership(consumer: AIOKafkaConsumer) -> tuple[str, str] | None:
+    """(group, member id) when the consumer holds generation 0 of its group.
+
+    Only Tansu has a generation 0 (Kafka starts at 1), and aiokafka sends
+    LeaveGroup only from a generation > 0; without help, the next member waits a
+    whole session timeout for this one to expire. Reads aiokafka's coordinator
+    state, which it does not publish otherwise.
+    """
+    coordinator = getattr(consumer, "_coordinator", None)
+    generation = getattr(coordinator, "generation", None)
+    member_id = getattr(coordinator, "member_id", None)
+    group_id = getattr(coordinator, "group_id", None)
+    if generation == 0 and isinstance(member_id, str) and member_id and isinstance(group_id, str):
+        return group_id, member_id
+    return None
+
+
+class TopicFollower(_StoppableLoop):
+    """Reads every partition of topics from offset 0, forever, outside any consumer group.
+
+    For rebuilding state from compacted topics: `caught_up` is set once every
+    partition has been read up to the end offset it had when run() started.
+    Each run reads everything again, so with a producer a bad message is
+    dead-lettered again on every start.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Sequence[Topic],
+        *,
+        service: str,
+        producer: EventProducer | None = None,
+    ) -> None:
+        super().__init__()
+        self.bootstrap = bootstrap
+        self.topics = tuple(topics)
+        self.service = service
+        self._processor = _Processor(self.topics, service, producer)
+        self.caught_up = asyncio.Event()
+
+    async def run(self, handler: Handler) -> None:
+        await self._follow(handler, stop_at_end=False)
+
+    async def _follow(self, handler: Handler, *, stop_at_end: bool) -> None:
+        self._task = asyncio.current_task()
+        if self._stopping.is_set():
+            return
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            client_id=self.service,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        try:
+            await consumer.start()
+            partitions = await _all_partitions(consumer, self.topics)
+            consumer.assign(partitions)
+            await consumer.seek_to_beginning(*partitions)
+            ends = await consumer.end_offsets(partitions)
+            starts = await consumer.beginning_offsets(partitions)
+            pending = {tp: end for tp, end in ends.items() if end > starts[tp]}
+            if not pending:
+                self.caught_up.set()
+            while not (stop_at_end and self.caught_up.is_set()):
+                batches = await self._fetch(consumer, timeout_ms=200 if pending else 1000)
+                if batches is None:
+                    return
+                for tp, records in batches.items():
+                    for record in records:
+                        if stop_at_end and record.offset >= ends[tp]:
+                            break  # past the end this read promised
+                        if self._stopping.is_set():
+                            return
+                        await self._processor.process(record, handler)
+                if pending:
+                    await self._update_caught_up(consumer, pending)
+        finally:
+            await consumer.stop()
+
+    async def _update_caught_up(self, consumer: AIOKafkaConsumer, pending: dict[TopicPartition, int]) -> None:
+        # The position, not the last offset seen: compaction and transaction
+        # markers leave gaps the position steps over.
+        for tp, end in list(pending.items()):
+            if await consumer.position(tp) >= end:
+                del pending[tp]
+        if not pending:
+            self.caught_up.set()
+            log.info(
+                "follower.caught_up",
+                extra={"fields": {"service": self.service, "topics": [t.name for t in self.topics]}},
+            )
+
+
+async def _all_partitions(consumer: AIOKafkaConsumer, topics: Sequence[Topic]) -> list[TopicPartition]:
+    await consumer.topics()  # refreshes metadata
+    partitions: list[TopicPartition] = []
+    for topic in topics:
+        ids = consumer.partitions_for_topic(topic.name)
+        if not ids:
+            raise LookupError(f"topic {topic.name!r} does not exist on the broker (create it first)")
+        partitions += [TopicPartition(topic.name, p) for p in sorted(ids)]
+    return partitions
+
+
+async def read_compacted(
+    bootstrap: str, topic: Topic, *, service: str = "topoplace-reader", timeout: float = 30.0
+) -> list[Received]:
+    """Every message of `topic` from offset 0 up to its end at call time (in order within a partition).
+
+    Bad messages are logged, counted and skipped. Apply `latest_by_key` for the
+    compacted view.
+    """
+    received: list[Received] = []
+
+    async def collect(message: Received) -> None:
+        received.append(message)
+
+    follower = TopicFollower(bootstrap, [topic], service=service)
+    await asyncio.wait_for(follower._follow(collect, stop_at_end=True), timeout)
+    return received
+
+
+def latest_by_key(messages: Iterable[Received]) -> dict[str, Received]:
+    """What a compacted topic means: the last message per key; a tombstone removes the key.
+
+    Messages without a key have no place in a compacted topic and are ignored.
+    """
+    latest: dict[str, Received] = {}
+    for message in messages:
+        if message.key is None:
+            continue
+        if message.event is None:
+            latest.pop(message.key, None)
+        else:
+            latest[message.key] = message
+    return latest
