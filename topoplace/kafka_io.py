@@ -166,13 +166,21 @@ class EventProducer:
     async def start(self) -> None:
         if self._producer is not None:
             return
+        if self.idempotence and await broker.is_embedded(self.bootstrap):
+            # The embedded broker cannot serve InitProducerId: every send would fail.
+            log.warning("kafka.idempotence_off", extra={"fields": {"reason": "embedded broker", "service": self.service}})
+            self.idempotence = False
         producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap,
             client_id=self.service,
             acks="all",  # durable before send() returns: offsets are committed after it
             enable_idempotence=self.idempotence,
         )
-        await producer.start()
+        try:
+            await producer.start()
+        except BaseException:
+            await producer.stop()  # no half-open client left behind
+            raise
         self._producer = producer
 
     async def stop(self) -> None:

@@ -358,3 +358,17 @@ async def test_sending_without_start_is_an_error(kafka_bootstrap: str, pending_t
     producer = EventProducer(kafka_bootstrap, service="test-unstarted")
     with pytest.raises(IllegalStateError, match="not started"):
         await producer.send(pending_topic, "k", pending("x"))
+
+
+async def test_idempotence_asked_of_the_embedded_broker_is_turned_off_and_sends_work(
+    kafka_bootstrap: str, pending_topic: Topic
+) -> None:
+    from topoplace.broker import is_embedded
+
+    if not await is_embedded(kafka_bootstrap):
+        pytest.skip("only the embedded broker lacks idempotent producers")
+    async with EventProducer(kafka_bootstrap, service="test", idempotence=True) as producer:
+        assert producer.idempotence is False
+        await producer.send(pending_topic, "u-idem", pending("u-idem"))
+    messages = await read_compacted(kafka_bootstrap, pending_topic)
+    assert [m.key for m in messages] == ["u-idem"]

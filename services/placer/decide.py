@@ -1,0 +1,267 @@
+"""Decisions for pending pods; pure and synchronous (the service does the I/O).
+
+`decide` turns one PendingPodEvent into one PlacementEvent against the view;
+`Decider` adds what follows from the other topics: re-planning a decision the
+binder rejected, and retrying parked pods when capacity frees.
+
+decision_id rule: the first 24 hex digits of SHA-256 over
+`uid | pod resource_version | attempt | node | device shares`, where attempt is
+the number of this pod's decisions the binder has rejected so far (so a
+re-plan after a conflict never reuses a rejected id, even for the same
+devices), node is "" and the shares empty when unschedulable, and the shares are
+`index:memory_mib:cores` joined by ",". A pod that already holds devices in
+the view gets its existing decision re-emitted unchanged, id included: a
+duplicated or replayed pending event yields the same decision, never a second one.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from collections.abc import Callable
+
+import msgspec
+
+from schemas.events import (
+    BindingEvent,
+    DeviceAssignment,
+    Event,
+    PendingPodEvent,
+    PlacementEvent,
+    PlacementOutcome,
+)
+from services.placer import engine
+from services.placer.engine import Decision, Mode, PodRequest, Snapshot
+from services.placer.engine.vendors.metax_qos import QOS_ANNOTATION
+from services.placer.parking import ParkingLot, Ticket, TraceHeaders
+from services.placer.view import ClusterView, Holding, ViewChange
+
+PlaceFn = Callable[[Snapshot, PodRequest, Mode], Decision]
+
+# After this many rejected decisions in a row a pod is reported unschedulable and
+# left to the watcher's re-list, so a binder that keeps failing cannot make us loop.
+MAX_REJECTIONS = 3
+
+
+class Cause(enum.StrEnum):
+    """Why a decision was published (a metrics label and a span attribute)."""
+
+    PENDING = "pending"  # a pending event, decided afresh
+    REPEATED = "repeated"  # a pending event of a pod that already holds devices: the same decision again
+    REPLAN = "replan"  # the binder rejected our decision for the pod
+    RETRY = "retry"  # a parked pod fits now
+
+
+class FollowUp(msgspec.Struct, frozen=True, kw_only=True):
+    """A decision that a state event made possible."""
+
+    placement: PlacementEvent
+    cause: Cause
+    origin: TraceHeaders = ()  # the pod's pending event's trace headers, when this replica has them
+
+
+class DecideResult(msgspec.Struct, frozen=True, kw_only=True):
+    placement: PlacementEvent | None  # None: nothing to publish (the pod is gone)
+    repeated: bool = False  # an earlier decision re-emitted, not a new one
+    note: str = ""
+
+
+def decision_id(
+    uid: str,
+    resource_version: str,
+    attempt: int,
+    node: str,
+    devices: tuple[DeviceAssignment, ...],
+) -> str:
+    shares = ",".join(f"{d.index}:{d.memory_mib}:{d.cores}" for d in devices)
+    text = "|".join((uid, resource_version, str(attempt), node, shares))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def pod_request(pending: PendingPodEvent) -> PodRequest:
+    return PodRequest(
+        uid=pending.uid,
+        namespace=pending.namespace,
+        name=pending.name,
+        requests=dict(pending.requests),
+        annotations=dict(pending.annotations),
+        labels=dict(pending.labels),
+    )
+
+
+def decide(
+    view: ClusterView,
+    pending: PendingPodEvent,
+    *,
+    mode: Mode = Mode.DEFAULT,
+    place: PlaceFn | None = None,
+    now: float = 0.0,
+) -> DecideResult:
+    """Decide one pending pod and, when placed, record the assumption in the view."""
+    if view.is_deleted(pending.uid):
+        return DecideResult(placement=None, note="the pod was deleted")
+    held = view.holdings_of(pending.uid)
+    if held:
+        return DecideResult(placement=_existing_decision(held[0], pending, now), repeated=True)
+
+    place_fn = place if place is not None else engine.place
+    attempt = view.dropped_decisions(pending.uid)
+    try:
+        decision = place_fn(view.snapshot(), pod_request(pending), mode)
+    except engine.RequestError as exc:
+        reason = f"invalid request: {_request_error_text(exc)}"
+        return DecideResult(placement=_unschedulable(pending, attempt, reason, 0, now))
+
+    if decision.node is None:
+        reason = decision.reason or "no node can host the pod"
+        waiting = view.nodes_without_status()
+        if waiting:
+            reason += f"; {len(waiting)} node(s) still waiting for their status: " + ", ".join(waiting[:5])
+        return DecideResult(
+            placement=_unschedulable(pending, attempt, reason, decision.candidates_considered, now)
+        )
+
+    placement = PlacementEvent(
+        decision_id=decision_id(
+            pending.uid,
+            pending.resource_version,
+            attempt,
+            decision.node,
+            decision.devices,
+        ),
+        uid=pending.uid,
+        namespace=pending.namespace,
+        name=pending.name,
+        pod_resource_version=pending.resource_version,
+        outcome=PlacementOutcome.PLACED,
+        node=decision.node,
+        devices=decision.devices,
+        score=decision.score,
+        score_parts=dict(decision.score_parts),
+        candidates_considered=decision.candidates_considered,
+        gang=pending.gang,
+        # The sharing pool the devices run in, as the watcher reads it once the pod is
+        # bound: the engine keeps pods of other pools off these devices meanwhile.
+        qos=pending.annotations.get(QOS_ANNOTATION, ""),
+        decided_at=now,
+    )
+    # Recorded before anything is published, so the next decision cannot reuse these devices.
+    view.assume(placement)
+    return DecideResult(placement=placement)
+
+
+class Decider:
+    """The view, the parked pods and the engine together: every decision the placer makes."""
+
+    def __init__(self, *, mode: Mode = Mode.DEFAULT, place: PlaceFn | None = None) -> None:
+        self.view = ClusterView()
+        self.parking = ParkingLot()
+        self.mode = mode
+        self._place = place
+
+    def on_pending(
+        self, pending: PendingPodEvent, *, now: float = 0.0, origin: TraceHeaders = ()
+    ) -> DecideResult:
+        result = decide(self.view, pending, mode=self.mode, place=self._place, now=now)
+        self._file(pending, result.placement, origin)
+        return result
+
+    def on_event(self, event: Event, *, now: float = 0.0) -> list[FollowUp]:
+        """Apply a state event; return the decisions it makes possible (re-plans, retries)."""
+        return self._react(self.view.apply(event), now)
+
+    def on_tombstone(self, topic: str, key: str, *, now: float = 0.0) -> list[FollowUp]:
+        return self._react(self.view.apply_tombstone(topic, key), now)
+
+    def retract(self, placement: PlacementEvent) -> None:
+        """Undo a fresh decision that could not be published; its pod is read again later."""
+        self.view.retract(placement)
+        self.parking.forget([placement.uid])
+
+    def _react(self, change: ViewChange, now: float) -> list[FollowUp]:
+        self.parking.forget(change.settled)
+        out: list[FollowUp] = []
+        for rejected in change.dropped:
+            ticket = self.parking.rejected(rejected.uid, rejected.decision_id)
+            if ticket is not None:
+                out += [
+                    FollowUp(placement=p, cause=Cause.REPLAN, origin=ticket.origin)
+                    for p in self._replan(ticket, rejected, now)
+                ]
+        if change.capacity_grew or change.dropped:
+            out += self._retry_parked(now)
+        return out
+
+    def _replan(self, ticket: Ticket, rejected: BindingEvent, now: float) -> list[PlacementEvent]:
+        pending = ticket.pending
+        if ticket.rejections >= MAX_REJECTIONS:
+            reason = (
+                f"the binder rejected {ticket.rejections} placements in a row"
+                f" (last: {rejected.outcome.value}: {rejected.reason or 'no reason given'})"
+            )
+            self.parking.forget([pending.uid])
+            return [_unschedulable(pending, self.view.dropped_decisions(pending.uid), reason, 0, now)]
+        result = decide(self.view, pending, mode=self.mode, place=self._place, now=now)
+        self._file(pending, result.placement, ticket.origin)
+        return [result.placement] if result.placement is not None else []
+
+    def _retry_parked(self, now: float) -> list[FollowUp]:
+        placed: list[FollowUp] = []
+        for ticket in self.parking.parked():
+            result = decide(self.view, ticket.pending, mode=self.mode, place=self._place, now=now)
+            # Still unschedulable: stay parked and say nothing new (it was reported already).
+            if result.placement is not None and result.placement.outcome is PlacementOutcome.PLACED:
+                self._file(ticket.pending, result.placement, ticket.origin)
+                placed.append(FollowUp(placement=result.placement, cause=Cause.RETRY, origin=ticket.origin))
+        return placed
+
+    def _file(self, pending: PendingPodEvent, placement: PlacementEvent | None, origin: TraceHeaders) -> None:
+        if placement is None:
+            self.parking.forget([pending.uid])
+        elif placement.outcome is PlacementOutcome.PLACED:
+            self.parking.await_binding(pending, decision_id=placement.decision_id, origin=origin)
+        else:
+            self.parking.park(pending, decision_id=placement.decision_id, origin=origin)
+
+
+def _existing_decision(holding: Holding, pending: PendingPodEvent, now: float) -> PlacementEvent:
+    if holding.decision is not None and holding.decision.node == holding.node:
+        return holding.decision
+    # Bound by the cluster without a decision we know of (e.g. placed before the
+    # placements topic's retention): describe what the pod holds.
+    return PlacementEvent(
+        decision_id=decision_id(pending.uid, pending.resource_version, 0, holding.node, holding.devices),
+        uid=pending.uid,
+        namespace=pending.namespace,
+        name=pending.name,
+        pod_resource_version=pending.resource_version,
+        outcome=PlacementOutcome.PLACED,
+        node=holding.node,
+        devices=holding.devices,
+        gang=pending.gang,
+        qos=holding.qos,
+        decided_at=now,
+    )
+
+
+def _unschedulable(
+    pending: PendingPodEvent, attempt: int, reason: str, candidates: int, now: float
+) -> PlacementEvent:
+    return PlacementEvent(
+        decision_id=decision_id(pending.uid, pending.resource_version, attempt, "", ()),
+        uid=pending.uid,
+        namespace=pending.namespace,
+        name=pending.name,
+        pod_resource_version=pending.resource_version,
+        outcome=PlacementOutcome.UNSCHEDULABLE,
+        reason=reason,
+        candidates_considered=candidates,
+        gang=pending.gang,
+        decided_at=now,
+    )
+
+
+def _request_error_text(exc: Exception) -> str:
+    field = getattr(exc, "field", "")
+    reason = getattr(exc, "reason", "") or str(exc)
+    return f"{field}: {reason}" if field else reason

@@ -1,0 +1,317 @@
+"""The placer service: rebuild the view from the topics, then decide pending pods.
+
+Wiring only; the decisions are made by `services.placer.decide` (pure).
+
+- A TopicFollower reads every partition of the state topics, and of
+  placements and bindings, from offset 0: every replica rebuilds the whole
+  view (including the assumptions of decisions not yet bound) and applies
+  every binding outcome, whichever replica made the decision.
+- Once the follower has caught up, an EventConsumer in the group
+  "<prefix>-placer" reads pods.pending; a pending pod's offset is committed
+  only after its decision was acknowledged by the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+
+from schemas import topics
+from schemas.events import PendingPodEvent, PlacementEvent, PlacementOutcome
+from services.placer import metrics
+from services.placer.decide import Cause, Decider, PlaceFn
+from services.placer.engine import Mode
+from services.placer.parking import TicketState
+from topoplace import telemetry
+from topoplace.broker import EmbeddedBroker, ensure_topics
+from topoplace.config import Settings
+from topoplace.health import HealthServer
+from topoplace.kafka_io import (
+    EventConsumer,
+    EventProducer,
+    Received,
+    TopicFollower,
+    extract_trace_context,
+)
+from topoplace.logs import configure_logging
+
+SERVICE = "topoplace-placer"
+
+# Everything the view is rebuilt from. placements and bindings are here, not in
+# the group consumer: every replica must know every outstanding decision and
+# every binder answer, not only those of its own partitions.
+FOLLOWED_TOPICS: tuple[topics.Topic, ...] = (
+    topics.TOPOLOGY_NODES,
+    topics.USAGE_DEVICES,
+    topics.NODES_STATUS,
+    topics.TOPOLOGY_NETWORK,
+    topics.PODS_LIFECYCLE,
+    topics.PLACEMENTS,
+    topics.BINDINGS,
+)
+DECIDED_TOPICS: tuple[topics.Topic, ...] = (topics.PODS_PENDING,)
+
+PUBLISH_ATTEMPTS = 8
+PUBLISH_BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 4.0)
+
+log = logging.getLogger(__name__)
+
+
+class PlacerService:
+    """The handlers of both streams around one Decider, and the publishing of decisions."""
+
+    def __init__(
+        self,
+        producer: EventProducer,
+        *,
+        mode: Mode = Mode.DEFAULT,
+        place: PlaceFn | None = None,
+    ) -> None:
+        self.producer = producer
+        self.decider = Decider(mode=mode, place=place)
+        self._tracer = telemetry.get_tracer(__name__, SERVICE)
+        self._stopping = asyncio.Event()
+        # Read at scrape time: counting on every message would cost a walk of the view each.
+        for what in self.decider.view.sizes():
+            metrics.VIEW_SIZE.labels(what=what).set_function(self._view_size(what))
+        for state in TicketState:
+            metrics.WAITING_PODS.labels(state=state.value).set_function(self._waiting(state))
+
+    def _view_size(self, what: str) -> Callable[[], float]:
+        return lambda: float(self.decider.view.sizes()[what])
+
+    def _waiting(self, state: TicketState) -> Callable[[], float]:
+        return lambda: float(self.decider.parking.counts()[state])
+
+    def stop(self) -> None:
+        """Give up publish retries: the message in hand stays uncommitted."""
+        self._stopping.set()
+
+    async def on_pending(self, received: Received) -> None:
+        pending = received.event
+        if not isinstance(pending, PendingPodEvent):
+            return  # no tombstones on pods.pending; nothing to decide
+        with self._tracer.start_as_current_span("placer.decide", context=received.trace_context) as span:
+            span.set_attributes(_pod_attributes(pending))
+            started = time.perf_counter()
+            result = self.decider.on_pending(pending, now=time.time(), origin=received.headers)
+            metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
+            placement = result.placement
+            if placement is None:
+                span.set_attribute("topoplace.outcome", "skipped")
+                log.info(
+                    "pod.skipped",
+                    extra={"fields": {"uid": pending.uid, "why": result.note}},
+                )
+                return
+            await self._publish(
+                placement,
+                span,
+                cause=Cause.REPEATED if result.repeated else Cause.PENDING,
+            )
+
+    async def on_state(self, received: Received) -> None:
+        now = time.time()
+        if received.event is None:
+            if received.key is None:
+                return
+            follow_ups = self.decider.on_tombstone(received.topic, received.key, now=now)
+        else:
+            follow_ups = self.decider.on_event(received.event, now=now)
+        for follow_up in follow_ups:
+            placement = follow_up.placement
+            # A follow-up belongs to the pod's trace: the one its pending event
+            # brought here, else (a re-plan) the binder's answer, which is in it too.
+            if follow_up.origin:
+                parent = extract_trace_context(follow_up.origin)
+            else:
+                parent = received.trace_context if follow_up.cause is Cause.REPLAN else Context()
+            with self._tracer.start_as_current_span("placer.decide", context=parent) as span:
+                span.set_attributes(_pod_attributes(placement))
+                await self._publish(placement, span, cause=follow_up.cause)
+
+    async def _publish(self, placement: PlacementEvent, span: trace.Span, *, cause: Cause) -> None:
+        span.set_attributes(_decision_attributes(placement))
+        span.set_attribute("topoplace.cause", cause.value)
+        key = placement.node if placement.outcome is PlacementOutcome.PLACED else placement.uid
+        started = time.perf_counter()
+        for attempt in range(1, PUBLISH_ATTEMPTS + 1):
+            try:
+                await self.producer.send(topics.PLACEMENTS, key, placement)
+                break
+            except Exception as exc:
+                if attempt == PUBLISH_ATTEMPTS or self._stopping.is_set():
+                    if cause is not Cause.REPEATED:
+                        self.decider.retract(placement)
+                    if self._stopping.is_set():
+                        # Leave the message uncommitted: it is read again after the restart.
+                        raise asyncio.CancelledError from exc
+                    raise
+                log.warning(
+                    "placement.publish_retry",
+                    extra={
+                        "fields": {
+                            "uid": placement.uid,
+                            "attempt": attempt,
+                            "error": repr(exc),
+                        }
+                    },
+                )
+                await asyncio.sleep(PUBLISH_BACKOFF_S[min(attempt - 1, len(PUBLISH_BACKOFF_S) - 1)])
+        metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
+        metrics.DECISIONS.labels(outcome=placement.outcome.value, cause=cause.value).inc()
+        log.info(
+            "pod.placed" if placement.outcome is PlacementOutcome.PLACED else "pod.unschedulable",
+            extra={
+                "fields": {
+                    "uid": placement.uid,
+                    "pod": f"{placement.namespace}/{placement.name}",
+                    "decision_id": placement.decision_id,
+                    "node": placement.node,
+                    "devices": [d.index for d in placement.devices],
+                    "score": placement.score,
+                    "reason": placement.reason,
+                    "cause": cause.value,
+                }
+            },
+        )
+
+
+def _pod_attributes(pod: PendingPodEvent | PlacementEvent) -> dict[str, str]:
+    return {
+        "k8s.pod.uid": pod.uid,
+        "k8s.namespace.name": pod.namespace,
+        "k8s.pod.name": pod.name,
+    }
+
+
+def _decision_attributes(
+    placement: PlacementEvent,
+) -> dict[str, str | int | float | Sequence[int]]:
+    return {
+        "topoplace.decision_id": placement.decision_id,
+        "topoplace.outcome": placement.outcome.value,
+        "topoplace.candidates_considered": placement.candidates_considered,
+        "topoplace.node": placement.node,
+        "topoplace.devices": [d.index for d in placement.devices],
+        "topoplace.score": placement.score,
+        "topoplace.reason": placement.reason,
+    }
+
+
+async def run_placer(
+    settings: Settings,
+    *,
+    mode: Mode = Mode.DEFAULT,
+    stop: asyncio.Event | None = None,
+    place: PlaceFn | None = None,
+) -> None:
+    """Run one placer replica until `stop` is set (or a stream fails)."""
+    configure_logging(SERVICE, settings.log_level)
+    telemetry.setup_tracing(SERVICE, settings)
+    stop = stop if stop is not None else asyncio.Event()
+    try:
+        async with _bootstrap(settings) as bootstrap:
+            await _serve(settings, bootstrap, mode=mode, stop=stop, place=place)
+    finally:
+        telemetry.shutdown_tracing()  # flush: the last decisions' spans are in the file
+
+
+@contextlib.asynccontextmanager
+async def _bootstrap(settings: Settings) -> AsyncIterator[str]:
+    """The configured Kafka, or an embedded broker of our own when none is configured."""
+    if settings.kafka_bootstrap:
+        yield settings.kafka_bootstrap
+        return
+    async with EmbeddedBroker() as broker:
+        await ensure_topics(broker.bootstrap)
+        log.info("placer.embedded_broker", extra={"fields": {"bootstrap": broker.bootstrap}})
+        yield broker.bootstrap
+
+
+async def _serve(
+    settings: Settings,
+    bootstrap: str,
+    *,
+    mode: Mode,
+    stop: asyncio.Event,
+    place: PlaceFn | None,
+) -> None:
+    async with EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer:
+        service = PlacerService(producer, mode=mode, place=place)
+        follower = TopicFollower(bootstrap, FOLLOWED_TOPICS, service=SERVICE, producer=producer)
+        consumer = EventConsumer(
+            bootstrap,
+            DECIDED_TOPICS,
+            group_id=settings.group_id(SERVICE),
+            service=SERVICE,
+            producer=producer,
+        )
+        health = HealthServer(
+            settings.health_port,
+            ready=lambda: follower.caught_up.is_set() and consumer.started.is_set(),
+        )
+        port = await health.start()
+        log.info(
+            "placer.starting",
+            extra={"fields": {"mode": mode.value, "health_port": port}},
+        )
+        tasks: list[asyncio.Task[None]] = [
+            asyncio.create_task(follower.run(service.on_state), name="follower")
+        ]
+        try:
+            # Decide nothing before the view holds everything the topics already say.
+            if await _first_of(stop, follower.caught_up, tasks):
+                metrics.CAUGHT_UP.set(1)
+                log.info(
+                    "placer.caught_up",
+                    extra={"fields": {"view": service.decider.view.sizes()}},
+                )
+                tasks.append(asyncio.create_task(consumer.run(service.on_pending), name="pending"))
+                await _first_of(stop, None, tasks)
+        finally:
+            service.stop()
+            await consumer.stop()
+            await follower.stop()
+            failed = await _finish(tasks)
+            metrics.CAUGHT_UP.set(0)
+            await health.stop()
+            log.info("placer.stopped", extra={"fields": {}})
+        if failed is not None:
+            raise failed
+
+
+async def _first_of(stop: asyncio.Event, goal: asyncio.Event | None, tasks: list[asyncio.Task[None]]) -> bool:
+    """Wait for `goal` (True), or `stop` / a task ending (False)."""
+    waiters = {asyncio.create_task(stop.wait())}
+    goal_task = asyncio.create_task(goal.wait()) if goal is not None else None
+    if goal_task is not None:
+        waiters.add(goal_task)
+    try:
+        await asyncio.wait(waiters | set(tasks), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    return goal is not None and goal.is_set() and not stop.is_set() and not any(t.done() for t in tasks)
+
+
+async def _finish(tasks: list[asyncio.Task[None]]) -> BaseException | None:
+    """Let the streams end; the first real failure among them, if any."""
+    failed: BaseException | None = None
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            try:
+                await task
+            except Exception as exc:
+                log.exception(
+                    "placer.stream_failed",
+                    extra={"fields": {"stream": task.get_name()}},
+                )
+                failed = failed or exc
+    return failed

@@ -1,0 +1,396 @@
+"""The placer's view of the cluster, rebuilt from the topics; pure and synchronous.
+
+The view is fed every event of the state topics (topology.nodes, usage.devices,
+nodes.status, topology.network, pods.lifecycle) and of placements and bindings,
+in whatever order the partitions deliver them, and turns them into the engine's
+Snapshot.
+
+Who holds which device is derived per pod from everything known about it, so
+the result does not depend on the order events arrive in, and a duplicate
+changes nothing:
+
+- the cluster said the pod was deleted  -> it holds nothing, whatever else is known;
+- the cluster said the pod is bound     -> it holds what the cluster says (bound);
+- otherwise every PLACED decision for it that the binder has not answered with
+  CONFLICT or FAILED is an assumed holding (BOUND confirms it; the lifecycle
+  event that follows makes it a bound holding).
+
+Decisions are keyed by decision_id, so replaying the placements topic after a
+restart rebuilds exactly the assumptions that were outstanding.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+
+from schemas import topics
+from schemas.events import (
+    BindingEvent,
+    BindingOutcome,
+    DeviceAssignment,
+    DeviceUsageEvent,
+    Event,
+    HyperNodeEvent,
+    LifecyclePhase,
+    NodeStatusEvent,
+    NodeTopologyEvent,
+    PlacementEvent,
+    PlacementOutcome,
+    PodLifecycleEvent,
+)
+from services.placer.engine import Allocation, NodeState, Snapshot
+
+# Outcomes after which a decision no longer holds its devices.
+DROPPING_OUTCOMES = frozenset({BindingOutcome.CONFLICT, BindingOutcome.FAILED})
+
+
+class HoldingState(enum.StrEnum):
+    ASSUMED = "assumed"  # decided (by us or another replica), the binder has not confirmed
+    CONFIRMED = "confirmed"  # the binder reported BOUND; the cluster has not echoed it yet
+    BOUND = "bound"  # the cluster reports the pod bound to the node
+
+
+class Holding(msgspec.Struct, frozen=True, kw_only=True):
+    """The devices one pod holds on one node, and why the view believes it."""
+
+    pod_uid: str
+    node: str
+    devices: tuple[DeviceAssignment, ...]
+    state: HoldingState
+    qos: str = ""
+    decision: PlacementEvent | None = None  # the decision behind it, when known
+
+
+class ViewChange(msgspec.Struct, frozen=True, kw_only=True):
+    """What one applied event changed that the decider must react to."""
+
+    capacity_grew: bool = False  # something became free or schedulable: retry parked pods
+    dropped: tuple[BindingEvent, ...] = ()  # decisions the binder could not apply
+    settled: tuple[str, ...] = ()  # pod uids now bound or deleted in the cluster
+
+
+NO_CHANGE = ViewChange()
+
+
+class _PodFacts:
+    """Everything the view has heard about one pod (mutable, private)."""
+
+    __slots__ = ("lifecycle", "outcomes", "placements")
+
+    def __init__(self) -> None:
+        self.lifecycle: PodLifecycleEvent | None = None
+        self.placements: dict[str, PlacementEvent] = {}  # decision_id -> PLACED decision
+        self.outcomes: dict[str, BindingOutcome] = {}  # decision_id -> binder's answer
+
+    @property
+    def deleted(self) -> bool:
+        return self.lifecycle is not None and self.lifecycle.phase is LifecyclePhase.DELETED
+
+    def outstanding(self) -> list[PlacementEvent]:
+        """PLACED decisions the binder has not rejected, in a stable order."""
+        return [
+            placement
+            for decision_id, placement in sorted(self.placements.items())
+            if self.outcomes.get(decision_id) not in DROPPING_OUTCOMES
+        ]
+
+    def holdings(self) -> list[Holding]:
+        if self.deleted:
+            return []
+        if self.lifecycle is not None:  # bound: the cluster is the truth
+            bound = self.lifecycle
+            devices = bound.devices
+            decision = next((p for p in self.placements.values() if p.node == bound.node), None)
+            if not devices and decision is not None:
+                # The watcher saw the binding before it could read our annotation:
+                # keep the decided devices rather than free them.
+                devices = decision.devices
+            return [
+                Holding(
+                    pod_uid=bound.uid,
+                    node=bound.node,
+                    devices=devices,
+                    state=HoldingState.BOUND,
+                    qos=bound.qos or (decision.qos if decision else ""),
+                    decision=decision,
+                )
+            ]
+        # Several outstanding decisions for one pod happen only when two replicas
+        # raced on a redelivered pending event; holding all of them is the safe side.
+        return [
+            Holding(
+                pod_uid=p.uid,
+                node=p.node,
+                devices=p.devices,
+                state=(
+                    HoldingState.CONFIRMED
+                    if self.outcomes.get(p.decision_id) is BindingOutcome.BOUND
+                    else HoldingState.ASSUMED
+                ),
+                qos=p.qos,
+                decision=p,
+            )
+            for p in self.outstanding()
+        ]
+
+
+class ClusterView:
+    """Nodes, network tree and device holdings, as the topics describe them."""
+
+    def __init__(self) -> None:
+        self._topologies: dict[str, NodeTopologyEvent] = {}
+        self._usage: dict[str, DeviceUsageEvent] = {}
+        self._statuses: dict[str, NodeStatusEvent] = {}
+        self._hypernodes: dict[str, HyperNodeEvent] = {}
+        self._pods: dict[str, _PodFacts] = {}
+
+    # --- applying events -------------------------------------------------------------------
+
+    def apply(self, event: Event) -> ViewChange:
+        """Apply one decoded event of any topic the placer follows."""
+        match event:
+            case NodeTopologyEvent():
+                return self._apply_topology(event)
+            case DeviceUsageEvent():
+                return self._apply_usage(event)
+            case NodeStatusEvent():
+                return self._apply_status(event)
+            case HyperNodeEvent():
+                return self._apply_hypernode(event)
+            case PodLifecycleEvent():
+                return self._apply_lifecycle(event)
+            case PlacementEvent():
+                return self._apply_placement(event)
+            case BindingEvent():
+                return self._apply_binding(event)
+        return NO_CHANGE  # pods.pending and anything else carry no cluster state
+
+    def apply_tombstone(self, topic: str, key: str) -> ViewChange:
+        """A compacted topic's tombstone (value None): the key is gone."""
+        if topic == topics.TOPOLOGY_NODES.name:
+            self._topologies.pop(key, None)
+        elif topic == topics.USAGE_DEVICES.name:
+            self._usage.pop(key, None)
+        elif topic == topics.NODES_STATUS.name:
+            self._statuses.pop(key, None)
+        elif topic == topics.TOPOLOGY_NETWORK.name:
+            self._hypernodes.pop(key, None)
+        elif topic == topics.PODS_LIFECYCLE.name:
+            # The pod's record was compacted away after its deletion: treat as deleted.
+            return self._apply_lifecycle(
+                PodLifecycleEvent(uid=key, namespace="", name="", phase=LifecyclePhase.DELETED)
+            )
+        return NO_CHANGE
+
+    def assume(self, placement: PlacementEvent) -> None:
+        """Record our own PLACED decision at once, before the placements topic echoes it."""
+        self._apply_placement(placement)
+
+    def retract(self, placement: PlacementEvent) -> None:
+        """Take back our own decision that could not be published (nobody else saw it)."""
+        facts = self._pods.get(placement.uid)
+        if facts is not None and placement.decision_id not in facts.outcomes:
+            facts.placements.pop(placement.decision_id, None)
+
+    def _apply_topology(self, event: NodeTopologyEvent) -> ViewChange:
+        before = self._topologies.get(event.node)
+        self._topologies[event.node] = event
+        grew = before is None or (before.devices, before.links) != (
+            event.devices,
+            event.links,
+        )
+        return ViewChange(capacity_grew=grew)
+
+    def _apply_usage(self, event: DeviceUsageEvent) -> ViewChange:
+        before = self._unhealthy(event.node)
+        self._usage[event.node] = event
+        # Only a device coming back to health makes room; utilisation ticks do not.
+        return ViewChange(capacity_grew=bool(before - self._unhealthy(event.node)))
+
+    def _apply_status(self, event: NodeStatusEvent) -> ViewChange:
+        before = self._statuses.get(event.node)
+        self._statuses[event.node] = event
+        was_open = before is not None and self._status_problem(before) is None
+        now_open = self._status_problem(event) is None
+        labels_changed = before is None or (before.labels, before.annotations) != (
+            event.labels,
+            event.annotations,
+        )
+        return ViewChange(capacity_grew=now_open and (not was_open or labels_changed))
+
+    def _apply_hypernode(self, event: HyperNodeEvent) -> ViewChange:
+        if event.deleted:
+            self._hypernodes.pop(event.name, None)
+            return NO_CHANGE
+        before = self._hypernodes.get(event.name)
+        self._hypernodes[event.name] = event
+        return ViewChange(capacity_grew=before != event)
+
+    def _apply_lifecycle(self, event: PodLifecycleEvent) -> ViewChange:
+        facts = self._facts(event.uid)
+        held_before = facts.holdings()
+        if facts.deleted:
+            return NO_CHANGE  # deletion is final; a late "bound" is an older state
+        facts.lifecycle = event
+        freed = _devices_freed(held_before, facts.holdings())
+        return ViewChange(capacity_grew=freed, settled=(event.uid,))
+
+    def _apply_placement(self, event: PlacementEvent) -> ViewChange:
+        if event.outcome is not PlacementOutcome.PLACED:
+            return NO_CHANGE
+        self._facts(event.uid).placements.setdefault(event.decision_id, event)
+        return NO_CHANGE
+
+    def _apply_binding(self, event: BindingEvent) -> ViewChange:
+        if event.outcome not in (BindingOutcome.BOUND, *DROPPING_OUTCOMES):
+            return NO_CHANGE
+        facts = self._facts(event.uid)
+        held_before = facts.holdings()
+        if event.decision_id in facts.outcomes:
+            return NO_CHANGE  # a duplicate answer
+        facts.outcomes[event.decision_id] = event.outcome
+        if event.outcome is BindingOutcome.BOUND:
+            return NO_CHANGE
+        freed = _devices_freed(held_before, facts.holdings())
+        settled = facts.deleted or facts.lifecycle is not None
+        return ViewChange(capacity_grew=freed, dropped=() if settled else (event,))
+
+    def _facts(self, uid: str) -> _PodFacts:
+        facts = self._pods.get(uid)
+        if facts is None:
+            facts = self._pods[uid] = _PodFacts()
+        return facts
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def holdings_of(self, uid: str) -> list[Holding]:
+        facts = self._pods.get(uid)
+        return facts.holdings() if facts is not None else []
+
+    def is_deleted(self, uid: str) -> bool:
+        facts = self._pods.get(uid)
+        return facts is not None and facts.deleted
+
+    def is_bound(self, uid: str) -> bool:
+        facts = self._pods.get(uid)
+        return facts is not None and not facts.deleted and facts.lifecycle is not None
+
+    def dropped_decisions(self, uid: str) -> int:
+        """How many decisions for this pod the binder rejected (CONFLICT or FAILED)."""
+        facts = self._pods.get(uid)
+        if facts is None:
+            return 0
+        return sum(1 for outcome in facts.outcomes.values() if outcome in DROPPING_OUTCOMES)
+
+    def holdings(self) -> list[Holding]:
+        return [h for facts in self._pods.values() for h in facts.holdings()]
+
+    def node_problem(self, node: str) -> str | None:
+        """Why the node cannot take pods now, in words; None when it can."""
+        if node not in self._topologies:
+            return "no device topology reported for the node yet"
+        status = self._statuses.get(node)
+        if status is None:
+            return "no status reported for the node yet"
+        return self._status_problem(status)
+
+    def node_names(self) -> list[str]:
+        return sorted(self._topologies)
+
+    def nodes_without_status(self) -> list[str]:
+        """Nodes with a topology but no status yet: offered to the engine as not ready."""
+        return [n for n in sorted(self._topologies) if n not in self._statuses]
+
+    def snapshot(self) -> Snapshot:
+        """The engine's input: every node with a topology, and who holds its devices."""
+        by_node: dict[str, list[Allocation]] = {}
+        for holding in self.holdings():
+            by_node.setdefault(holding.node, []).extend(
+                Allocation(
+                    pod_uid=holding.pod_uid,
+                    index=device.index,
+                    memory_mib=device.memory_mib,
+                    cores=device.cores,
+                    qos=holding.qos,
+                )
+                for device in holding.devices
+            )
+        nodes = tuple(
+            self._node_state(name, tuple(by_node.get(name, ()))) for name in sorted(self._topologies)
+        )
+        hypernodes = tuple(self._hypernodes[name] for name in sorted(self._hypernodes))
+        return Snapshot(nodes=nodes, hypernodes=hypernodes)
+
+    def sizes(self) -> dict[str, int]:
+        """Counts for the metrics: nodes, schedulable nodes, hypernodes, holdings by state."""
+        counts = {
+            "nodes": len(self._topologies),
+            "schedulable_nodes": sum(1 for n in self._topologies if self.node_problem(n) is None),
+            "hypernodes": len(self._hypernodes),
+        }
+        for state in HoldingState:
+            counts[f"pods_{state.value}"] = 0
+        for holding in self.holdings():
+            counts[f"pods_{holding.state.value}"] += 1
+        return counts
+
+    def _node_state(self, name: str, allocations: tuple[Allocation, ...]) -> NodeState:
+        topology = self._topologies[name]
+        status = self._statuses.get(name)
+        unhealthy = self._unhealthy(name)
+        devices = tuple(
+            msgspec.structs.replace(d, healthy=False) if d.index in unhealthy else d for d in topology.devices
+        )
+        if status is None:
+            # Without its status we know neither cordon nor readiness: not a candidate.
+            return NodeState(
+                name=name,
+                machine_type=topology.machine_type,
+                devices=devices,
+                links=topology.links,
+                ready=False,
+                allocations=allocations,
+            )
+        return NodeState(
+            name=name,
+            machine_type=topology.machine_type,
+            devices=devices,
+            links=topology.links,
+            labels=dict(status.labels),
+            annotations=dict(status.annotations),
+            ready=status.ready and not status.deleted,
+            unschedulable=status.unschedulable,
+            allocations=allocations,
+        )
+
+    def _unhealthy(self, node: str) -> set[int]:
+        """Device indices the latest usage report calls unhealthy (usage overrides topology)."""
+        usage = self._usage.get(node)
+        topology = self._topologies.get(node)
+        unhealthy = {d.index for d in topology.devices if not d.healthy} if topology else set()
+        if usage is not None:
+            for device in usage.devices:
+                if device.healthy:
+                    unhealthy.discard(device.index)
+                else:
+                    unhealthy.add(device.index)
+        return unhealthy
+
+    @staticmethod
+    def _status_problem(status: NodeStatusEvent) -> str | None:
+        if status.deleted:
+            return "the node was deleted"
+        if not status.ready:
+            return "the node is not ready"
+        if status.unschedulable:
+            return "the node is cordoned"
+        return None
+
+
+def _devices_freed(before: list[Holding], after: list[Holding]) -> bool:
+    def shares(holdings: list[Holding]) -> set[tuple[str, int, int, int]]:
+        return {(h.node, d.index, d.memory_mib, d.cores) for h in holdings for d in h.devices}
+
+    return bool(shares(before) - shares(after))

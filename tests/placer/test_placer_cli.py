@@ -1,0 +1,71 @@
+"""`topoplace placer`: its arguments, and a real process that decides and stops on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+import pytest
+from placer_builders import pending, status, topology
+from placer_kafka import TIMEOUT_S, Recorder
+
+from schemas import topics
+from schemas.events import PlacementOutcome
+from topoplace.cli import build_parser
+from topoplace.kafka_io import EventProducer
+
+
+def test_mode_defaults_to_default_and_accepts_hami() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["placer"]).mode == "default"
+    args = parser.parse_args(["placer", "--mode", "hami"])
+    assert args.mode == "hami" and callable(args.func)
+
+
+def test_unknown_mode_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["placer", "--mode", "fastest"])
+    assert "--mode" in capsys.readouterr().err
+
+
+def test_bad_configuration_exits_2_with_the_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TOPOPLACE_HEALTH_PORT", "not-a-port")
+    args = build_parser().parse_args(["placer"])
+    assert args.func(args) == 2
+    assert "TOPOPLACE_HEALTH_PORT" in capsys.readouterr().err
+
+
+async def test_process_decides_then_stops_on_sigterm(broker: str) -> None:
+    # The embedded broker serves no idempotent producer (an external Kafka would).
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP": broker,
+        "TOPOPLACE_KAFKA_IDEMPOTENCE": "false",
+        "TOPOPLACE_GROUP_PREFIX": "placer-cli-test",
+    }
+    async with (
+        EventProducer(broker, service="test") as producer,
+        Recorder(broker, [topics.PLACEMENTS]) as rec,
+    ):
+        await producer.send(topics.TOPOLOGY_NODES, "a", topology("a", 2))
+        await producer.send(topics.NODES_STATUS, "a", status("a"))
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "topoplace.cli", "placer", "--mode", "hami",
+            env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            await producer.send(topics.PODS_PENDING, "p", pending("p", 1))
+            await rec.wait_for(lambda: len(rec.placements()) >= 1, "the process's decision")
+            assert rec.placements()[0].outcome is PlacementOutcome.PLACED
+            process.send_signal(signal.SIGTERM)
+            _, stderr = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert process.returncode == 0, stderr.decode()[-2000:]
+    assert b'"placer.stopped"' in stderr

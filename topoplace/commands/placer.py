@@ -1,0 +1,48 @@
+"""`topoplace placer [--mode default|hami]`: run one placer replica until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from topoplace.config import ConfigError, Settings
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "placer",
+        help="decide a node and devices for every pending pod",
+        description="Rebuilds its view from the topics on KAFKA_BOOTSTRAP, then decides pods.pending "
+        "into placements. Serves /healthz, /readyz and /metrics on TOPOPLACE_HEALTH_PORT.",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("default", "hami"),
+        default="default",
+        help="engine mode: default (exact optimum) or hami (HAMi's choices, ties included)",
+    )
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from services.placer.engine import Mode
+    from services.placer.service import run_placer
+
+    try:
+        settings = Settings.from_env()
+        mode = Mode(args.mode)
+
+        async def main() -> None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            await run_placer(settings, mode=mode, stop=stop)
+
+        asyncio.run(main())
+    except ConfigError as exc:
+        print(f"topoplace placer: {exc}", file=sys.stderr)
+        return 2
+    return 0
