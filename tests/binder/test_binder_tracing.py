@@ -34,12 +34,10 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
     """Finished spans of the process-wide provider (the one the aiohttp instrumentation reports to)."""
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        telemetry.setup_tracing("topoplace-binder", Settings())
+    provider = telemetry.setup_tracing("topoplace-binder", Settings())
     instrumentor = AioHttpClientInstrumentor()
     if not instrumentor.is_instrumented_by_opentelemetry:
         instrumentor.instrument()
-    provider = trace.get_tracer_provider()
     assert isinstance(provider, TracerProvider)
     exporter = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(exporter))

@@ -1,0 +1,368 @@
+"""The cluster watcher: pods, nodes and HyperNodes from the API server, as events on Kafka.
+
+- pods naming our scheduler without a node -> pods.pending (key pod uid), each
+  published inside its own "pod.pending" span, so the placer continues that trace;
+- our pods bound, finished or deleted -> pods.lifecycle (key pod uid), with the
+  devices of the `topoplace.io/devices` annotation;
+- nodes -> nodes.status (key node);
+- Volcano HyperNodes (the CRD, or a file instead) -> topology.network (key
+  hypernode; a deletion is a deleted event, then a tombstone).
+
+Wiring only: the translation and the memory of what was published live in
+watch_translate / watch_trackers (pure), the list+watch loop in watch_stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Protocol
+
+import msgspec
+from kubernetes_asyncio import client
+from prometheus_client import Counter
+
+from schemas import topics
+from schemas.events import HyperNodeEvent, LifecyclePhase, NodeStatusEvent, PendingPodEvent, PodLifecycleEvent
+from schemas.topics import Topic
+from services.collector import watch_trackers
+from services.collector.watch_hypernode_file import HyperNodeFileError, parse_hypernodes
+from services.collector.watch_objects import HyperNode, Node, Pod
+from services.collector.watch_stream import ListWatch, ResourceMissing
+from services.collector.watch_trackers import Outcome, PodTracker
+from topoplace import telemetry
+from topoplace.config import Settings
+
+SERVICE = "topoplace-collector"
+VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES = "topology.volcano.sh", "v1alpha1", "hypernodes"
+
+log = logging.getLogger(__name__)
+
+PUBLISHED = Counter("topoplace_cluster_watcher_published_total", "Events the cluster watcher published", ["topic"])
+BAD_FIELDS = Counter(
+    "topoplace_cluster_watcher_bad_fields_total",
+    "Object fields that could not be read (the event went out without them)",
+    ["field"],
+)
+
+
+class Publisher(Protocol):
+    async def send(self, topic: Topic | str, key: str | None, event: msgspec.Struct | None) -> None: ...
+
+
+class ClusterWatcher:
+    """Lists and watches the cluster with `api` and publishes what changed through `publisher`."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        publisher: Publisher,
+        *,
+        scheduler_name: str,
+        resync_seconds: float = 300.0,
+        hypernodes_file: str | None = None,
+        clock: Callable[[], float] = time.time,
+        watch_timeout: float = 300.0,
+        file_poll_seconds: float = 2.0,
+    ) -> None:
+        self.publisher = publisher
+        self.scheduler_name = scheduler_name
+        self.resync_seconds = resync_seconds
+        self.hypernodes_file = hypernodes_file
+        self.clock = clock
+        self.file_poll_seconds = file_poll_seconds
+        self.pods = PodTracker(scheduler_name)
+        self.nodes = watch_trackers.node_tracker()
+        self.hypernodes = watch_trackers.hypernode_tracker()
+        self._tracer = telemetry.get_tracer(__name__, SERVICE)
+        core = client.CoreV1Api(api)
+        self.pod_watch: ListWatch[Pod] = ListWatch(
+            "pods",
+            core.list_pod_for_all_namespaces,
+            Pod,
+            on_list=self._pods_listed,
+            on_change=self._pod_changed,
+            resync_seconds=resync_seconds,
+            field_selector=f"spec.schedulerName={scheduler_name}",
+            watch_timeout=watch_timeout,
+        )
+        self.node_watch: ListWatch[Node] = ListWatch(
+            "nodes",
+            core.list_node,
+            Node,
+            on_list=self._nodes_listed,
+            on_change=self._node_changed,
+            resync_seconds=resync_seconds,
+            watch_timeout=watch_timeout,
+        )
+        custom = client.CustomObjectsApi(api)
+        self.hypernode_watch: ListWatch[HyperNode] = ListWatch(
+            "hypernodes",
+            functools.partial(custom.list_cluster_custom_object, VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES),
+            HyperNode,
+            on_list=self._hypernodes_listed,
+            on_change=self._hypernode_changed,
+            resync_seconds=resync_seconds,
+            watch_timeout=watch_timeout,
+        )
+        self.hypernodes_settled = asyncio.Event()  # listed once, or known to be absent
+
+    # --- state from before a restart ------------------------------------------------------------
+
+    def seed(
+        self,
+        lifecycle: Sequence[PodLifecycleEvent],
+        node_status: Sequence[NodeStatusEvent],
+        network: Sequence[HyperNodeEvent],
+    ) -> None:
+        """What the compacted topics say was published, so the first list can report what vanished."""
+        self.pods.seed(e for e in lifecycle if e.phase is LifecyclePhase.BOUND)
+        self.nodes.seed({e.node: e for e in node_status if not e.deleted})
+        self.hypernodes.seed({e.name: e for e in network if not e.deleted})
+
+    # --- running --------------------------------------------------------------------------------
+
+    def ready(self) -> bool:
+        return self.pod_watch.listed.is_set() and self.node_watch.listed.is_set() and self.hypernodes_settled.is_set()
+
+    async def wait_ready(self) -> None:
+        await asyncio.gather(
+            self.pod_watch.listed.wait(), self.node_watch.listed.wait(), self.hypernodes_settled.wait()
+        )
+
+    async def run(self) -> None:
+        """Until cancelled; a failure of one resource's loop ends all of them."""
+        hypernodes = self._hypernodes_from_file() if self.hypernodes_file else self._hypernodes_from_api()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self.pod_watch.run())
+            group.create_task(self.node_watch.run())
+            group.create_task(hypernodes)
+
+    async def _hypernodes_from_api(self) -> None:
+        announced = False
+        while True:
+            try:
+                await self.hypernode_watch.run()
+            except ResourceMissing:
+                if not announced:
+                    log.info(
+                        "collector.hypernodes_not_served",
+                        extra={"fields": {"group": VOLCANO_GROUP, "retry_in": self.resync_seconds}},
+                    )
+                    announced = True
+                self.hypernodes_settled.set()
+                await asyncio.sleep(self.resync_seconds)  # look again later: the CRD may be installed meanwhile
+
+    async def _hypernodes_from_file(self) -> None:
+        """Read the file at start, again whenever it changes, and at every resync."""
+        assert self.hypernodes_file is not None
+        path = self.hypernodes_file
+        last_mtime: float | None = None
+        next_resync = time.monotonic() + self.resync_seconds
+        away = False
+        while True:
+            try:
+                mtime: float | None = os.stat(path).st_mtime
+                away = False
+            except OSError as exc:
+                mtime = last_mtime  # keep the last contents while the file is away
+                if not away:
+                    log.warning(
+                        "collector.hypernodes_file_unreadable", extra={"fields": {"path": path, "error": str(exc)}}
+                    )
+                away = True
+            resync = time.monotonic() >= next_resync
+            if mtime != last_mtime or resync:
+                hypernodes = self._read_hypernode_file(path)
+                if hypernodes is not None:
+                    await self._publish(self.hypernodes.relisted(hypernodes, self.clock(), force=resync))
+                    self.hypernodes_settled.set()
+                last_mtime = mtime
+                if resync:
+                    next_resync = time.monotonic() + self.resync_seconds
+            await asyncio.sleep(min(self.resync_seconds, self.file_poll_seconds))  # a poll interval
+
+    def _read_hypernode_file(self, path: str) -> list[HyperNode] | None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                return parse_hypernodes(f.read(), source=path)
+        except (OSError, UnicodeDecodeError, HyperNodeFileError) as exc:
+            # keep the last good contents: a half-written file must not delete the network tree
+            BAD_FIELDS.labels(field="hypernodes_file").inc()
+            log.warning("collector.hypernodes_file_unreadable", extra={"fields": {"path": path, "error": str(exc)}})
+            return None
+
+    # --- handlers -------------------------------------------------------------------------------
+
+    async def _pods_listed(self, pods: list[Pod], resync: bool) -> None:
+        await self._publish(self.pods.relisted(pods, self.clock(), force=resync))
+
+    async def _pod_changed(self, kind: str, pod: Pod) -> None:
+        if kind == "DELETED":
+            await self._publish(self.pods.gone(pod.metadata.uid, self.clock()))
+        else:
+            await self._publish(self.pods.observe(pod, self.clock()))
+
+    async def _nodes_listed(self, nodes: list[Node], resync: bool) -> None:
+        await self._publish(self.nodes.relisted(nodes, self.clock(), force=resync))
+
+    async def _node_changed(self, kind: str, node: Node) -> None:
+        if kind == "DELETED":
+            await self._publish(self.nodes.gone(node.metadata.name, self.clock()))
+        else:
+            await self._publish(self.nodes.observe(node, self.clock()))
+
+    async def _hypernodes_listed(self, hypernodes: list[HyperNode], resync: bool) -> None:
+        await self._publish(self.hypernodes.relisted(hypernodes, self.clock(), force=resync))
+        self.hypernodes_settled.set()
+
+    async def _hypernode_changed(self, kind: str, hypernode: HyperNode) -> None:
+        if kind == "DELETED":
+            await self._publish(self.hypernodes.gone(hypernode.metadata.name, self.clock()))
+        else:
+            await self._publish(self.hypernodes.observe(hypernode, self.clock()))
+
+    # --- publishing -----------------------------------------------------------------------------
+
+    async def _publish(self, outcome: Outcome) -> None:
+        for problem in outcome.problems:
+            BAD_FIELDS.labels(field=problem.field.split("[")[0]).inc()
+            log.warning(
+                "collector.bad_field",
+                extra={"fields": {"object": problem.object, "field": problem.field, "reason": problem.reason}},
+            )
+        # Each resource's handler runs to completion before its next change is read,
+        # so one key's events go out in the order they happened.
+        for publication in outcome.publications:
+            if publication.pending_pod and isinstance(publication.event, PendingPodEvent):
+                await self._publish_pending(publication.event)
+            else:
+                await self.publisher.send(publication.topic, publication.key, publication.event)
+            PUBLISHED.labels(topic=publication.topic).inc()
+
+    async def _publish_pending(self, event: PendingPodEvent) -> None:
+        # A span of its own per publication: the producer injects it as traceparent, and the
+        # placer continues whichever trace it receives, so a resync's re-publication is harmless.
+        attributes = {
+            "k8s.pod.uid": event.uid,
+            "k8s.pod.name": event.name,
+            "k8s.pod.namespace": event.namespace,
+            "k8s.namespace.name": event.namespace,  # the OpenTelemetry semantic-convention name
+        }
+        with self._tracer.start_as_current_span("pod.pending", attributes=attributes):
+            await self.publisher.send(topics.PODS_PENDING, event.uid, event)
+        log.info(
+            "collector.pod_pending", extra={"fields": {"uid": event.uid, "pod": f"{event.namespace}/{event.name}"}}
+        )
+
+
+# --- the service ------------------------------------------------------------------------------
+
+
+async def run_cluster_watcher(
+    settings: Settings,
+    *,
+    resync_seconds: float = 300.0,
+    hypernodes_file: str | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run until `stop` is set (or the watcher fails, which raises)."""
+    if resync_seconds <= 0:
+        raise ValueError(f"resync_seconds: must be positive, got {resync_seconds}")
+    if hypernodes_file is not None and not os.path.exists(hypernodes_file):
+        raise FileNotFoundError(f"hypernodes_file: {hypernodes_file} does not exist")
+    from topoplace.health import HealthServer
+    from topoplace.kafka_io import EventProducer
+    from topoplace.kube import api_client
+    from topoplace.logs import configure_logging
+
+    configure_logging(SERVICE, settings.log_level)
+    telemetry.setup_tracing(SERVICE, settings)
+    stop = stop if stop is not None else asyncio.Event()
+    watcher: ClusterWatcher | None = None
+    health = HealthServer(settings.health_port, ready=lambda: watcher is not None and watcher.ready())
+    port = await health.start()
+    log.info(
+        "collector.cluster_watcher_started",
+        extra={"fields": {"scheduler": settings.scheduler_name, "health_port": port}},
+    )
+    try:
+        async with (
+            _bootstrap(settings) as bootstrap,
+            EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer,
+        ):
+            api = await api_client(settings)
+            try:
+                watcher = ClusterWatcher(
+                    api,
+                    producer,
+                    scheduler_name=settings.scheduler_name,
+                    resync_seconds=resync_seconds,
+                    hypernodes_file=hypernodes_file,
+                )
+                await _run_until(_seeded_run(watcher, bootstrap), stop)
+            finally:
+                await api.close()
+    finally:
+        await health.stop()
+        telemetry.shutdown_tracing()
+        log.info("collector.cluster_watcher_stopped", extra={"fields": {}})
+
+
+async def _run_until(work: Awaitable[None], stop: asyncio.Event) -> None:
+    """Cancellation in one place: the work ends when `stop` is set; its own failure propagates."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]
+
+
+async def _seeded_run(watcher: ClusterWatcher, bootstrap: str) -> None:
+    await _seed_from_topics(watcher, bootstrap)
+    await watcher.run()
+
+
+async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str) -> None:
+    from aiokafka.errors import KafkaError
+
+    from topoplace.kafka_io import latest_by_key, read_compacted
+
+    state: dict[str, list[msgspec.Struct]] = {}
+    for topic in (topics.PODS_LIFECYCLE, topics.NODES_STATUS, topics.TOPOLOGY_NETWORK):
+        try:
+            latest = latest_by_key(await read_compacted(bootstrap, topic, service=SERVICE))
+        except (LookupError, TimeoutError, OSError, KafkaError) as exc:
+            log.warning("collector.seed_failed", extra={"fields": {"topic": topic.name, "error": str(exc)}})
+            latest = {}
+        state[topic.name] = [m.event for m in latest.values() if m.event is not None]
+    watcher.seed(
+        [e for e in state[topics.PODS_LIFECYCLE.name] if isinstance(e, PodLifecycleEvent)],
+        [e for e in state[topics.NODES_STATUS.name] if isinstance(e, NodeStatusEvent)],
+        [e for e in state[topics.TOPOLOGY_NETWORK.name] if isinstance(e, HyperNodeEvent)],
+    )
+
+
+@contextlib.asynccontextmanager
+async def _bootstrap(settings: Settings) -> AsyncIterator[str]:
+    """The configured Kafka, or an embedded broker started for this process when none is."""
+    if settings.kafka_bootstrap is not None:
+        yield settings.kafka_bootstrap
+        return
+    from topoplace.broker import EmbeddedBroker, ensure_topics
+
+    async with EmbeddedBroker() as broker:
+        await ensure_topics(broker.bootstrap)
+        yield broker.bootstrap

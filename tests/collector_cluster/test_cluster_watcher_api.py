@@ -1,0 +1,349 @@
+"""The watcher against the test API server, with a recording publisher in place of Kafka."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from cluster_fakes import CoreApi, CustomApi, RecordingPublisher, Sent, client_for
+from cluster_objects import hypernode_json, node_json, pod_json
+from kubernetes_asyncio import client
+
+from schemas import annotations as pod_annotations
+from schemas import topics
+from schemas.events import (
+    DeviceAssignment,
+    HyperNodeEvent,
+    LifecyclePhase,
+    NodeStatusEvent,
+    PendingPodEvent,
+    PodLifecycleEvent,
+)
+from services.collector import watch_stream
+from services.collector.cluster_watcher import BAD_FIELDS, ClusterWatcher
+from services.collector.watch_objects import Pod
+from topoplace.kubeapi import KubeApiServer, ObjectStore, resources
+
+GROUP, VERSION, PLURAL = "topology.volcano.sh", "v1alpha1", "hypernodes"
+
+
+def pending(name: str) -> Callable[[Sent], bool]:
+    return lambda s: (
+        s.topic == topics.PODS_PENDING.name and isinstance(s.event, PendingPodEvent) and s.event.name == name
+    )
+
+
+def lifecycle(name: str, phase: LifecyclePhase) -> Callable[[Sent], bool]:
+    return lambda s: (
+        s.topic == topics.PODS_LIFECYCLE.name
+        and isinstance(s.event, PodLifecycleEvent)
+        and s.event.name == name
+        and s.event.phase is phase
+    )
+
+
+def api_pod(name: str, **kw: Any) -> dict[str, Any]:
+    body = pod_json(name, **kw)
+    for field in ("uid", "resourceVersion"):
+        body["metadata"].pop(field)  # the server assigns them
+    return body
+
+
+async def start(watcher: ClusterWatcher) -> asyncio.Task[None]:
+    task = asyncio.create_task(watcher.run())
+    await asyncio.wait_for(watcher.wait_ready(), 5)
+    return task
+
+
+@pytest.fixture
+async def running(kube_client: client.ApiClient, publisher: RecordingPublisher) -> AsyncIterator[ClusterWatcher]:
+    watcher = ClusterWatcher(kube_client, publisher, scheduler_name="topoplace", resync_seconds=60, watch_timeout=30)
+    task = await start(watcher)
+    yield watcher
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_pending_pods_from_the_list_and_from_the_watch(
+    kube_api: KubeApiServer, kube_client: client.ApiClient, publisher: RecordingPublisher
+) -> None:
+    kube_api.store.create("pods", api_pod("early"), namespace="default")
+    watcher = ClusterWatcher(kube_client, publisher, scheduler_name="topoplace", resync_seconds=60)
+    task = await start(watcher)
+    try:
+        core: CoreApi = client.CoreV1Api(kube_client)
+        await core.create_namespaced_pod("default", api_pod("theirs", scheduler="default-scheduler"))
+        late = await core.create_namespaced_pod("ml", api_pod("late", namespace="ml"))
+        await publisher.wait_for(pending("late"))
+        early = await publisher.wait_for(pending("early"))
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    event = publisher.matching(pending("late"))[0]
+    assert event.key == late.metadata.uid
+    assert isinstance(event.event, PendingPodEvent) and event.event.requests == {"nvidia.com/gpu": "1"}
+    assert len(early) == 1
+    # the other scheduler's pod came before ours on the same watch, and was not published
+    assert publisher.matching(lambda s: getattr(s.event, "name", "") == "theirs") == []
+
+
+async def test_annotate_bind_delete(
+    kube_client: client.ApiClient, publisher: RecordingPublisher, running: ClusterWatcher
+) -> None:
+    core: CoreApi = client.CoreV1Api(kube_client)
+    pod = await core.create_namespaced_pod("default", api_pod("job-0"))
+    await publisher.wait_for(pending("job-0"))
+    devices = (DeviceAssignment(index=0, uuid="GPU-a"), DeviceAssignment(index=1, uuid="GPU-b"))
+    # what the binder does: annotate, then bind
+    await core.patch_namespaced_pod(
+        "job-0",
+        "default",
+        {
+            "metadata": {
+                "annotations": {
+                    pod_annotations.DEVICES: pod_annotations.encode_devices(devices),
+                    pod_annotations.NODE: "gpu-1",
+                }
+            }
+        },
+    )
+    await core.create_namespaced_pod_binding(
+        "job-0",
+        "default",
+        {"metadata": {"name": "job-0", "uid": pod.metadata.uid}, "target": {"kind": "Node", "name": "gpu-1"}},
+    )
+    bound = (await publisher.wait_for(lifecycle("job-0", LifecyclePhase.BOUND)))[0]
+    assert isinstance(bound.event, PodLifecycleEvent)
+    assert bound.key == pod.metadata.uid and bound.event.node == "gpu-1" and bound.event.devices == devices
+    await core.delete_namespaced_pod("job-0", "default")
+    deleted = (await publisher.wait_for(lifecycle("job-0", LifecyclePhase.DELETED)))[0]
+    assert (
+        isinstance(deleted.event, PodLifecycleEvent)
+        and deleted.event.node == "gpu-1"
+        and deleted.key == pod.metadata.uid
+    )
+    # the annotation written before binding did not re-publish the pending pod
+    assert len(publisher.matching(pending("job-0"))) == 1
+
+
+async def test_undecodable_devices_are_counted_and_bound_without_devices(
+    kube_client: client.ApiClient, publisher: RecordingPublisher, running: ClusterWatcher
+) -> None:
+    field = f"metadata.annotations[{pod_annotations.DEVICES}]".split("[")[0]
+    before = BAD_FIELDS.labels(field=field)._value.get()
+    core: CoreApi = client.CoreV1Api(kube_client)
+    await core.create_namespaced_pod(
+        "default", api_pod("bad", node="gpu-2", annotations={pod_annotations.DEVICES: "{oops"})
+    )
+    bound = (await publisher.wait_for(lifecycle("bad", LifecyclePhase.BOUND)))[0]
+    assert isinstance(bound.event, PodLifecycleEvent) and bound.event.devices == () and bound.event.node == "gpu-2"
+    assert BAD_FIELDS.labels(field=field)._value.get() == before + 1
+
+
+async def test_nodes(kube_client: client.ApiClient, publisher: RecordingPublisher, running: ClusterWatcher) -> None:
+    core: CoreApi = client.CoreV1Api(kube_client)
+
+    def status(name: str, **want: object) -> Callable[[Sent], bool]:
+        return lambda s: (
+            isinstance(s.event, NodeStatusEvent)
+            and s.event.node == name
+            and all(getattr(s.event, k) == v for k, v in want.items())
+        )
+
+    await core.create_node(node_json("gpu-7", labels={"zone": "a"}))
+    added = (await publisher.wait_for(status("gpu-7")))[0]
+    assert added.topic == topics.NODES_STATUS.name and added.key == "gpu-7"
+    assert (
+        isinstance(added.event, NodeStatusEvent)
+        and added.event.allocatable["nvidia.com/gpu"] == "8"
+        and added.event.ready
+    )
+    await core.patch_node("gpu-7", {"spec": {"unschedulable": True}})
+    await publisher.wait_for(status("gpu-7", unschedulable=True))
+    await core.delete_node("gpu-7")
+    await publisher.wait_for(status("gpu-7", deleted=True))
+
+
+async def test_hypernodes_from_the_crd(
+    kube_client: client.ApiClient, publisher: RecordingPublisher, running: ClusterWatcher
+) -> None:
+    custom: CustomApi = client.CustomObjectsApi(kube_client)
+    await custom.create_cluster_custom_object(
+        GROUP, VERSION, PLURAL, hypernode_json("tor-1", 1, [("Node", "n1"), ("Node", "n2")])
+    )
+    added = (await publisher.wait_for(lambda s: s.topic == topics.TOPOLOGY_NETWORK.name))[0]
+    assert added.key == "tor-1" and isinstance(added.event, HyperNodeEvent)
+    assert [m.name for m in added.event.members] == ["n1", "n2"] and added.event.tier == 1
+    await custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, "tor-1")
+    out = await publisher.wait_for(lambda s: s.topic == topics.TOPOLOGY_NETWORK.name, count=3)
+    assert isinstance(out[1].event, HyperNodeEvent) and out[1].event.deleted
+    assert out[2] == Sent(topics.TOPOLOGY_NETWORK.name, "tor-1", None)
+
+
+@pytest.fixture
+async def no_crd_server() -> AsyncIterator[KubeApiServer]:
+    served = [r for r in resources.ALL if r is not resources.HYPERNODES]
+    async with KubeApiServer(served=served) as server:
+        yield server
+
+
+async def test_without_the_crd_the_watcher_is_ready_and_quiet(
+    no_crd_server: KubeApiServer, publisher: RecordingPublisher
+) -> None:
+    api = client_for(no_crd_server.url)
+    watcher = ClusterWatcher(api, publisher, scheduler_name="topoplace", resync_seconds=60)
+    task = await start(watcher)
+    try:
+        no_crd_server.store.create("nodes", node_json("n1"))
+        await publisher.wait_for(lambda s: s.topic == topics.NODES_STATUS.name)
+        assert not task.done()
+        assert publisher.matching(lambda s: s.topic == topics.TOPOLOGY_NETWORK.name) == []
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await api.close()
+
+
+async def test_hypernodes_from_a_file_instead(
+    tmp_path: Path, no_crd_server: KubeApiServer, publisher: RecordingPublisher
+) -> None:
+    path = tmp_path / "hypernodes.yaml"
+    path.write_text(
+        "kind: List\nitems:\n"
+        "- metadata: {name: tor-a}\n  spec: {tier: 1, members: [{type: Node, selector: {exactMatch: {name: n1}}}]}\n"
+        "- metadata: {name: tor-b}\n  spec: {tier: 1, members: [{type: Node, selector: {exactMatch: {name: n2}}}]}\n"
+    )
+    api = client_for(no_crd_server.url)
+    watcher = ClusterWatcher(
+        api, publisher, scheduler_name="topoplace", resync_seconds=60, hypernodes_file=str(path), file_poll_seconds=0.05
+    )
+    task = await start(watcher)
+    try:
+        first = await publisher.wait_for(lambda s: s.topic == topics.TOPOLOGY_NETWORK.name, count=2)
+        assert sorted(str(s.key) for s in first) == ["tor-a", "tor-b"]
+        path.write_text(
+            "- metadata: {name: tor-a}\n"
+            "  spec: {tier: 1, members: [{type: Node, selector: {exactMatch: {name: n1}}}]}\n"
+        )
+        later = path.stat().st_mtime + 5
+        os.utime(path, (later, later))  # a distinct mtime even on coarse clocks
+        out = await publisher.wait_for(lambda s: s.topic == topics.TOPOLOGY_NETWORK.name and s.key == "tor-b", count=3)
+        assert isinstance(out[1].event, HyperNodeEvent) and out[1].event.deleted and out[2].event is None
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await api.close()
+
+
+@pytest.fixture
+async def quiet_server() -> AsyncIterator[KubeApiServer]:
+    # no bookmarks during the test: the watcher must resume from the version it last saw
+    async with KubeApiServer(store=ObjectStore(), bookmark_interval=3600) as server:
+        yield server
+
+
+async def test_410_relists_and_reconciles_what_the_watch_missed(
+    quiet_server: KubeApiServer, publisher: RecordingPublisher
+) -> None:
+    store = quiet_server.store
+    store.create("pods", api_pod("a"), namespace="default")
+    api = client_for(quiet_server.url)
+    watcher = ClusterWatcher(api, publisher, scheduler_name="topoplace", resync_seconds=60, watch_timeout=30)
+    expired = watch_stream.RELISTS.labels(resource="pods", reason="expired")
+    relists_before = expired._value.get()
+    task = await start(watcher)
+    try:
+        await publisher.wait_for(pending("a"))
+        # in one step, with no await: drop the watches, change things, compact the log
+        store.close_watches()
+        store.delete("pods", "a", namespace="default")
+        store.create("pods", api_pod("b"), namespace="default")
+        store.compact()
+        await publisher.wait_for(pending("b"))
+        await publisher.wait_for(lifecycle("a", LifecyclePhase.DELETED))
+        assert expired._value.get() == relists_before + 1
+        assert watcher.pod_watch.lists == 2
+        # and the watch goes on after the relist
+        store.create("pods", api_pod("c"), namespace="default")
+        await publisher.wait_for(pending("c"))
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await api.close()
+
+
+async def test_resync_republishes_pending_pods(
+    kube_api: KubeApiServer, kube_client: client.ApiClient, publisher: RecordingPublisher
+) -> None:
+    kube_api.store.create("pods", api_pod("waiting"), namespace="default")
+    watcher = ClusterWatcher(kube_client, publisher, scheduler_name="topoplace", resync_seconds=0.3, watch_timeout=30)
+    task = await start(watcher)
+    try:
+        again = await publisher.wait_for(pending("waiting"), count=2)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert again[0].key == again[1].key
+    assert watcher.pod_watch.lists >= 2
+
+
+async def test_list_watch_retries_while_the_api_server_is_away_and_resumes(publisher: RecordingPublisher) -> None:
+    store = ObjectStore()
+    first = KubeApiServer(store=store)
+    url = await first.start()
+    port = int(url.rsplit(":", 1)[1])
+    api = client_for(url)
+    core: CoreApi = client.CoreV1Api(api)
+    refused = asyncio.Event()
+
+    async def list_pods(**kw: Any) -> Any:
+        try:
+            return await core.list_pod_for_all_namespaces(**kw)
+        except aiohttp.ClientConnectionError:
+            refused.set()
+            raise
+
+    seen: list[tuple[str, str]] = []
+    changed = asyncio.Condition()
+
+    async def on_list(pods: list[Pod], resync: bool) -> None:
+        async with changed:
+            seen.extend(("LISTED", p.metadata.name) for p in pods)
+            changed.notify_all()
+
+    async def on_change(kind: str, pod: Pod) -> None:
+        async with changed:
+            seen.append((kind, pod.metadata.name))
+            changed.notify_all()
+
+    async def saw(item: tuple[str, str]) -> None:
+        async with changed:
+            await asyncio.wait_for(changed.wait_for(lambda: item in seen), 10)
+
+    pods = watch_stream.ListWatch(
+        "pods", list_pods, Pod, on_list=on_list, on_change=on_change, resync_seconds=60, retry_delay=0.05
+    )
+    task = asyncio.create_task(pods.run())
+    second: KubeApiServer | None = None
+    try:
+        await asyncio.wait_for(pods.listed.wait(), 5)
+        store.create("pods", api_pod("before"), namespace="default")
+        await saw(("ADDED", "before"))
+        await first.stop()  # the watch ends and reconnecting is refused
+        await asyncio.wait_for(refused.wait(), 5)
+        store.create("pods", api_pod("during"), namespace="default")
+        second = KubeApiServer(port=port, store=store)
+        await second.start()
+        await saw(("ADDED", "during"))
+        assert pods.lists == 1  # resumed from its last version: nothing missed, no relist
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await api.close()
+        if second is not None:
+            await second.stop()

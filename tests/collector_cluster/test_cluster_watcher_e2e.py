@@ -1,0 +1,151 @@
+"""run_cluster_watcher end to end: the test API server, a real broker, traces in a file."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from cluster_objects import hypernode_json, node_json, pod_json
+from opentelemetry import trace
+
+from schemas import topics
+from schemas.events import HyperNodeEvent, LifecyclePhase, NodeStatusEvent, PendingPodEvent, PodLifecycleEvent
+from services.collector.cluster_watcher import run_cluster_watcher
+from topoplace.broker import EmbeddedBroker, ensure_topics
+from topoplace.config import Settings
+from topoplace.kafka_io import Received, TopicFollower
+from topoplace.kubeapi import KubeApiServer
+from topoplace.telemetry import read_spans
+
+pytestmark = pytest.mark.e2e
+
+WATCHED = (topics.PODS_PENDING, topics.PODS_LIFECYCLE, topics.NODES_STATUS, topics.TOPOLOGY_NETWORK)
+
+
+@pytest.fixture(scope="module")
+def own_broker() -> Iterator[str]:
+    # A broker of its own: at start the watcher reconciles the compacted topics with the
+    # cluster, and would report other tests' pods and nodes as deleted.
+    broker = EmbeddedBroker()
+    bootstrap = asyncio.run(broker.start())
+    try:
+        asyncio.run(ensure_topics(bootstrap))
+        yield bootstrap
+    finally:
+        asyncio.run(broker.stop())
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.messages: list[Received] = []
+        self._changed = asyncio.Condition()
+
+    async def __call__(self, message: Received) -> None:
+        async with self._changed:
+            self.messages.append(message)
+            self._changed.notify_all()
+
+    async def wait_for(self, predicate: Callable[[Received], bool], timeout: float = 15.0) -> Received:
+        async def first() -> Received:
+            async with self._changed:
+                await self._changed.wait_for(lambda: any(predicate(m) for m in self.messages))
+                return next(m for m in self.messages if predicate(m))
+
+        return await asyncio.wait_for(first(), timeout)
+
+
+@pytest.fixture
+async def inbox(own_broker: str) -> AsyncIterator[Inbox]:
+    box = Inbox()
+    follower = TopicFollower(own_broker, WATCHED, service="test-reader")
+    task = asyncio.create_task(follower.run(box))
+    yield box
+    await follower.stop()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+class Watcher:
+    """run_cluster_watcher in a task, stopped through its `stop` event."""
+
+    def __init__(self, settings: Settings, **kw: object) -> None:
+        self.stop = asyncio.Event()
+        self.task = asyncio.create_task(run_cluster_watcher(settings, stop=self.stop, **kw))  # type: ignore[arg-type]
+
+    async def close(self) -> None:
+        self.stop.set()
+        await asyncio.wait_for(self.task, 15)
+
+
+def is_event(kind: type, **want: object) -> Callable[[Received], bool]:
+    return lambda m: isinstance(m.event, kind) and all(getattr(m.event, k) == v for k, v in want.items())
+
+
+async def test_pods_nodes_and_hypernodes_reach_their_topics(own_broker: str, inbox: Inbox, tmp_path: Path) -> None:
+    traces = tmp_path / "spans.jsonl"
+    async with KubeApiServer() as api:
+        settings = Settings(kafka_bootstrap=own_broker, kube_api_url=api.url, traces_file=str(traces), health_port=0)
+        store = api.store
+        store.create("nodes", node_json("e2e-node-1"))
+        store.create("hypernodes.topology.volcano.sh", hypernode_json("e2e-tor", 1, [("Node", "e2e-node-1")]))
+        watcher = Watcher(settings, resync_seconds=60)
+        try:
+            pod = store.create("pods", {**pod_json("e2e-pod"), "metadata": {"name": "e2e-pod"}}, namespace="default")
+            store.create(
+                "pods",
+                {**pod_json("e2e-other", scheduler="default-scheduler"), "metadata": {"name": "e2e-other"}},
+                namespace="default",
+            )
+            uid = pod["metadata"]["uid"]
+            pending = await inbox.wait_for(is_event(PendingPodEvent, uid=uid))
+            assert pending.topic == topics.PODS_PENDING.name and pending.key == uid
+            node = await inbox.wait_for(is_event(NodeStatusEvent, node="e2e-node-1"))
+            assert node.key == "e2e-node-1" and node.topic == topics.NODES_STATUS.name
+            network = await inbox.wait_for(is_event(HyperNodeEvent, name="e2e-tor"))
+            assert network.key == "e2e-tor" and [m.name for m in network.event.members] == ["e2e-node-1"]  # type: ignore[union-attr]
+
+            store.bind(
+                "default",
+                "e2e-pod",
+                {"metadata": {"name": "e2e-pod", "uid": uid}, "target": {"kind": "Node", "name": "e2e-node-1"}},
+            )
+            bound = await inbox.wait_for(is_event(PodLifecycleEvent, uid=uid, phase=LifecyclePhase.BOUND))
+            assert bound.event.node == "e2e-node-1"  # type: ignore[union-attr]
+            store.delete("pods", "e2e-pod", namespace="default")
+            await inbox.wait_for(is_event(PodLifecycleEvent, uid=uid, phase=LifecyclePhase.DELETED))
+            store.delete("hypernodes.topology.volcano.sh", "e2e-tor")
+            await inbox.wait_for(lambda m: m.key == "e2e-tor" and m.event is None)
+        finally:
+            await watcher.close()
+    assert not any(getattr(m.event, "name", "") == "e2e-other" for m in inbox.messages)
+    # the pending event travelled inside the "pod.pending" span of the collector
+    spans = [s for s in read_spans(str(traces)) if s.name == "pod.pending" and s.attributes.get("k8s.pod.uid") == uid]
+    assert len(spans) == 1
+    span = spans[0]
+    assert span.service_name == "topoplace-collector"
+    assert span.attributes["k8s.pod.name"] == "e2e-pod" and span.attributes["k8s.pod.namespace"] == "default"
+    carried = trace.get_current_span(pending.trace_context).get_span_context()
+    assert f"{carried.trace_id:032x}" == span.trace_id
+
+
+async def test_a_pod_deleted_while_the_watcher_was_down_is_reported_at_restart(own_broker: str, inbox: Inbox) -> None:
+    async with KubeApiServer() as api:
+        settings = Settings(kafka_bootstrap=own_broker, kube_api_url=api.url, health_port=0)
+        pod = api.store.create(
+            "pods", {**pod_json("e2e-bound", node="e2e-node-2"), "metadata": {"name": "e2e-bound"}}, namespace="default"
+        )
+        uid = pod["metadata"]["uid"]
+        watcher = Watcher(settings, resync_seconds=60)
+        try:
+            await inbox.wait_for(is_event(PodLifecycleEvent, uid=uid, phase=LifecyclePhase.BOUND))
+        finally:
+            await watcher.close()
+        api.store.delete("pods", "e2e-bound", namespace="default")
+        watcher = Watcher(settings, resync_seconds=60)
+        try:
+            deleted = await inbox.wait_for(is_event(PodLifecycleEvent, uid=uid, phase=LifecyclePhase.DELETED))
+        finally:
+            await watcher.close()
+    assert deleted.event.node == "e2e-node-2"  # type: ignore[union-attr]

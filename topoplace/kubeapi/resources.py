@@ -1,0 +1,105 @@
+"""The resource types the test API serves, and where each lives in the URL space."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class ResourceType(msgspec.Struct, frozen=True, kw_only=True):
+    plural: str
+    kind: str
+    group: str  # "" = the core group
+    version: str
+    namespaced: bool
+    has_status: bool  # a /status subresource: the main resource's writes keep the old status
+    field_labels: frozenset[str]  # what fieldSelector may name, as the real server allows
+    custom: bool = False  # a CRD: no strategic merge patch, like the real server
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def base_path(self) -> str:
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+    @property
+    def key(self) -> str:
+        """Unique name of the resource type, e.g. `pods` or `hypernodes.topology.volcano.sh`."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+_META = frozenset({"metadata.name", "metadata.namespace"})
+
+PODS = ResourceType(
+    plural="pods",
+    kind="Pod",
+    group="",
+    version="v1",
+    namespaced=True,
+    has_status=True,
+    field_labels=_META
+    | {
+        "spec.nodeName",
+        "spec.schedulerName",
+        "spec.restartPolicy",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    },
+)
+NODES = ResourceType(
+    plural="nodes",
+    kind="Node",
+    group="",
+    version="v1",
+    namespaced=False,
+    has_status=True,
+    field_labels=_META | {"spec.unschedulable"},
+)
+_EVENT_FIELDS = _META | {
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+}
+CORE_EVENTS = ResourceType(
+    plural="events",
+    kind="Event",
+    group="",
+    version="v1",
+    namespaced=True,
+    has_status=False,
+    field_labels=_EVENT_FIELDS,
+)
+EVENTS_V1 = ResourceType(
+    plural="events",
+    kind="Event",
+    group="events.k8s.io",
+    version="v1",
+    namespaced=True,
+    has_status=False,
+    field_labels=_META | {"reason", "type", "reportingController", "regarding.kind", "regarding.name"},
+)
+HYPERNODES = ResourceType(
+    plural="hypernodes",
+    kind="HyperNode",
+    group="topology.volcano.sh",
+    version="v1alpha1",
+    namespaced=False,
+    has_status=True,
+    field_labels=_META,
+    custom=True,
+)
+
+ALL: tuple[ResourceType, ...] = (PODS, NODES, CORE_EVENTS, EVENTS_V1, HYPERNODES)
+BY_KEY: dict[str, ResourceType] = {r.key: r for r in ALL}
