@@ -392,8 +392,12 @@ class EventConsumer(_StoppableLoop):
         producer: EventProducer,
         from_beginning: bool = True,
         session_timeout_ms: int | None = None,
+        concurrency: int = 1,
     ) -> None:
         super().__init__()
+        if concurrency < 1:
+            raise ValueError(f"concurrency: must be at least 1, got {concurrency}")
+        self.concurrency = concurrency
         self.session_timeout_ms = session_timeout_ms
         self.bootstrap = bootstrap
         self.topics = tuple(topics)
@@ -445,11 +449,20 @@ class EventConsumer(_StoppableLoop):
         records: list[ConsumerRecord[bytes, bytes]],
         handler: Handler,
     ) -> None:
-        for record in records:
+        # Up to `concurrency` records of a partition are in flight at once. Their tasks start in
+        # offset order, so a handler's synchronous prefix (the placer's decision, the binder's
+        # ledger hold) still runs in order; the offset is committed once the whole window is done.
+        for start in range(0, len(records), self.concurrency):
             if self._stopping.is_set() or tp not in consumer.assignment():
                 return  # revoked or stopping: the rest is read again by its owner
-            await self._processor.process(record, handler)
-            await self._commit(consumer, tp, record.offset + 1)
+            window = records[start : start + self.concurrency]
+            results = await asyncio.gather(
+                *(self._processor.process(record, handler) for record in window), return_exceptions=True
+            )
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result  # a rejection that could not be sent: uncommitted, read again
+            await self._commit(consumer, tp, window[-1].offset + 1)
 
     async def _commit(self, consumer: AIOKafkaConsumer, tp: TopicPartition, next_offset: int) -> None:
         try:

@@ -34,6 +34,10 @@ LEDGER_TOPICS = (topics.PODS_LIFECYCLE, topics.TOPOLOGY_NODES)
 
 log = logging.getLogger(__name__)
 
+# Messages of one partition handled at once: the handler's synchronous part runs in order,
+# its API calls and produces overlap.
+CONCURRENCY = 16
+
 
 def ledger_feed(ledger: DeviceLedger) -> Callable[[Received], Awaitable[None]]:
     """The follower's handler: every ledger topic message goes into the ledger."""
@@ -86,6 +90,7 @@ async def run_binder(
             group_id=settings.group_id(SERVICE),
             service=SERVICE,
             producer=producer,
+            concurrency=CONCURRENCY,
         )
         handler = PlacementHandler(
             ledger=ledger,

@@ -62,6 +62,10 @@ PUBLISH_BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 4.0)
 
 log = logging.getLogger(__name__)
 
+# Messages of one partition handled at once: the handler's synchronous part runs in order,
+# its API calls and produces overlap.
+CONCURRENCY = 16
+
 
 class PlacerService:
     """The handlers of both streams around one Decider, and the publishing of decisions."""
@@ -252,6 +256,7 @@ async def _serve(
             group_id=settings.group_id(SERVICE),
             service=SERVICE,
             producer=producer,
+            concurrency=CONCURRENCY,
         )
         health = HealthServer(
             settings.health_port,

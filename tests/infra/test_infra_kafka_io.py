@@ -372,3 +372,59 @@ async def test_idempotence_asked_of_the_embedded_broker_is_turned_off_and_sends_
         await producer.send(pending_topic, "u-idem", pending("u-idem"))
     messages = await read_compacted(kafka_bootstrap, pending_topic)
     assert [m.key for m in messages] == ["u-idem"]
+
+
+async def test_concurrent_window_starts_in_offset_order_and_commits_only_when_all_are_done(
+    kafka_bootstrap: str, pending_topic: Topic
+) -> None:
+    the_group = group()
+    uids = [f"w{i}" for i in range(4)]
+    async with EventProducer(kafka_bootstrap, service="test-window") as producer:
+        for uid in uids:
+            await producer.send(pending_topic, "one-partition", pending(uid))
+
+        # The first message never finishes; the other three finish at once.
+        started: list[str] = []
+        all_started = asyncio.Event()
+
+        async def first_stuck(message: Received) -> None:
+            assert isinstance(message.event, events.PendingPodEvent)
+            started.append(message.event.uid)
+            if len(started) == len(uids):
+                all_started.set()
+            if message.event.uid == "w0":
+                await asyncio.Future()
+
+        member = EventConsumer(
+            kafka_bootstrap, [pending_topic], group_id=the_group, service="test-window", producer=producer,
+            concurrency=4,
+        )
+        async with running(member, first_stuck, grace=0.1):
+            await asyncio.wait_for(all_started.wait(), WAIT)
+        assert started == uids  # all in flight together, started in offset order
+
+        # Nothing was committed: the window's first message was never done.
+        again: list[str] = []
+        all_again = asyncio.Event()
+
+        async def record(message: Received) -> None:
+            assert isinstance(message.event, events.PendingPodEvent)
+            again.append(message.event.uid)
+            if len(again) == len(uids):
+                all_again.set()
+
+        member = EventConsumer(
+            kafka_bootstrap, [pending_topic], group_id=the_group, service="test-window", producer=producer,
+            concurrency=4,
+        )
+        async with running(member, record):
+            await asyncio.wait_for(all_again.wait(), WAIT)
+        assert again == uids
+
+
+def test_concurrency_must_be_positive(kafka_bootstrap: str, pending_topic: Topic) -> None:
+    with pytest.raises(ValueError, match="concurrency"):
+        EventConsumer(
+            kafka_bootstrap, [pending_topic], group_id="g", service="s",
+            producer=EventProducer(kafka_bootstrap, service="s"), concurrency=0,
+        )
