@@ -22,9 +22,9 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.client import AIOKafkaClient
@@ -34,6 +34,9 @@ from aiokafka.protocol.metadata import MetadataRequest
 
 import schemas.topics
 from schemas.topics import Topic
+
+if TYPE_CHECKING:
+    from topoplace.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -387,3 +390,20 @@ def _topic_errors(response: object) -> list[tuple[str, int, str | None]]:
         message = entry[2] if len(entry) > 2 else None
         errors.append((name, code, message))
     return errors
+
+
+@contextlib.asynccontextmanager
+async def kafka_bootstrap(settings: Settings) -> AsyncIterator[str]:
+    """The configured Kafka (topics created), or an embedded broker of this process when none is.
+
+    Every service runs alone with no configuration at all this way; the demo and
+    compose pass KAFKA_BOOTSTRAP so that the services share one broker.
+    """
+    if settings.kafka_bootstrap:
+        await ensure_topics(settings.kafka_bootstrap)
+        yield settings.kafka_bootstrap
+        return
+    async with EmbeddedBroker() as broker:
+        await ensure_topics(broker.bootstrap)
+        log.info("broker.embedded", extra={"fields": {"bootstrap": broker.bootstrap}})
+        yield broker.bootstrap

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from kubernetes_asyncio import client
 
@@ -23,7 +23,7 @@ from services.binder.ledger import DeviceLedger
 from services.binder.metrics import LEDGER_PODS
 from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
 from topoplace import kube, telemetry
-from topoplace.broker import EmbeddedBroker, ensure_topics
+from topoplace.broker import kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
 from topoplace.kafka_io import EventConsumer, EventProducer, Received, TopicFollower
@@ -49,17 +49,6 @@ def ledger_feed(ledger: DeviceLedger) -> Callable[[Received], Awaitable[None]]:
     return feed
 
 
-@contextlib.asynccontextmanager
-async def _bootstrap(settings: Settings) -> AsyncIterator[str]:
-    """The configured Kafka, or an embedded broker of our own when none is configured."""
-    if settings.kafka_bootstrap:
-        yield settings.kafka_bootstrap
-        return
-    async with EmbeddedBroker() as broker:
-        bootstrap = broker.bootstrap
-        await ensure_topics(bootstrap)
-        log.info("binder.embedded_broker", extra={"fields": {"bootstrap": bootstrap}})
-        yield bootstrap
 
 
 async def run_binder(
@@ -73,7 +62,7 @@ async def run_binder(
     provider = telemetry.setup_tracing(SERVICE, settings)
     stop = stop or asyncio.Event()
     async with contextlib.AsyncExitStack() as stack:
-        bootstrap = await stack.enter_async_context(_bootstrap(settings))
+        bootstrap = await stack.enter_async_context(kafka_bootstrap(settings))
         producer = EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence)
         await producer.start()
         stack.push_async_callback(producer.stop)

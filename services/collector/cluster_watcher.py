@@ -20,7 +20,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 import msgspec
@@ -36,6 +36,7 @@ from services.collector.watch_objects import HyperNode, Node, Pod
 from services.collector.watch_stream import ListWatch, ResourceMissing
 from services.collector.watch_trackers import Outcome, PodTracker
 from topoplace import telemetry
+from topoplace.broker import kafka_bootstrap
 from topoplace.config import Settings
 
 SERVICE = "topoplace-collector"
@@ -293,7 +294,7 @@ async def run_cluster_watcher(
     )
     try:
         async with (
-            _bootstrap(settings) as bootstrap,
+            kafka_bootstrap(settings) as bootstrap,
             EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer,
         ):
             api = await api_client(settings)
@@ -355,14 +356,3 @@ async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str) -> None:
     )
 
 
-@contextlib.asynccontextmanager
-async def _bootstrap(settings: Settings) -> AsyncIterator[str]:
-    """The configured Kafka, or an embedded broker started for this process when none is."""
-    if settings.kafka_bootstrap is not None:
-        yield settings.kafka_bootstrap
-        return
-    from topoplace.broker import EmbeddedBroker, ensure_topics
-
-    async with EmbeddedBroker() as broker:
-        await ensure_topics(broker.bootstrap)
-        yield broker.bootstrap

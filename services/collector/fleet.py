@@ -13,8 +13,9 @@ from pathlib import Path
 
 import msgspec
 
-from services.collector.node_agent import SERVICE, _bootstrap, make_reader, publish_loop
+from services.collector.node_agent import SERVICE, make_reader, publish_loop
 from topoplace import telemetry
+from topoplace.broker import kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
 from topoplace.kafka_io import EventProducer
@@ -64,7 +65,7 @@ async def run_fleet(
     await health.start()
     try:
         async with (
-            _bootstrap(settings) as bootstrap,
+            kafka_bootstrap(settings) as bootstrap,
             EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer,
         ):
             await asyncio.gather(

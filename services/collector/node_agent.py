@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Protocol
 
 import msgspec
@@ -27,7 +27,7 @@ from services.collector.nvml_source import NodeReading, NvmlUnavailableError
 from services.collector.topo_matrix import TopoMatrixError
 from services.collector.topology_files import FixtureError, load_topology
 from topoplace import telemetry
-from topoplace.broker import EmbeddedBroker, ensure_topics
+from topoplace.broker import kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
 from topoplace.kafka_io import EventProducer
@@ -180,7 +180,7 @@ async def run_node_agent(
     log.info("collector.node_agent_started", extra={"fields": {"node": node, "source": source, "health_port": port}})
     try:
         async with (
-            _bootstrap(settings) as bootstrap,
+            kafka_bootstrap(settings) as bootstrap,
             EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer,
         ):
             await publish_loop(
@@ -199,16 +199,3 @@ async def run_node_agent(
         log.info("collector.node_agent_stopped", extra={"fields": {"node": node}})
 
 
-@contextlib.asynccontextmanager
-async def _bootstrap(settings: Settings) -> AsyncIterator[str]:
-    """The configured Kafka, or an embedded broker started for this process when none is."""
-    if settings.kafka_bootstrap is not None:
-        yield settings.kafka_bootstrap
-        return
-    broker = EmbeddedBroker()
-    bootstrap = await broker.start()
-    try:
-        await ensure_topics(bootstrap)
-        yield bootstrap
-    finally:
-        await broker.stop()

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -29,7 +29,7 @@ from services.placer.decide import Cause, Decider, PlaceFn
 from services.placer.engine import Mode
 from services.placer.parking import TicketState
 from topoplace import telemetry
-from topoplace.broker import EmbeddedBroker, ensure_topics
+from topoplace.broker import kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
 from topoplace.kafka_io import (
@@ -221,22 +221,12 @@ async def run_placer(
     telemetry.setup_tracing(SERVICE, settings)
     stop = stop if stop is not None else asyncio.Event()
     try:
-        async with _bootstrap(settings) as bootstrap:
+        async with kafka_bootstrap(settings) as bootstrap:
             await _serve(settings, bootstrap, mode=mode, stop=stop, place=place)
     finally:
         telemetry.shutdown_tracing()  # flush: the last decisions' spans are in the file
 
 
-@contextlib.asynccontextmanager
-async def _bootstrap(settings: Settings) -> AsyncIterator[str]:
-    """The configured Kafka, or an embedded broker of our own when none is configured."""
-    if settings.kafka_bootstrap:
-        yield settings.kafka_bootstrap
-        return
-    async with EmbeddedBroker() as broker:
-        await ensure_topics(broker.bootstrap)
-        log.info("placer.embedded_broker", extra={"fields": {"bootstrap": broker.bootstrap}})
-        yield broker.bootstrap
 
 
 async def _serve(

@@ -13,7 +13,6 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -24,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from schemas import topics
 from schemas.annotations import DEVICES, decode_devices
-from topoplace.broker import EmbeddedBroker, ensure_topics
+from topoplace.broker import kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.demo import cluster as demo_cluster
 from topoplace.demo import processes, report, workload
@@ -52,19 +51,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@contextlib.asynccontextmanager
-async def kafka(settings: Settings) -> AsyncIterator[str]:
-    if settings.kafka_bootstrap:
-        await ensure_topics(settings.kafka_bootstrap)
-        yield settings.kafka_bootstrap
-        return
-    broker = EmbeddedBroker()
-    bootstrap = await broker.start()
-    try:
-        await ensure_topics(bootstrap)
-        yield bootstrap
-    finally:
-        await broker.stop()
 
 
 async def seed_cluster(api: k8s.ApiClient, cluster: demo_cluster.DemoCluster) -> None:
@@ -125,7 +111,7 @@ async def run_demo(options: DemoOptions, settings: Settings, console: Console) -
     children: list[processes.ServiceProcess] = []
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") or k.startswith("OTEL_EXPORTER")}
 
-    async with kafka(settings) as bootstrap:
+    async with kafka_bootstrap(settings) as bootstrap:
         env["KAFKA_BOOTSTRAP"] = bootstrap
         console.print(f"broker at {bootstrap}")
         try:
