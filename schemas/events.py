@@ -71,7 +71,7 @@ class NodeStatusEvent(Event, frozen=True, kw_only=True):
 # --- topology.network (compacted, key = hypernode) ------------------------------------------
 
 
-class MemberKind(str, enum.Enum):
+class MemberKind(enum.StrEnum):
     NODE = "node"
     HYPERNODE = "hypernode"
 
@@ -119,7 +119,7 @@ class PendingPodEvent(Event, frozen=True, kw_only=True):
 # --- pods.lifecycle (key = pod uid) ---------------------------------------------------------
 
 
-class LifecyclePhase(str, enum.Enum):
+class LifecyclePhase(enum.StrEnum):
     BOUND = "bound"
     DELETED = "deleted"
 
@@ -149,7 +149,7 @@ class PodLifecycleEvent(Event, frozen=True, kw_only=True):
 # --- placements (key = node) ----------------------------------------------------------------
 
 
-class PlacementOutcome(str, enum.Enum):
+class PlacementOutcome(enum.StrEnum):
     PLACED = "placed"
     UNSCHEDULABLE = "unschedulable"
 
@@ -177,7 +177,7 @@ class PlacementEvent(Event, frozen=True, kw_only=True):
 # --- bindings (key = pod uid) ---------------------------------------------------------------
 
 
-class BindingOutcome(str, enum.Enum):
+class BindingOutcome(enum.StrEnum):
     BOUND = "bound"
     CONFLICT = "conflict"  # the pod is bound elsewhere, or the devices are taken
     FAILED = "failed"  # gave up after retries, or the pod is gone

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from schemas import topics
+from schemas import events, topics
 
 JSON_DIR = Path(__file__).parent / "json"
 
@@ -50,7 +50,7 @@ def render_all() -> dict[str, str]:
     out: dict[str, str] = {}
     for topic in topics.ALL:
         out[f"{topic.name}.schema.json"] = _render(_topic_schema(topic))
-    dlq = msgspec.json.schema(topics.events.DeadLetterEvent)
+    dlq = msgspec.json.schema(events.DeadLetterEvent)
     dlq["title"] = "<topic>.dlq"
     dlq["description"] = "Dead letters of any topic: the original message and the reason."
     out["dlq.schema.json"] = _render(dlq)

@@ -11,13 +11,13 @@ import enum
 import msgspec
 
 
-class Vendor(str, enum.Enum):
+class Vendor(enum.StrEnum):
     NVIDIA = "nvidia"
     METAX = "metax"
     NEURON = "neuron"
 
 
-class PcieLevel(str, enum.Enum):
+class PcieLevel(enum.StrEnum):
     """The closest common PCIe point of two devices, as `nvidia-smi topo -m` names it."""
 
     SAME_BOARD = "SAME_BOARD"  # two GPUs on one board (NVML_TOPOLOGY_INTERNAL)

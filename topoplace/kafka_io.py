@@ -40,12 +40,8 @@ FETCH_MAX_WAIT_MS = 50
 
 # --- metrics (default registry; served by topoplace.health) ----------------------------------
 
-MESSAGES_CONSUMED = Counter(
-    "topoplace_messages_consumed", "Messages read from a topic", ["topic", "service"]
-)
-MESSAGES_PRODUCED = Counter(
-    "topoplace_messages_produced", "Messages acknowledged by the broker", ["topic", "service"]
-)
+MESSAGES_CONSUMED = Counter("topoplace_messages_consumed", "Messages read from a topic", ["topic", "service"])
+MESSAGES_PRODUCED = Counter("topoplace_messages_produced", "Messages acknowledged by the broker", ["topic", "service"])
 MESSAGES_DEAD_LETTERED = Counter(
     "topoplace_messages_dead_lettered",
     "Messages rejected (sent to <topic>.dlq, or dropped when there is no producer)",
@@ -173,7 +169,9 @@ class EventProducer:
             return
         if self.idempotence and await broker.is_embedded(self.bootstrap):
             # The embedded broker cannot serve InitProducerId: every send would fail.
-            log.warning("kafka.idempotence_off", extra={"fields": {"reason": "embedded broker", "service": self.service}})
+            log.warning(
+                "kafka.idempotence_off", extra={"fields": {"reason": "embedded broker", "service": self.service}}
+            )
             self.idempotence = False
         producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap,
@@ -295,9 +293,7 @@ class _Processor:
         except Exception as exc:  # any handler failure is this message's, not the stream's
             failure = exc
         finally:
-            HANDLER_SECONDS.labels(topic=record.topic, service=self.service).observe(
-                time.perf_counter() - started
-            )
+            HANDLER_SECONDS.labels(topic=record.topic, service=self.service).observe(time.perf_counter() - started)
             otel_context.detach(token)
         if failure is not None:
             log.error(
@@ -486,10 +482,12 @@ class _AssignmentListener(ConsumerRebalanceListener):  # type: ignore[misc]
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         log.info(
             "group.assigned",
-            extra={"fields": {
-                "group": self.owner.group_id,
-                "partitions": sorted(f"{tp.topic}/{tp.partition}" for tp in assigned),
-            }},
+            extra={
+                "fields": {
+                    "group": self.owner.group_id,
+                    "partitions": sorted(f"{tp.topic}/{tp.partition}" for tp in assigned),
+                }
+            },
         )
         self.owner.assigned.set()
 

@@ -153,15 +153,11 @@ class DeviceLedger:
                 reasons.append(f"device {share.index} on node {node} is listed twice in the placement")
                 continue
             seen.add(share.index)
-            others = {
-                uid: s for uid, s in self._shares.get(node, {}).get(share.index, {}).items() if uid != pod_uid
-            }
+            others = {uid: s for uid, s in self._shares.get(node, {}).get(share.index, {}).items() if uid != pod_uid}
             if capacity is not None and share.index not in capacity:
                 reasons.append(f"node {node} has no device {share.index}")
                 continue
-            reason = _device_collision(
-                node, share, None if capacity is None else capacity[share.index], others
-            )
+            reason = _device_collision(node, share, None if capacity is None else capacity[share.index], others)
             if reason:
                 reasons.append(reason)
         return tuple(reasons)
@@ -190,13 +186,18 @@ def _device_collision(
         wanted = _memory_of(share, capacity)
         if used + wanted > capacity.memory_mib:
             free = max(capacity.memory_mib - used, 0)
-            return f"{where} has {free} MiB free of {capacity.memory_mib} MiB, the placement asks for {wanted} MiB ({held_by})"
+            return (
+                f"{where} has {free} MiB free of {capacity.memory_mib} MiB, "
+                f"the placement asks for {wanted} MiB ({held_by})"
+            )
     total_cores = DEFAULT_DEVICE_CORES if capacity is None else capacity.cores
     used_cores = sum(min(o.cores, total_cores) for o in others.values())
     wanted_cores = min(share.cores, total_cores)
     if used_cores + wanted_cores > total_cores:
         free_cores = max(total_cores - used_cores, 0)
-        return f"{where} has {free_cores} of {total_cores} cores free, the placement asks for {wanted_cores} ({held_by})"
+        return (
+            f"{where} has {free_cores} of {total_cores} cores free, the placement asks for {wanted_cores} ({held_by})"
+        )
     return None
 
 

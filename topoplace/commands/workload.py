@@ -20,7 +20,7 @@ async def _seed(settings: Settings, with_hypernodes: bool) -> int:
         core = k8s.CoreV1Api(api)
         for node in cluster.nodes:
             try:
-                await core.create_node(body=demo_cluster.node_manifest(node))
+                await core.create_node(body=demo_cluster.node_manifest(node))  # type: ignore[arg-type]  # plain dicts are sent as they are
             except ApiException as exc:
                 if exc.status != 409:  # already there: seeding twice is harmless
                     raise
@@ -42,9 +42,8 @@ async def _submit(settings: Settings, pods: int, seed: int, rate: float, namespa
     async with await api_client(settings) as api:
         core = k8s.CoreV1Api(api)
         for pod in workload.generate(pods, seed):
-            await core.create_namespaced_pod(
-                namespace, body=workload.pod_manifest(pod, scheduler_name=settings.scheduler_name, namespace=namespace)
-            )
+            manifest = workload.pod_manifest(pod, scheduler_name=settings.scheduler_name, namespace=namespace)
+            await core.create_namespaced_pod(namespace, body=manifest)  # type: ignore[arg-type]  # dicts are sent as is
             print(f"pod {namespace}/{pod.name}")
             await asyncio.sleep(1.0 / rate)  # pacing the submissions
     return 0

@@ -76,7 +76,11 @@ def node_manifest(node: DemoNode) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": node.name, "labels": labels, "annotations": fixture_node_annotations(node.fixture, node=node.name)},
+        "metadata": {
+            "name": node.name,
+            "labels": labels,
+            "annotations": fixture_node_annotations(node.fixture, node=node.name),
+        },
         "spec": {},
         "status": {
             "capacity": capacity,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -68,10 +69,8 @@ async def stop(service: ServiceProcess, *, grace_seconds: float = 10.0) -> int |
     try:
         return await asyncio.wait_for(process.wait(), timeout=grace_seconds)
     except TimeoutError:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         return await process.wait()
 
 

@@ -75,13 +75,19 @@ def summarize(pods: list[PodResult]) -> Summary:
     latencies = [p.latency_ms for p in bound if p.latency_ms is not None]
     full = [p for p in bound if set(SERVICES) <= set(p.trace_services)]
     unexpected = sum(
-        1 for p in pods if (p.expected_to_fit and p.outcome != "bound") or (not p.expected_to_fit and p.outcome == "bound")
+        1
+        for p in pods
+        if (p.expected_to_fit and p.outcome != "bound") or (not p.expected_to_fit and p.outcome == "bound")
     )
     return Summary(
         pods=len(pods),
         bound=len(bound),
         unschedulable=sum(1 for p in pods if p.outcome == "unschedulable" and p.reason),
-        unaccounted=sum(1 for p in pods if p.outcome not in ("bound", "unschedulable") or (p.outcome == "unschedulable" and not p.reason)),
+        unaccounted=sum(
+            1
+            for p in pods
+            if p.outcome not in ("bound", "unschedulable") or (p.outcome == "unschedulable" and not p.reason)
+        ),
         latency_p50_ms=percentile(latencies, 50),
         latency_p99_ms=percentile(latencies, 99),
         bound_with_full_trace_pct=100.0 * len(full) / len(bound) if bound else 0.0,
@@ -122,13 +128,16 @@ def render(report: DemoReport, console: Console) -> None:
         console.print(why)
 
     s = report.summary
-    fmt = lambda v: "-" if v is None else f"{v:.0f} ms"  # noqa: E731
     console.print(
         f"[bold]{s.pods} pods[/]: {s.bound} bound, {s.unschedulable} unschedulable with a reason, "
         f"{s.unaccounted} unaccounted; pending→bound p50 {fmt(s.latency_p50_ms)}, p99 {fmt(s.latency_p99_ms)}; "
         f"{s.bound_with_full_trace_pct:.1f}% of bound pods traced through all three services; "
         f"{report.cluster_nodes} nodes, {report.duration_s:.1f} s"
     )
+
+
+def fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} ms"
 
 
 def write(report: DemoReport, path: Path) -> None:

@@ -51,13 +51,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-
-
 async def seed_cluster(api: k8s.ApiClient, cluster: demo_cluster.DemoCluster) -> None:
     core = k8s.CoreV1Api(api)
     custom = k8s.CustomObjectsApi(api)
     for node in cluster.nodes:
-        await core.create_node(body=demo_cluster.node_manifest(node))
+        await core.create_node(body=demo_cluster.node_manifest(node))  # type: ignore[arg-type]  # plain dicts are sent as they are
     for hypernode in demo_cluster.hypernode_manifests(cluster):
         await custom.create_cluster_custom_object("topology.volcano.sh", "v1alpha1", "hypernodes", body=hypernode)
 
@@ -196,7 +194,11 @@ async def submit_and_track(
     uid_of: dict[str, str] = {}
     try:
         with Progress(
-            TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+            TextColumn("{task.description:<14}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
         ) as progress:
             bars = {
                 name: progress.add_task(name, total=len(pods))
@@ -213,7 +215,8 @@ async def submit_and_track(
             interval = 1.0 / options.rate_per_s
             for pod in pods:
                 created = await core.create_namespaced_pod(
-                    NAMESPACE, body=workload.pod_manifest(pod, scheduler_name=settings.scheduler_name)
+                    NAMESPACE,
+                    body=workload.pod_manifest(pod, scheduler_name=settings.scheduler_name),  # type: ignore[arg-type]
                 )
                 uid_of[pod.name] = created.metadata.uid
                 submitted_at[pod.name] = time.time()

@@ -46,7 +46,7 @@ _HAS_UNIT = re.compile(r"[a-zA-Z]")
 MIB = 2**20
 
 
-class MetaxKind(str, enum.Enum):
+class MetaxKind(enum.StrEnum):
     SGPU = "sgpu"  # shares of cards (metax-tech.com/sgpu)
     GPU = "gpu"  # whole cards (metax-tech.com/gpu)
 

@@ -46,7 +46,7 @@ TRAINIUM_BLOCK_SIZES = (1, 4, 8, 16)
 CORES_PER_DEVICE = {"inf1": 4, "inf2": 2, "trn1": 2, "trn1n": 2, "trn2": 4, "trn2u": 4}
 
 
-class Family(str, enum.Enum):
+class Family(enum.StrEnum):
     INFERENTIA = "inferentia"  # any window of consecutive devices
     TRAINIUM = "trainium"  # aligned blocks of 1, 4, 8 or 16
 
