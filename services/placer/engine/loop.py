@@ -7,6 +7,7 @@ the order the snapshot lists them in.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import msgspec
@@ -18,6 +19,7 @@ from services.placer.engine.vendor import (
     DeviceRequest,
     NodeScore,
     NodeScratch,
+    Rejection,
     RequestError,
     SetChoice,
     Unfit,
@@ -55,15 +57,25 @@ def evaluate_node(plugin: VendorPlugin, request: DeviceRequest, node: NodeState,
         return NodeMiss(node=node.name, unfit=Unfit(reason=f"no {request.device_noun} devices", summary=insufficient))
     usable: list[Device] = []
     rejected: list[tuple[Device, str]] = []
+    classes: Counter[str] = Counter()
     for device in own:
         why = plugin.filter_device(scratch, request, device)
         if why is None:
             usable.append(device)
+        elif isinstance(why, Rejection):
+            rejected.append((device, why.reason))
+            classes[why.summary] += 1
         else:
             rejected.append((device, why))
+            classes[insufficient] += 1
     if len(usable) < request.count:
         reason = unfit_device_reason(request, len(own), len(usable), rejected)
-        return _miss(node, Unfit(reason=reason, summary=insufficient), scratch)
+        # A node with too few devices lacks the resource itself; one with enough devices
+        # lacks what most of them were refused for (memory, cores, health...), ties by name.
+        summary = insufficient
+        if len(own) >= request.count and classes:
+            summary = min(classes, key=lambda c: (-classes[c], c))
+        return _miss(node, Unfit(reason=reason, summary=summary), scratch)
     outcome = plugin.search(scratch, request, tuple(usable))
     if isinstance(outcome, Unfit):
         return _miss(node, outcome, scratch)

@@ -135,6 +135,17 @@ class SetChoice(msgspec.Struct, frozen=True, kw_only=True):
         return tuple(a.index for a in self.assignments)
 
 
+class Rejection(msgspec.Struct, frozen=True, kw_only=True):
+    """Why one device cannot take the request, with the class counted across nodes.
+
+    filter_device may return a plain string instead: its class is then
+    "Insufficient <resource>".
+    """
+
+    reason: str  # for this device, in a user's words
+    summary: str  # e.g. "Insufficient nvidia.com/gpumem"
+
+
 class Unfit(msgspec.Struct, frozen=True, kw_only=True):
     """Why a node cannot host the request."""
 
@@ -213,7 +224,9 @@ class VendorPlugin(Protocol):
 
     def parse_request(self, request: PodRequest) -> DeviceRequest | None: ...
 
-    def filter_device(self, scratch: NodeScratch, request: DeviceRequest, device: Device) -> str | None: ...
+    def filter_device(
+        self, scratch: NodeScratch, request: DeviceRequest, device: Device
+    ) -> str | Rejection | None: ...
 
     def search(
         self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]

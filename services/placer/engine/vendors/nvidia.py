@@ -28,6 +28,7 @@ from services.placer.engine.vendor import (
     NodePolicy,
     NodeScore,
     NodeScratch,
+    Rejection,
     RequestError,
     SetCandidate,
     SetChoice,
@@ -167,7 +168,9 @@ class NvidiaPlugin:
 
     # --- filter -------------------------------------------------------------------------
 
-    def filter_device(self, scratch: NodeScratch, request: DeviceRequest, device: Device) -> str | None:
+    def filter_device(
+        self, scratch: NodeScratch, request: DeviceRequest, device: Device
+    ) -> str | Rejection | None:
         assert isinstance(request, NvidiaRequest)
         if not device.healthy:
             return "unhealthy"
@@ -187,10 +190,12 @@ class NvidiaPlugin:
         free_memory = device.memory_mib - load.memory_used_mib
         needed = request.memory_for(device)
         if free_memory < needed:
-            return f"{free_memory} MiB free, {needed} MiB requested"
+            return Rejection(reason=f"{free_memory} MiB free, {needed} MiB requested", summary=f"Insufficient {GPUMEM}")
         free_cores = device.cores - load.cores_used
         if free_cores < request.cores:
-            return f"{free_cores}% cores free, {request.cores}% requested"
+            return Rejection(
+                reason=f"{free_cores}% cores free, {request.cores}% requested", summary=f"Insufficient {GPUCORES}"
+            )
         if request.cores == 0 and free_cores == 0:
             return "all cores taken"
         return None
