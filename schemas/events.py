@@ -143,6 +143,7 @@ class PodLifecycleEvent(Event, frozen=True, kw_only=True):
     node: str = ""
     devices: tuple[DeviceAssignment, ...] = ()
     qos: str = ""
+    app_class: str = ""
     observed_at: float = 0.0
 
 
@@ -170,7 +171,8 @@ class PlacementEvent(Event, frozen=True, kw_only=True):
     reason: str = ""  # why it is unschedulable, in words a user understands
     candidates_considered: int = 0
     gang: GangRef | None = None
-    qos: str = ""
+    qos: str = ""  # sharing class of the devices (MetaX sGPU QoS policy)
+    app_class: str = ""  # MetaX online/offline class
     decided_at: float = 0.0
 
 

@@ -32,6 +32,7 @@ GANG_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 GANG_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io"
 GANG_MIN_MEMBER_KEYS = ("scheduling.k8s.io/min-member", "pod-group.scheduling.sigs.k8s.io/min-available")
 QOS_ANNOTATION = "metax-tech.com/sgpu-qos-policy"  # the MetaX sharing pool a pod's devices run in
+APP_CLASS_ANNOTATION = "metax-tech.com/sgpu-app-class"  # MetaX online/offline class
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})  # a finished pod holds no devices
 
@@ -245,6 +246,7 @@ def bound_event(pod: Pod, observed_at: float) -> tuple[PodLifecycleEvent, list[P
         node=pod.spec.node_name or "",
         devices=devices,
         qos=meta.annotations.get(QOS_ANNOTATION, "") if devices else "",
+        app_class=meta.annotations.get(APP_CLASS_ANNOTATION, "") if devices else "",
         observed_at=observed_at,
     )
     return event, problems

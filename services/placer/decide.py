@@ -32,7 +32,6 @@ from schemas.events import (
 )
 from services.placer import engine
 from services.placer.engine import Decision, Mode, PodRequest, Snapshot
-from services.placer.engine.vendors.metax_qos import QOS_ANNOTATION
 from services.placer.parking import ParkingLot, Ticket, TraceHeaders
 from services.placer.view import ClusterView, Holding, ViewChange
 
@@ -140,9 +139,10 @@ def decide(
         score_parts=dict(decision.score_parts),
         candidates_considered=decision.candidates_considered,
         gang=pending.gang,
-        # The sharing pool the devices run in, as the watcher reads it once the pod is
-        # bound: the engine keeps pods of other pools off these devices meanwhile.
-        qos=pending.annotations.get(QOS_ANNOTATION, ""),
+        # The sharing pool the devices run in, as the vendor read it from the pod: the
+        # engine keeps pods of other pools off these devices while the decision stands.
+        qos=decision.qos,
+        app_class=decision.app_class,
         decided_at=now,
     )
     # Recorded before anything is published, so the next decision cannot reuse these devices.
@@ -240,6 +240,7 @@ def _existing_decision(holding: Holding, pending: PendingPodEvent, now: float) -
         devices=holding.devices,
         gang=pending.gang,
         qos=holding.qos,
+        app_class=holding.app_class,
         decided_at=now,
     )
 

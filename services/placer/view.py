@@ -60,6 +60,7 @@ class Holding(msgspec.Struct, frozen=True, kw_only=True):
     devices: tuple[DeviceAssignment, ...]
     state: HoldingState
     qos: str = ""
+    app_class: str = ""
     decision: PlacementEvent | None = None  # the decision behind it, when known
 
 
@@ -114,6 +115,7 @@ class _PodFacts:
                     devices=devices,
                     state=HoldingState.BOUND,
                     qos=bound.qos or (decision.qos if decision else ""),
+                    app_class=bound.app_class or (decision.app_class if decision else ""),
                     decision=decision,
                 )
             ]
@@ -130,6 +132,7 @@ class _PodFacts:
                     else HoldingState.ASSUMED
                 ),
                 qos=p.qos,
+                app_class=p.app_class,
                 decision=p,
             )
             for p in self.outstanding()
@@ -314,6 +317,7 @@ class ClusterView:
                     memory_mib=device.memory_mib,
                     cores=device.cores,
                     qos=holding.qos,
+                    app_class=holding.app_class,
                 )
                 for device in holding.devices
             )

@@ -364,3 +364,26 @@ def test_mutex_policy_needs_an_idle_card() -> None:
     requests = {SGPU: "1", "metax-tech.com/vcore": "10", "metax-tech.com/vmemory": "4"}
     decision = place(Snapshot(nodes=(node,)), pod(requests, {GPU_POLICY: "mutex"}))
     assert "the mutex policy needs an idle card" in decision.alternatives[0].reason
+
+
+@pytest.mark.parametrize(
+    ("annotations", "requests", "pool"),
+    [
+        ({}, {SGPU: "1", "metax-tech.com/vcore": "50"}, ("best-effort", "")),  # HAMi's default pool
+        ({QOS: "fixed-share"}, {SGPU: "1", "metax-tech.com/vcore": "50"}, ("fixed-share", "")),
+        ({"metax-tech.com/sgpu-app-class": "online"}, {SGPU: "1"}, ("", "online")),  # online pods have no pool
+    ],
+)
+def test_the_decision_carries_the_pool_its_allocations_join(
+    annotations: dict[str, str], requests: dict[str, str], pool: tuple[str, str]
+) -> None:
+    decision = place(Snapshot(nodes=(fixture_node(),)), PodRequest(uid="p", requests=requests, annotations=annotations))
+    assert decision.node == "mx-a"
+    assert (decision.qos, decision.app_class) == pool
+
+
+def test_nvidia_decisions_join_no_pool() -> None:
+    topology = load_topology("dgx-h100", node="g")
+    node = NodeState(name="g", machine_type=topology.machine_type, devices=topology.devices, links=topology.links)
+    decision = place(Snapshot(nodes=(node,)), PodRequest(uid="p", requests={"nvidia.com/gpu": "1"}))
+    assert decision.node == "g" and (decision.qos, decision.app_class) == ("", "")

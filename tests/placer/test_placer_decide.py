@@ -321,12 +321,14 @@ def test_follow_ups_carry_the_pods_own_trace_headers() -> None:
     assert by_pod["p"] == headers
 
 
-def test_assumed_shares_keep_the_pods_qos_pool() -> None:
+def test_assumed_shares_keep_the_pool_the_engine_read() -> None:
+    # The vendor reads the pod's sharing pool and class; the placement and the assumed
+    # allocations carry them, so the engine keeps other pools off those devices meanwhile.
+    def pooled(snapshot: Snapshot, request: PodRequest, mode: Mode = Mode.DEFAULT) -> Decision:
+        return msgspec.structs.replace(first_fit(snapshot, request, mode), qos="fixed-share", app_class="offline")
+
     view = _cluster(("a", 2))
-    pod = msgspec.structs.replace(
-        pending("p", 1), annotations={"metax-tech.com/sgpu-qos-policy": "fixed-share"}
-    )
-    placement = decide(view, pod, place=first_fit).placement
-    assert placement is not None and placement.qos == "fixed-share"
+    placement = decide(view, pending("p", 1), place=pooled).placement
+    assert placement is not None and (placement.qos, placement.app_class) == ("fixed-share", "offline")
     [node] = view.snapshot().nodes
-    assert {a.qos for a in node.allocations} == {"fixed-share"}
+    assert {(a.qos, a.app_class) for a in node.allocations} == {("fixed-share", "offline")}

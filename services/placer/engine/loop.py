@@ -134,6 +134,8 @@ def place_with(registry: VendorRegistry, snapshot: Snapshot, request: PodRequest
         alternatives=losers + miss_verdicts,
         candidates_considered=considered,
         warnings=warnings,
+        qos=device_request.qos,
+        app_class=device_request.app_class,
     )
 
 

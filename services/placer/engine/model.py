@@ -79,6 +79,8 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     alternatives: tuple[NodeVerdict, ...] = ()  # the other nodes, best first
     candidates_considered: int = 0
     warnings: tuple[str, ...] = ()
+    qos: str = ""  # the sharing class the pod's devices run in (MetaX sGPU), for its allocations
+    app_class: str = ""  # MetaX online/offline class, likewise
 
 
 class PlaceInput(msgspec.Struct, frozen=True, kw_only=True):

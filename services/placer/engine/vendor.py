@@ -96,6 +96,9 @@ class DeviceRequest(msgspec.Struct, frozen=True, kw_only=True):
     count: int  # devices needed at least (>= 1)
     node_policy: NodePolicy = NodePolicy.BINPACK
     device_noun: str = "GPU"  # "GPU", "Neuron device", ... for messages
+    # What the pod's allocations carry so later requests can respect them (MetaX sGPU sets them).
+    qos: str = ""
+    app_class: str = ""
 
 
 class DeviceLoad(msgspec.Struct, frozen=True, kw_only=True):
