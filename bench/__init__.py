@@ -1,0 +1,1 @@
+"""Placement quality and speed benchmark: `python -m bench.run [--profile short|full]`."""

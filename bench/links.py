@@ -1,0 +1,114 @@
+"""Link scores of device sets, the exhaustive optimum, and the link class of a set.
+
+Pair score = the table HAMi v2.7 and NVIDIA go-gpuallocator both use
+(10 cross-socket SYS, 20 NODE, 30 PHB, 40 PXB, 50 PIX, 60 same board, plus 100
+per bonded NVLink), applied to the schema's links, so MetaXLink and NeuronLink
+lanes count as links too. A set's score is the sum over its pairs.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from functools import cache
+from itertools import combinations
+
+import numpy as np
+
+from schemas.topology import Link, PcieLevel
+
+PCIE_SCORE: dict[PcieLevel, int] = {
+    PcieLevel.SYS: 10,
+    PcieLevel.NODE: 20,
+    PcieLevel.PHB: 30,
+    PcieLevel.PXB: 40,
+    PcieLevel.PIX: 50,
+    PcieLevel.SAME_BOARD: 60,
+}
+PER_LINK = 100
+
+
+class PairTable:
+    """Symmetric pair scores over device positions 0..n-1 (positions, not device indices)."""
+
+    def __init__(self, indices: Sequence[int], links: Iterable[Link]) -> None:
+        self.indices = tuple(indices)
+        position = {d: i for i, d in enumerate(self.indices)}
+        n = len(self.indices)
+        self.score = np.zeros((n, n), dtype=np.int64)
+        self.nvlinks = np.zeros((n, n), dtype=np.int64)
+        self.pcie = np.full((n, n), -1, dtype=np.int64)  # PCIE_SCORE value, -1 unknown
+        for link in links:
+            if link.src not in position or link.dst not in position or link.src == link.dst:
+                continue
+            a, b = position[link.src], position[link.dst]
+            value = PER_LINK * link.nvlinks + (PCIE_SCORE[link.pcie] if link.pcie is not None else 0)
+            # Both directions are reported; keep the smaller if they disagree (asymmetric = suspect).
+            self.score[a, b] = self.score[b, a] = value if self.score[a, b] == 0 else min(self.score[a, b], value)
+            self.nvlinks[a, b] = self.nvlinks[b, a] = link.nvlinks
+            if link.pcie is not None:
+                self.pcie[a, b] = self.pcie[b, a] = PCIE_SCORE[link.pcie]
+
+    @property
+    def size(self) -> int:
+        return len(self.indices)
+
+    def set_score(self, positions: Sequence[int]) -> int:
+        p = list(positions)
+        return int(self.score[np.ix_(p, p)].sum() // 2)
+
+
+@cache
+def _combos(n: int, k: int) -> np.ndarray:
+    return np.array(list(combinations(range(n), k)), dtype=np.int64).reshape(-1, k)
+
+
+def optimum(table: PairTable, free: Sequence[int], k: int) -> int:
+    """The best set score over every k-subset of the free positions (exhaustive)."""
+    free = list(free)
+    if k > len(free):
+        raise ValueError(f"k: {k} devices asked, {len(free)} free")
+    if k < 2:
+        return 0
+    sets = np.array(free, dtype=np.int64)[_combos(len(free), k)]  # (S, k)
+    sub = table.score[sets[:, :, None], sets[:, None, :]]  # (S, k, k)
+    return int(sub.sum(axis=(1, 2)).max() // 2)
+
+
+class LinkClass(enum.StrEnum):
+    """The weakest path a set's collective traffic crosses."""
+
+    NVLINK_ALL = "nvlink-all-pairs"  # every pair directly linked (NVSwitch, full mesh)
+    NVLINK_CONNECTED = "nvlink-connected"  # linked as a graph, some pairs hop through another device
+    PCIE_SWITCH = "pcie-switch"  # weakest pair under PCIe switches (PIX/PXB)
+    PCIE_HOST = "pcie-host-bridge"  # weakest pair through a host bridge (PHB/NODE)
+    CROSS_SOCKET = "cross-socket"  # weakest pair across CPU sockets (SYS)
+    SINGLE = "single-device"
+
+
+def link_class(table: PairTable, positions: Sequence[int]) -> LinkClass:
+    p = list(positions)
+    if len(p) < 2:
+        return LinkClass.SINGLE
+    nv = table.nvlinks[np.ix_(p, p)] > 0
+    off = ~np.eye(len(p), dtype=bool)
+    if nv[off].all():
+        return LinkClass.NVLINK_ALL
+    # Connected through NVLink alone?
+    seen = {0}
+    frontier = [0]
+    while frontier:
+        i = frontier.pop()
+        for j in np.flatnonzero(nv[i]):
+            if int(j) not in seen:
+                seen.add(int(j))
+                frontier.append(int(j))
+    if len(seen) == len(p):
+        return LinkClass.NVLINK_CONNECTED
+    pcie = table.pcie[np.ix_(p, p)][off & ~nv]
+    weakest = int(pcie.min()) if pcie.size else -1
+    if weakest >= PCIE_SCORE[PcieLevel.PXB]:
+        return LinkClass.PCIE_SWITCH
+    if weakest >= PCIE_SCORE[PcieLevel.NODE]:
+        return LinkClass.PCIE_HOST
+    return LinkClass.CROSS_SOCKET

@@ -1,0 +1,181 @@
+"""One command for the whole benchmark: `python -m bench.run [--profile short|full]`.
+
+Writes bench/results/<UTC date>/ and bench/results/latest/: results.json (every
+figure with the baselines' values from the same run), results.md (tables) and
+PNG plots. Sections: the Alibaba trace replay (fragmentation, FGD protocol),
+device-level link quality on synthetic fixture clusters, engine speed, per-node
+search speed, and pipeline speed (through the broker; see pipeline_speed.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from bench import plots
+from bench.device_replay import DevicePolicyResult, run_all
+from bench.engine_speed import SpeedRun, measure
+from bench.fragmentation import typical_classes
+from bench.pipeline_speed import measure_pipeline
+from bench.report import build_figures, build_markdown, build_notes
+from bench.results import Machine, Results, output_dirs, write_results
+from bench.topoplace_trace import topoplace_factory
+from bench.trace import load_nodes, load_pods
+from bench.trace_policies import PAPER_POLICIES, PUBLISHED_UNALLOCATED_PCT, PolicyFactory, RandomFit, with_first_tie
+from bench.trace_replay import ReplayResult, replay
+from services.placer.engine import Mode
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_NODES = HERE / "data" / "alibaba-gpu-v2023" / "openb_node_list_gpu_node.csv"
+DEFAULT_PODS = HERE / "data" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
+
+
+class Profile(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    trace_seeds: tuple[int, ...]
+    trace_stop_at: float  # replay until this x capacity of arrived demand (the figure is read at 1.0)
+    device_per_type: int
+    device_jobs: int
+    device_seed: int
+    speed: tuple[tuple[int, int], ...]  # (nodes, decisions)
+    search_quick: bool
+
+
+PROFILES = {
+    "short": Profile(
+        name="short",
+        trace_seeds=(0, 1),
+        trace_stop_at=1.0,
+        device_per_type=4,
+        device_jobs=400,
+        device_seed=1,
+        speed=((10, 200), (100, 40), (1000, 6)),
+        search_quick=True,
+    ),
+    "full": Profile(
+        name="full",
+        trace_seeds=tuple(range(10)),
+        trace_stop_at=1.3,
+        device_per_type=8,
+        device_jobs=2000,
+        device_seed=1,
+        speed=((10, 500), (100, 100), (1000, 20), (10000, 3)),
+        search_quick=False,
+    ),
+}
+
+
+def trace_policies() -> dict[str, PolicyFactory]:
+    policies: dict[str, PolicyFactory] = dict(PAPER_POLICIES)
+    for policy in PAPER_POLICIES.values():
+        if policy is not RandomFit:  # random-fit has no ties to break
+            variant = with_first_tie(policy)  # type: ignore[arg-type]
+            policies[variant.name] = variant
+    policies["topoplace"] = topoplace_factory(Mode.DEFAULT)
+    policies["topoplace-hami"] = topoplace_factory(Mode.HAMI)
+    return policies
+
+
+def _log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def run_trace(
+    nodes_path: Path, pods_path: Path, profile: Profile, only: Sequence[str] = ()
+) -> dict[str, list[ReplayResult]]:
+    nodes = load_nodes(nodes_path)
+    pods = load_pods(pods_path)
+    classes = typical_classes(pods)
+    out: dict[str, list[ReplayResult]] = {}
+    for name, factory in trace_policies().items():
+        if only and name not in only:
+            continue
+        out[name] = []
+        for seed in profile.trace_seeds:
+            result = replay(nodes, pods, factory, classes, seed=seed, stop_at=profile.trace_stop_at)
+            out[name].append(result)
+            _log(f"trace {name} seed {seed}: unallocated {result.unallocated_pct:.2f} % ({result.seconds:.1f} s)")
+    return out
+
+
+def run_search(quick: bool) -> list[Any]:  # bench.search_speed.SearchFigure
+    try:
+        from bench import search_speed
+    except ImportError as exc:  # the module is optional: the report says it was not measured
+        _log(f"search speed skipped: {exc}")
+        return []
+    return list(search_speed.run(quick))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="short")
+    parser.add_argument("--nodes", type=Path, default=DEFAULT_NODES, help="node list CSV (Alibaba v2023 format)")
+    parser.add_argument("--pods", type=Path, default=DEFAULT_PODS, help="pod list CSV (Alibaba v2023 format)")
+    parser.add_argument(
+        "--out", type=Path, default=HERE / "results", help="results root (a dated folder and latest/ go here)"
+    )
+    parser.add_argument("--seeds", type=int, default=None, help="override the profile's number of trace seeds")
+    args = parser.parse_args(argv)
+    profile = PROFILES[args.profile]
+    if args.seeds is not None:
+        if args.seeds < 1:
+            parser.error("--seeds: must be at least 1")
+        profile = msgspec.structs.replace(profile, trace_seeds=tuple(range(args.seeds)))
+    machine = Machine.here()
+    now = dt.datetime.now(dt.UTC)
+    run_dir, latest_dir = output_dirs(args.out, now)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+
+    _log(f"profile {profile.name}: trace replay ({len(profile.trace_seeds)} seeds)")
+    trace = run_trace(args.nodes, args.pods, profile)
+    _log("device-level quality on synthetic fixture clusters")
+    device: list[DevicePolicyResult] = run_all(profile.device_per_type, profile.device_jobs, profile.device_seed)
+    _log("engine speed")
+    speed: list[SpeedRun] = []
+    for nodes, decisions in profile.speed:
+        for mode in (Mode.DEFAULT, Mode.HAMI):
+            speed.append(measure(nodes, decisions, mode))
+            _log(f"engine {mode.value} at {nodes} nodes: {speed[-1].decisions_per_s:.1f} decisions/s")
+    _log("per-node search speed")
+    search = run_search(profile.search_quick)
+    pipeline = [measure_pipeline(placers=p, offered_pods_per_s=50.0, pods=500) for p in (1, 2)]
+
+    figures = build_figures(trace, device, speed, search, pipeline)
+    notes = build_notes(trace, device, speed, search)
+    results = Results(
+        generated_at=now.isoformat(timespec="seconds"),
+        profile=profile.name,
+        command=f"python -m bench.run --profile {profile.name}" + (f" --seeds {args.seeds}" if args.seeds else ""),
+        machine=machine,
+        inputs={"nodes": args.nodes.name, "pods": args.pods.name, "seconds": f"{time.perf_counter() - started:.0f}"},
+        figures=tuple(figures),
+        notes=tuple(notes),
+    )
+    label = machine.label()
+    plot_paths = {
+        "fragmentation_curve.png": plots.fragmentation_curve(
+            trace, PUBLISHED_UNALLOCATED_PCT, run_dir / "fragmentation_curve.png", label
+        ),
+        "quality_vs_baseline.png": plots.quality_vs_baseline(device, run_dir / "quality_vs_baseline.png", label),
+        "latency_histogram.png": plots.latency_histogram(
+            [r for r in speed if r.mode == Mode.DEFAULT.value], run_dir / "latency_histogram.png", label
+        ),
+        "decisions_per_s.png": plots.decisions_per_second(speed, run_dir / "decisions_per_s.png", label),
+    }
+    markdown = build_markdown(results, trace, device, speed, search)
+    write_results(results, markdown, plot_paths, run_dir, latest_dir)
+    _log(f"wrote {run_dir} and {latest_dir} in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
