@@ -139,7 +139,8 @@ def test_summary_names_what_the_devices_lack_when_a_node_has_enough_of_them() ->
     # 4 idle 80 GiB GPUs: more memory per device than any has is a memory shortage, not a GPU shortage.
     decision = place(snapshot(box("m", TWO_PIX)), pod(1, gpumem="200000"))
     assert decision.reason == "0/1 nodes are available: 1 Insufficient nvidia.com/gpumem."
-    half = [msgspec.structs.replace(a, cores=60, memory_mib=1000) for a in box("c", TWO_PIX, busy=[0, 1, 2, 3]).allocations]
+    held = box("c", TWO_PIX, busy=[0, 1, 2, 3]).allocations
+    half = [msgspec.structs.replace(a, cores=60, memory_mib=1000) for a in held]
     cores_taken = msgspec.structs.replace(box("c", TWO_PIX), allocations=tuple(half))
     decision = place(snapshot(cores_taken), pod(1, gpucores="50", gpumem="1000"))
     assert decision.reason == "0/1 nodes are available: 1 Insufficient nvidia.com/gpucores."

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import msgspec
 
+from services.placer.engine import cache
 from services.placer.engine.loop import NodeMiss, evaluate_node, place_with
 from services.placer.engine.model import (
     Allocation,
@@ -67,12 +68,16 @@ class DeviceChoice(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def choose_devices(node: NodeState, request: PodRequest, mode: Mode = Mode.DEFAULT) -> DeviceChoice:
-    """The devices one node would give `request` (the node loop's per-node step, on its own)."""
+    """The devices one node would give `request` (the node loop's per-node step, on its own).
+
+    Computed afresh, without the memo tables: one node has nothing to share, and
+    `bench.search_speed` times exactly this step."""
     claimed = registry.claim(request)
     if claimed is None:
         raise RequestError("requests", "asks for no device resource of a known vendor")
     plugin, device_request = claimed
-    result = evaluate_node(plugin, device_request, node, mode)
+    with cache.disabled():
+        result = evaluate_node(plugin, device_request, node, mode)
     if isinstance(result, NodeMiss):
         return DeviceChoice(node=node.name, reason=result.unfit.reason, warnings=result.warnings)
     return DeviceChoice(

@@ -13,8 +13,11 @@ from collections.abc import Sequence
 import msgspec
 
 from schemas.topology import Device
+from services.placer.engine import cache
+from services.placer.engine.cache import BoundedCache, Interner
 from services.placer.engine.explain import loser_reason, unfit_device_reason, unschedulable_summary
 from services.placer.engine.model import Decision, Mode, NodeState, NodeVerdict, PodRequest, Snapshot
+from services.placer.engine.node_key import node_key, node_keys
 from services.placer.engine.vendor import (
     DeviceRequest,
     NodeScore,
@@ -46,15 +49,71 @@ class NodeMiss(msgspec.Struct, frozen=True, kw_only=True):
 
 def evaluate_node(plugin: VendorPlugin, request: DeviceRequest, node: NodeState, mode: Mode) -> NodeFit | NodeMiss:
     """One node: node filter, device filter, set search, node score."""
+    return _named(_outcome(plugin, request, node, mode, _request_id(plugin, request, mode)), node.name)
+
+
+# Per-node answers, nameless (see node_key.py): (request id, node key) -> answer.
+RESULT_BOUND = 16_384
+REQUEST_BOUND = 1_024
+_results: BoundedCache[tuple[int, int], NodeFit | NodeMiss] = BoundedCache(RESULT_BOUND)
+_requests: Interner[tuple[object, ...]] = Interner(REQUEST_BOUND)
+_NOT_READY = NodeMiss(node="", unfit=Unfit(reason="not ready", summary=NOT_READY))
+_CORDONED = NodeMiss(node="", unfit=Unfit(reason="cordoned", summary=CORDONED))
+
+
+def _request_id(plugin: VendorPlugin, request: DeviceRequest, mode: Mode) -> int | None:
+    """The request's id for the answer table; None = do not cache (tables off, or unhashable)."""
+    if not cache.enabled():
+        return None
+    try:
+        return _requests.id_of((plugin, request, mode))
+    except TypeError:  # a vendor request holding a list or dict: computed every time, still correct
+        return None
+
+
+def _outcome(
+    plugin: VendorPlugin, request: DeviceRequest, node: NodeState, mode: Mode, request_id: int | None
+) -> NodeFit | NodeMiss:
+    """The node's answer without its name: warnings unprefixed, `node` empty."""
     if not node.ready:
-        return NodeMiss(node=node.name, unfit=Unfit(reason="not ready", summary=NOT_READY))
+        return _NOT_READY
     if node.unschedulable:
-        return NodeMiss(node=node.name, unfit=Unfit(reason="cordoned", summary=CORDONED))
+        return _CORDONED
+    if request_id is None:
+        return _evaluate(plugin, request, node, mode)
+    key = (request_id, node_key(node))
+    found = _results.get(key)
+    if found is None:
+        found = _evaluate(plugin, request, node, mode)
+        _results.put(key, found)
+    return found
+
+
+def _outcomes(
+    plugin: VendorPlugin, request: DeviceRequest, nodes: Sequence[NodeState], mode: Mode
+) -> list[NodeFit | NodeMiss]:
+    """`_outcome` for every node, the table lookups batched."""
+    request_id = _request_id(plugin, request, mode)
+    if request_id is None:
+        return [_outcome(plugin, request, node, mode, None) for node in nodes]
+    keys = [(request_id, key) for key in node_keys(nodes)]
+    outcomes: list[NodeFit | NodeMiss] = []
+    for node, key, found in zip(nodes, keys, _results.get_many(keys), strict=True):
+        if found is None:
+            found = _results.get(key)  # a twin earlier in this loop may have answered it
+        if found is None:
+            found = _outcome(plugin, request, node, mode, None)
+            _results.put(key, found)
+        outcomes.append(found)
+    return outcomes
+
+
+def _evaluate(plugin: VendorPlugin, request: DeviceRequest, node: NodeState, mode: Mode) -> NodeFit | NodeMiss:
     scratch = NodeScratch.build(node, mode)
     own = tuple(d for d in scratch.devices.values() if d.vendor is plugin.vendor)
     insufficient = f"Insufficient {request.resource}"
     if not own:
-        return NodeMiss(node=node.name, unfit=Unfit(reason=f"no {request.device_noun} devices", summary=insufficient))
+        return NodeMiss(node="", unfit=Unfit(reason=f"no {request.device_noun} devices", summary=insufficient))
     usable: list[Device] = []
     rejected: list[tuple[Device, str]] = []
     classes: Counter[str] = Counter()
@@ -75,20 +134,23 @@ def evaluate_node(plugin: VendorPlugin, request: DeviceRequest, node: NodeState,
         summary = insufficient
         if len(own) >= request.count and classes:
             summary = min(classes, key=lambda c: (-classes[c], c))
-        return _miss(node, Unfit(reason=reason, summary=summary), scratch)
+        return NodeMiss(node="", unfit=Unfit(reason=reason, summary=summary), warnings=tuple(scratch.warnings))
     outcome = plugin.search(scratch, request, tuple(usable))
     if isinstance(outcome, Unfit):
-        return _miss(node, outcome, scratch)
+        return NodeMiss(node="", unfit=outcome, warnings=tuple(scratch.warnings))
     score = plugin.node_score(scratch, request, outcome)
-    return NodeFit(node=node.name, choice=outcome, score=score, warnings=_prefixed(node, scratch))
+    return NodeFit(node="", choice=outcome, score=score, warnings=tuple(scratch.warnings))
 
 
-def _miss(node: NodeState, unfit: Unfit, scratch: NodeScratch) -> NodeMiss:
-    return NodeMiss(node=node.name, unfit=unfit, warnings=_prefixed(node, scratch))
+def _named(result: NodeFit | NodeMiss, name: str) -> NodeFit | NodeMiss:
+    warnings = _prefixed(name, result.warnings)
+    if isinstance(result, NodeFit):
+        return NodeFit(node=name, choice=result.choice, score=result.score, warnings=warnings)
+    return NodeMiss(node=name, unfit=result.unfit, warnings=warnings)
 
 
-def _prefixed(node: NodeState, scratch: NodeScratch) -> tuple[str, ...]:
-    return tuple(f"{node.name}: {w}" for w in scratch.warnings)
+def _prefixed(name: str, warnings: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f"{name}: {w}" for w in warnings)
 
 
 def place_with(registry: VendorRegistry, snapshot: Snapshot, request: PodRequest, mode: Mode) -> Decision:
@@ -99,41 +161,49 @@ def place_with(registry: VendorRegistry, snapshot: Snapshot, request: PodRequest
     plugin, device_request = claimed
     nodes = sorted(snapshot.nodes, key=lambda n: n.name)
     _check_unique(nodes)
-    results = [evaluate_node(plugin, device_request, node, mode) for node in nodes]
-    fits = sorted((r for r in results if isinstance(r, NodeFit)), key=lambda f: (-f.score.score, f.node))
-    misses = [r for r in results if isinstance(r, NodeMiss)]
-    warnings = tuple(w for r in results for w in r.warnings)
-    considered = sum(f.choice.considered for f in fits)
-    miss_verdicts = tuple(NodeVerdict(node=m.node, fits=False, reason=m.unfit.reason) for m in misses)
+    # Nameless answers, shared by identical nodes; each node's name goes back in when reported.
+    results = zip([n.name for n in nodes], _outcomes(plugin, device_request, nodes, mode), strict=True)
+    fits: list[tuple[str, NodeFit]] = []
+    misses: list[tuple[str, NodeMiss]] = []
+    warnings: list[str] = []
+    for name, result in results:
+        if isinstance(result, NodeFit):
+            fits.append((name, result))
+        else:
+            misses.append((name, result))
+        if result.warnings:
+            warnings.extend(_prefixed(name, result.warnings))
+    fits.sort(key=lambda f: (-f[1].score.score, f[0]))
+    considered = sum(f.choice.considered for _, f in fits)
+    miss_verdicts = tuple(NodeVerdict(node=name, fits=False, reason=m.unfit.reason) for name, m in misses)
     if not fits:
         return Decision(
             node=None,
-            reason=unschedulable_summary(len(nodes), [m.unfit.summary for m in misses]),
+            reason=unschedulable_summary(len(nodes), [m.unfit.summary for _, m in misses]),
             alternatives=miss_verdicts,
             candidates_considered=considered,
-            warnings=warnings,
+            warnings=tuple(warnings),
         )
-    winner = fits[0]
-    losers = tuple(
-        NodeVerdict(
-            node=f.node,
-            fits=True,
-            score=f.score.score,
-            devices=f.choice.devices,
-            reason=loser_reason(winner.node, winner.score, f.score),
-        )
-        for f in fits[1:]
-    )
+    winner_name, winner = fits[0]
+    # Identical nodes share one answer object: its loser reason and devices are worked out once.
+    shared: dict[int, tuple[tuple[int, ...], str]] = {}
+    losers: list[NodeVerdict] = []
+    for name, fit in fits[1:]:
+        told = shared.get(id(fit))
+        if told is None:
+            told = (fit.choice.devices, loser_reason(winner_name, winner.score, fit.score))
+            shared[id(fit)] = told
+        losers.append(NodeVerdict(node=name, fits=True, score=fit.score.score, devices=told[0], reason=told[1]))
     parts = dict(winner.choice.parts)
     parts.update(winner.score.parts)
     return Decision(
-        node=winner.node,
+        node=winner_name,
         devices=winner.choice.assignments,
         score=winner.score.score,
         score_parts=parts,
-        alternatives=losers + miss_verdicts,
+        alternatives=tuple(losers) + miss_verdicts,
         candidates_considered=considered,
-        warnings=warnings,
+        warnings=tuple(warnings),
         qos=device_request.qos,
         app_class=device_request.app_class,
     )

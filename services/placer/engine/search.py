@@ -35,6 +35,8 @@ from collections.abc import Sequence
 
 import msgspec
 
+from services.placer.engine import cache
+from services.placer.engine.cache import BoundedCache
 from services.placer.engine.search_blocks import BlockBound
 
 DEFAULT_CAP = 20_000  # branches expanded per search; ~0.5 s of Python at 72 devices
@@ -252,6 +254,34 @@ def best_subset(
     n = len(weights)
     if not 0 <= k <= n:
         raise ValueError(f"cannot choose {k} of {n} devices")
+    if not cache.enabled():
+        return _solve(weights, k, cut_degree, idle, cap)
+    # Nodes of one machine type with different loads often pose the very same problem
+    # (every pair NV18 behind one NVSwitch): the answer depends on these inputs only.
+    key = (tuple(tuple(row) for row in weights), k, _frozen(cut_degree), _frozen(idle), cap)
+    found = _solved.get(key)
+    if found is None:
+        found = _solve(weights, k, cut_degree, idle, cap)
+        _solved.put(key, found)
+    return found
+
+
+SOLVED_BOUND = 8_192
+_solved: BoundedCache[tuple[object, ...], SearchResult] = BoundedCache(SOLVED_BOUND)
+
+
+def _frozen(values: Sequence[int] | Sequence[bool] | None) -> tuple[int | bool, ...] | None:
+    return None if values is None else tuple(values)
+
+
+def _solve(
+    weights: Sequence[Sequence[int]],
+    k: int,
+    cut_degree: Sequence[int] | None,
+    idle: Sequence[bool] | None,
+    cap: int,
+) -> SearchResult:
+    n = len(weights)
     search = _Search(
         weights,
         k,

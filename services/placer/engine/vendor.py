@@ -58,6 +58,12 @@ Writing a vendor
 Everything must be deterministic: iterate tuples and sorted keys, never a
 set or a dict whose order came from hashing, and break ties by a documented
 rule (device index, node name).
+
+The answer for one node must depend only on the node's state, never on its
+name or on the uids of the pods holding its devices (`node.name`,
+`Allocation.pod_uid`): identical nodes share one answer, computed once and
+kept in bounded tables between decisions (node_key.py, cache.py). Per-node
+warnings go through `scratch.warn`; the loop prefixes the node's name.
 """
 
 from __future__ import annotations
@@ -71,7 +77,10 @@ import msgspec
 
 from schemas.events import DeviceAssignment
 from schemas.topology import Device, Link, Vendor
+from services.placer.engine import cache
+from services.placer.engine.cache import BoundedCache
 from services.placer.engine.model import Mode, NodeState, PodRequest
+from services.placer.engine.node_key import topology_key
 
 
 class RequestError(ValueError):
@@ -178,9 +187,8 @@ class NodeScratch:
 
     @classmethod
     def build(cls, node: NodeState, mode: Mode) -> NodeScratch:
-        devices = {d.index: d for d in sorted(node.devices, key=lambda d: d.index)}
+        devices, links = _topology_maps(node)
         loads = _loads(node, devices)
-        links = {(link.src, link.dst): link for link in node.links}
         return cls(node=node, mode=mode, devices=devices, loads=loads, links=links)
 
     def warn(self, message: str) -> None:
@@ -190,6 +198,29 @@ class NodeScratch:
     def idle_indices(self, vendor: Vendor) -> tuple[int, ...]:
         """Healthy devices of the vendor with nothing on them, by index."""
         return tuple(i for i, d in self.devices.items() if d.vendor is vendor and d.healthy and self.loads[i].idle)
+
+
+TopologyMaps = tuple[Mapping[int, Device], Mapping[tuple[int, int], Link]]
+TOPOLOGY_MAPS_BOUND = 1_024
+# Read-only (typed Mapping) and a function of the node's devices and links alone: shared by its twins.
+_topology_maps_table: BoundedCache[tuple[int, int], TopologyMaps] = BoundedCache(TOPOLOGY_MAPS_BOUND)
+
+
+def _topology_maps(node: NodeState) -> TopologyMaps:
+    if not cache.enabled():
+        return _build_topology_maps(node)
+    key = topology_key(node)
+    maps = _topology_maps_table.get(key)
+    if maps is None:
+        maps = _build_topology_maps(node)
+        _topology_maps_table.put(key, maps)
+    return maps
+
+
+def _build_topology_maps(node: NodeState) -> TopologyMaps:
+    devices = {d.index: d for d in sorted(node.devices, key=lambda d: d.index)}
+    links = {(link.src, link.dst): link for link in node.links}
+    return devices, links
 
 
 def _loads(node: NodeState, devices: Mapping[int, Device]) -> dict[int, DeviceLoad]:

@@ -20,7 +20,10 @@ from math import comb
 
 from schemas.events import DeviceAssignment
 from schemas.topology import Device, Vendor
+from services.placer.engine import cache
+from services.placer.engine.cache import BoundedCache
 from services.placer.engine.model import Mode, PodRequest
+from services.placer.engine.node_key import topology_key
 from services.placer.engine.quantities import optional_int, parse_bool, split_list
 from services.placer.engine.search import DEFAULT_CAP, best_subset
 from services.placer.engine.vendor import (
@@ -204,8 +207,7 @@ class NvidiaPlugin:
 
     def search(self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]) -> SetChoice | Unfit:
         assert isinstance(request, NvidiaRequest)
-        gpus = tuple(d for d in scratch.devices.values() if d.vendor is Vendor.NVIDIA)
-        table = pair_table(gpus, scratch.links)
+        table = _node_pair_table(scratch)
         for note in table.notes:
             scratch.warn(note)
         if scratch.mode is Mode.HAMI:
@@ -232,6 +234,27 @@ class NvidiaPlugin:
             score=round(score, 6),
             parts={"link": round(link, 6), "fill": round(fill_term, 6), "remainder": round(remainder, 6)},
         )
+
+
+# Pair tables depend on the node's devices and links only: one per distinct topology.
+PAIR_TABLE_BOUND = 1_024
+_pair_tables: BoundedCache[tuple[int, int], PairTable] = BoundedCache(PAIR_TABLE_BOUND)
+
+
+def _node_pair_table(scratch: NodeScratch) -> PairTable:
+    if not cache.enabled():
+        return _build_pair_table(scratch)
+    key = topology_key(scratch.node)
+    table = _pair_tables.get(key)
+    if table is None:
+        table = _build_pair_table(scratch)
+        _pair_tables.put(key, table)
+    return table
+
+
+def _build_pair_table(scratch: NodeScratch) -> PairTable:
+    gpus = tuple(d for d in scratch.devices.values() if d.vendor is Vendor.NVIDIA)
+    return pair_table(gpus, scratch.links)
 
 
 def _type_mismatch(request: NvidiaRequest, device: Device) -> str:
