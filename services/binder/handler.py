@@ -9,6 +9,7 @@ which is harmless (a pod already bound to the node is a success).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -81,6 +82,10 @@ class PlacementHandler:
         self._tracer = tracer or trace.get_tracer("topoplace.binder")
         self._wall_clock = wall_clock
         self._monotonic = monotonic
+        # Placements of one pod are settled one at a time: copies of a placement may be in flight
+        # together (at-least-once delivery, concurrent windows), and a copy's ledger hold must not
+        # become what another copy restores when its bind fails.
+        self._pod_locks: dict[str, asyncio.Lock] = {}
 
     async def __call__(self, message: PlacementMessage) -> None:
         placement = message.event
@@ -100,7 +105,7 @@ class PlacementHandler:
                 "decision_id": placement.decision_id,
             },
         ) as span:
-            result = await self._settle(placement)
+            result = await self._settle_alone(placement)
             span.set_attribute("outcome", result.outcome.value)
             span.set_attribute("attempts", result.attempts)
             if result.reason:
@@ -126,6 +131,15 @@ class PlacementHandler:
                 }
             },
         )
+
+    async def _settle_alone(self, placement: PlacementEvent) -> BindResult:
+        lock = self._pod_locks.setdefault(placement.uid, asyncio.Lock())
+        try:
+            async with lock:  # uncontended, this does not yield: the ledger check keeps its order
+                return await self._settle(placement)
+        finally:
+            if not lock.locked() and self._pod_locks.get(placement.uid) is lock:
+                del self._pod_locks[placement.uid]
 
     async def _settle(self, placement: PlacementEvent) -> BindResult:
         """Decide and apply; reports every way it can end as a BindResult."""

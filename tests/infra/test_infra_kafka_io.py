@@ -428,3 +428,16 @@ def test_concurrency_must_be_positive(kafka_bootstrap: str, pending_topic: Topic
             kafka_bootstrap, [pending_topic], group_id="g", service="s",
             producer=EventProducer(kafka_bootstrap, service="s"), concurrency=0,
         )
+
+
+async def test_read_compacted_returns_every_record_of_a_batch_sent_at_once(
+    kafka_bootstrap: str, compacted_topic: Topic
+) -> None:
+    # Sent concurrently, the five land in one record batch of one partition.
+    async with EventProducer(kafka_bootstrap, service="test-batch") as producer:
+        await asyncio.gather(*(producer.send(compacted_topic, "same-key", status(f"n{i}")) for i in range(5)))
+    messages = await read_compacted(kafka_bootstrap, compacted_topic)
+    nodes = [m.event.node for m in messages if isinstance(m.event, events.NodeStatusEvent)]
+    assert sorted(nodes) == [f"n{i}" for i in range(5)]
+    latest = latest_by_key(messages)["same-key"].event
+    assert isinstance(latest, events.NodeStatusEvent) and latest.node == nodes[-1]
