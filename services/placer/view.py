@@ -148,6 +148,9 @@ class ClusterView:
         self._statuses: dict[str, NodeStatusEvent] = {}
         self._hypernodes: dict[str, HyperNodeEvent] = {}
         self._pods: dict[str, _PodFacts] = {}
+        # The NodeState built for each node, and what it was built from: an unchanged node
+        # hands the engine the same object, which the engine's caches recognise by identity.
+        self._built: dict[str, tuple[tuple[object, ...], tuple[Allocation, ...], NodeState]] = {}
 
     # --- applying events -------------------------------------------------------------------
 
@@ -174,6 +177,7 @@ class ClusterView:
         """A compacted topic's tombstone (value None): the key is gone."""
         if topic == topics.TOPOLOGY_NODES.name:
             self._topologies.pop(key, None)
+            self._built.pop(key, None)
         elif topic == topics.USAGE_DEVICES.name:
             self._usage.pop(key, None)
         elif topic == topics.NODES_STATUS.name:
@@ -321,9 +325,7 @@ class ClusterView:
                 )
                 for device in holding.devices
             )
-        nodes = tuple(
-            self._node_state(name, tuple(by_node.get(name, ()))) for name in sorted(self._topologies)
-        )
+        nodes = tuple(self._reused_node_state(name, tuple(by_node.get(name, ()))) for name in sorted(self._topologies))
         hypernodes = tuple(self._hypernodes[name] for name in sorted(self._hypernodes))
         return Snapshot(nodes=nodes, hypernodes=hypernodes)
 
@@ -339,6 +341,19 @@ class ClusterView:
         for holding in self.holdings():
             counts[f"pods_{holding.state.value}"] += 1
         return counts
+
+    def _reused_node_state(self, name: str, allocations: tuple[Allocation, ...]) -> NodeState:
+        sources = (self._topologies[name], self._statuses.get(name), self._usage.get(name))
+        built = self._built.get(name)
+        if (
+            built is not None
+            and all(a is b for a, b in zip(built[0], sources, strict=True))
+            and built[1] == allocations
+        ):
+            return built[2]
+        state = self._node_state(name, allocations)
+        self._built[name] = (sources, allocations, state)
+        return state
 
     def _node_state(self, name: str, allocations: tuple[Allocation, ...]) -> NodeState:
         topology = self._topologies[name]

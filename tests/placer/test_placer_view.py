@@ -259,3 +259,21 @@ def test_sizes_count_nodes_and_holdings_by_state() -> None:
     assert sizes["pods_bound"] == 1
     assert sizes["pods_assumed"] == 1
     assert sizes["pods_confirmed"] == 0
+
+
+def test_an_unchanged_node_is_the_same_object_in_the_next_snapshot() -> None:
+    view = ClusterView()
+    for name in ("a", "b"):
+        view.apply(topology(name))
+        view.apply(status(name))
+    first = {n.name: n for n in view.snapshot().nodes}
+    again = {n.name: n for n in view.snapshot().nodes}
+    assert all(again[name] is first[name] for name in first)
+
+    # A decision on a, a status change on b: both rebuilt, with the change, nothing else reused.
+    view.assume(placed("p1", "a", (0,)))
+    view.apply(status("b", unschedulable=True))
+    after = {n.name: n for n in view.snapshot().nodes}
+    assert after["a"] is not first["a"] and [al.index for al in after["a"].allocations] == [0]
+    assert after["b"] is not first["b"] and after["b"].unschedulable
+    assert view.snapshot().nodes[0] is after["a"]
