@@ -8,7 +8,6 @@ from typing import Any
 
 import msgspec
 from aiohttp import ClientSession, web
-from kubernetes_asyncio import client
 from opentelemetry import trace
 
 from schemas.events import DeviceAssignment, PlacementEvent, PlacementOutcome
@@ -129,13 +128,6 @@ class FaultProxy:
         return web.json_response(body, status=status, headers=headers)
 
 
-def make_api_client(url: str) -> client.ApiClient:
-    # The process-default Configuration must have client-side validation off, or the
-    # pods/binding reply fails to deserialize (kubernetes-asyncio builds models with the default).
-    configuration = client.Configuration(host=url)
-    configuration.client_side_validation = False
-    client.Configuration.set_default(configuration)
-    return client.ApiClient(configuration=configuration)
 
 
 def placement_for(

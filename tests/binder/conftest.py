@@ -2,44 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from binder_support import FaultProxy, PodFactory, make_api_client
+from binder_support import FaultProxy, PodFactory
+from kube_clients import client_for
 from kubernetes_asyncio import client
 
-from topoplace.broker import EmbeddedBroker, ensure_topics
 from topoplace.kubeapi import KubeApiServer
-
-
-@pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
-    """KAFKA_BOOTSTRAP when set, else an embedded broker for the session, with every topic created.
-
-    Synchronous: the broker is a subprocess that outlives the per-test event loops.
-    """
-    external = os.environ.get("KAFKA_BOOTSTRAP")
-    if external:
-        asyncio.run(ensure_topics(external))
-        yield external
-        return
-    broker = EmbeddedBroker()
-    bootstrap = asyncio.run(broker.start())
-    try:
-        asyncio.run(ensure_topics(bootstrap))
-        yield bootstrap
-    finally:
-        asyncio.run(broker.stop())
-
-
-@pytest.fixture
-async def kube_api() -> AsyncIterator[KubeApiServer]:
-    async with KubeApiServer() as server:
-        yield server
 
 
 @pytest.fixture
@@ -52,7 +24,7 @@ async def proxy(kube_api: KubeApiServer) -> AsyncIterator[FaultProxy]:
 
 @pytest.fixture
 async def core(proxy: FaultProxy) -> AsyncIterator[client.CoreV1Api]:
-    api = make_api_client(proxy.url)
+    api = client_for(proxy.url)
     yield client.CoreV1Api(api)
     await api.close()
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import msgspec
 import pytest
-from binder_support import RecordingProducer, make_api_client, placement_for
+from binder_support import RecordingProducer, placement_for
+from kube_clients import client_for
 from kubernetes_asyncio import client
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -49,7 +50,7 @@ async def test_bind_span_joins_the_pod_trace_with_http_children(
     spans: InMemorySpanExporter, kube_api: KubeApiServer
 ) -> None:
     # Created after the instrumentation, so its aiohttp session is traced.
-    api = make_api_client(kube_api.url)
+    api = client_for(kube_api.url)
     core = client.CoreV1Api(api)
     tracer = trace.get_tracer("test")
     producer = RecordingProducer()

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
-from kubernetes_asyncio import client
 
 from schemas.topics import Topic
 
@@ -46,9 +45,3 @@ class RecordingPublisher:
 
         return await asyncio.wait_for(enough(), timeout)
 
-
-def client_for(url: str) -> client.ApiClient:
-    config = client.Configuration(host=url)
-    config.client_side_validation = False  # the process default: pods/binding replies need it
-    client.Configuration.set_default(config)
-    return client.ApiClient(config)

@@ -10,8 +10,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from cluster_fakes import CoreApi, CustomApi, RecordingPublisher, Sent, client_for
+from cluster_fakes import CoreApi, CustomApi, RecordingPublisher, Sent
 from cluster_objects import hypernode_json, node_json, pod_json
+from kube_clients import client_for
 from kubernetes_asyncio import client
 
 from schemas import annotations as pod_annotations

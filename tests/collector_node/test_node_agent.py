@@ -150,10 +150,10 @@ async def test_a_source_that_cannot_be_read_stops_the_agent_before_it_starts() -
         await run_node_agent(settings, node="x", source="dgx-h100", interval_seconds=0)
 
 
-async def test_the_agent_publishes_to_the_broker(kafka_bootstrap_local: str) -> None:
+async def test_the_agent_publishes_to_the_broker(fresh_broker: str) -> None:
     node = f"agent-{uuid.uuid4().hex[:8]}"
     health_port = free_port()
-    settings = Settings(kafka_bootstrap=kafka_bootstrap_local, health_port=health_port)
+    settings = Settings(kafka_bootstrap=fresh_broker, health_port=health_port)
     stop = asyncio.Event()
     agent = asyncio.create_task(
         run_node_agent(settings, node=node, source="dgx1-v100", interval_seconds=0.05, stop=stop)
@@ -172,7 +172,7 @@ async def test_the_agent_publishes_to_the_broker(kafka_bootstrap_local: str) -> 
         if topology_seen and len(usage_seen) >= 2:
             enough.set()
 
-    follower = TopicFollower(kafka_bootstrap_local, [topics.TOPOLOGY_NODES, topics.USAGE_DEVICES], service="test")
+    follower = TopicFollower(fresh_broker, [topics.TOPOLOGY_NODES, topics.USAGE_DEVICES], service="test")
     following = asyncio.create_task(follower.run(collect))
     try:
         await asyncio.wait_for(enough.wait(), WAIT)

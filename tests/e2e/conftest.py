@@ -10,10 +10,9 @@ starts.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -21,30 +20,11 @@ from e2e_cluster import CLUSTER, seed_cluster
 from e2e_pipeline import Pipeline
 
 from topoplace import telemetry
-from topoplace.broker import EmbeddedBroker, ensure_topics
 from topoplace.kubeapi import KubeApiServer
 
 _test_numbers = itertools.count()
 
 
-@pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
-    """KAFKA_BOOTSTRAP when set, else an embedded broker for the session, with every topic created.
-
-    Synchronous: the broker is a subprocess that outlives the per-test event loops.
-    """
-    external = os.environ.get("KAFKA_BOOTSTRAP")
-    if external:
-        asyncio.run(ensure_topics(external))
-        yield external
-        return
-    broker = EmbeddedBroker()
-    bootstrap = asyncio.run(broker.start())
-    try:
-        asyncio.run(ensure_topics(bootstrap))
-        yield bootstrap
-    finally:
-        asyncio.run(broker.stop())
 
 
 @pytest.fixture

@@ -2,37 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-from collections.abc import Iterator
-
 import pytest
 from infra_helpers import unique_topic
 
 from schemas import events
 from schemas.topics import Topic
-from topoplace.broker import EmbeddedBroker, ensure_topics
-
-
-@pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
-    """KAFKA_BOOTSTRAP when set, else an embedded broker, with every topic created.
-
-    Synchronous on purpose: the broker is a plain subprocess, so it outlives the
-    per-test event loops.
-    """
-    external = os.environ.get("KAFKA_BOOTSTRAP")
-    if external:
-        asyncio.run(ensure_topics(external))
-        yield external
-        return
-    broker = EmbeddedBroker()
-    bootstrap = asyncio.run(broker.start())
-    try:
-        asyncio.run(ensure_topics(bootstrap))
-        yield bootstrap
-    finally:
-        asyncio.run(broker.stop())
+from topoplace.broker import ensure_topics
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 # kubernetes-asyncio's type stubs want model objects; the tests send plain dicts and
@@ -14,12 +13,6 @@ CoreApi = Any
 CustomApi = Any
 
 
-def client_for(url: str) -> client.ApiClient:
-    # The process default must skip client-side validation, or pods/binding replies fail to deserialize.
-    config = client.Configuration(host=url)
-    config.client_side_validation = False
-    client.Configuration.set_default(config)
-    return client.ApiClient(config)
 
 
 def pod_body(

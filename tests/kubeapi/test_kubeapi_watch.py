@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from kubeapi_support import CoreApi, client_for, pod_body
+from kube_clients import client_for
+from kubeapi_support import CoreApi, pod_body
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 

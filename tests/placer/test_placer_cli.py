@@ -39,17 +39,17 @@ def test_bad_configuration_exits_2_with_the_variable(
     assert "TOPOPLACE_HEALTH_PORT" in capsys.readouterr().err
 
 
-async def test_process_decides_then_stops_on_sigterm(broker: str) -> None:
+async def test_process_decides_then_stops_on_sigterm(fresh_broker: str) -> None:
     # The embedded broker serves no idempotent producer (an external Kafka would).
     env = {
         **os.environ,
-        "KAFKA_BOOTSTRAP": broker,
+        "KAFKA_BOOTSTRAP": fresh_broker,
         "TOPOPLACE_KAFKA_IDEMPOTENCE": "false",
         "TOPOPLACE_GROUP_PREFIX": "placer-cli-test",
     }
     async with (
-        EventProducer(broker, service="test") as producer,
-        Recorder(broker, [topics.PLACEMENTS]) as rec,
+        EventProducer(fresh_broker, service="test") as producer,
+        Recorder(fresh_broker, [topics.PLACEMENTS]) as rec,
     ):
         await producer.send(topics.TOPOLOGY_NODES, "a", topology("a", 2))
         await producer.send(topics.NODES_STATUS, "a", status("a"))

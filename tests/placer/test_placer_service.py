@@ -100,16 +100,16 @@ def _assert_no_device_twice(placements: list[PlacementEvent]) -> None:
             assert holder.setdefault(share, placement.uid) == placement.uid, f"{share} given twice"
 
 
-async def test_pending_pods_become_placements_in_their_traces(broker: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_pending_pods_become_placements_in_their_traces(fresh_broker: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     traces = tmp_path / "traces.jsonl"
     pods = [pending(f"p{i}", 2) for i in range(5)]  # 10 devices asked, 8 exist
     watcher_trace = 0x0AF7651916CD43DD8448EB211C80319C
     async with (
-        EventProducer(broker, service="test") as producer,
-        Recorder(broker, [topics.PLACEMENTS]) as rec,
+        EventProducer(fresh_broker, service="test") as producer,
+        Recorder(fresh_broker, [topics.PLACEMENTS]) as rec,
     ):
         await _seed(producer, {"a": 4, "b": 4})
-        async with placer(placer_settings(broker, traces_file=str(traces)), first_fit):
+        async with placer(placer_settings(fresh_broker, traces_file=str(traces)), first_fit):
             # The watcher's span: every pending event carries its trace context.
             with _in_trace(watcher_trace):
                 await _submit(producer, *pods)
@@ -141,15 +141,15 @@ async def test_pending_pods_become_placements_in_their_traces(broker: str, tmp_p
         assert attributes["topoplace.score"] == placement.score
 
 
-async def test_duplicated_pending_event_gets_the_same_decision(broker: str) -> None:
+async def test_duplicated_pending_event_gets_the_same_decision(fresh_broker: str) -> None:
     pod = pending("dup", 2)
     port = free_port()
     async with (
-        EventProducer(broker, service="test") as producer,
-        Recorder(broker, [topics.PLACEMENTS]) as rec,
+        EventProducer(fresh_broker, service="test") as producer,
+        Recorder(fresh_broker, [topics.PLACEMENTS]) as rec,
     ):
         await _seed(producer, {"a": 4})
-        async with placer(placer_settings(broker, health_port=port), first_fit):
+        async with placer(placer_settings(fresh_broker, health_port=port), first_fit):
             await _submit(producer, pod, pod, pending("other", 2))
             await rec.wait_for(lambda: len(rec.placements()) >= 3, "3 decisions")
             async with aiohttp.ClientSession() as http:
@@ -187,20 +187,20 @@ async def test_duplicated_pending_event_gets_the_same_decision(broker: str) -> N
     _assert_no_device_twice(rec.placements())
 
 
-async def test_restart_rebuilds_outstanding_assumptions(broker: str) -> None:
+async def test_restart_rebuilds_outstanding_assumptions(fresh_broker: str) -> None:
     """A decision not yet bound still holds its devices for the next placer process."""
     async with (
-        EventProducer(broker, service="test") as producer,
-        Recorder(broker, [topics.PLACEMENTS]) as rec,
+        EventProducer(fresh_broker, service="test") as producer,
+        Recorder(fresh_broker, [topics.PLACEMENTS]) as rec,
     ):
         await _seed(producer, {"a": 2})
-        async with placer(placer_settings(broker), first_fit):
+        async with placer(placer_settings(fresh_broker), first_fit):
             await _submit(producer, pending("first", 2))
             await rec.wait_for(lambda: len(rec.placements()) >= 1, "the first decision")
         [first] = rec.placements()
         assert first.outcome is PlacementOutcome.PLACED
 
-        async with placer(placer_settings(broker), first_fit):
+        async with placer(placer_settings(fresh_broker), first_fit):
             await _submit(producer, pending("second", 2))
             await rec.wait_for(lambda: len(rec.placements()) >= 2, "the second decision")
             second = rec.placements()[1]
@@ -230,7 +230,7 @@ async def test_restart_rebuilds_outstanding_assumptions(broker: str) -> None:
 
         # The first pod's pending event read again (its offset was not committed before a
         # crash, say): a third process answers with the decision already standing.
-        async with placer(placer_settings(broker), first_fit):
+        async with placer(placer_settings(fresh_broker), first_fit):
             await _submit(producer, pending("second", 2))
             await rec.wait_for(lambda: len(_decided(rec)["second"]) >= 3, "the repeated decision")
         first_placed, repeated = [p for p in _decided(rec)["second"] if p.outcome is PlacementOutcome.PLACED]
@@ -249,23 +249,23 @@ def _dies_at(uid: str) -> PlaceFn:
 
 
 async def test_crash_mid_stream_loses_no_pod_and_gives_no_device_twice(
-    broker: str,
+    fresh_broker: str,
 ) -> None:
     pods = [pending(f"pod-{i:02d}", 1) for i in range(20)]  # 20 devices asked, 16 exist
     async with (
-        EventProducer(broker, service="test") as producer,
-        Recorder(broker, [topics.PLACEMENTS, topics.BINDINGS]) as rec,
-        FakeBinder(broker) as binder,
+        EventProducer(fresh_broker, service="test") as producer,
+        Recorder(fresh_broker, [topics.PLACEMENTS, topics.BINDINGS]) as rec,
+        FakeBinder(fresh_broker) as binder,
     ):
         await _seed(producer, {"a": 8, "b": 8})
-        async with placer(placer_settings(broker), _dies_at(pods[6].uid)) as first:
+        async with placer(placer_settings(fresh_broker), _dies_at(pods[6].uid)) as first:
             await _submit(producer, *pods[:12])
             # The process dies in the middle of one pod's decision: that pending
             # message, and whatever its partition held after it, stay uncommitted.
             await asyncio.wait_for(first.task, TIMEOUT_S)
         assert pods[6].uid not in _decided(rec)
         await _submit(producer, *pods[12:])
-        async with placer(placer_settings(broker), first_fit):
+        async with placer(placer_settings(fresh_broker), first_fit):
             await rec.wait_for(lambda: len(_decided(rec)) == len(pods), "a decision for every pod")
             await rec.wait_for(lambda: len(_bound(rec)) == 16, "16 pods bound")
 
@@ -280,19 +280,19 @@ async def test_crash_mid_stream_loses_no_pod_and_gives_no_device_twice(
 
 
 async def test_malformed_messages_go_to_the_dlq_and_the_stream_goes_on(
-    broker: str,
+    fresh_broker: str,
 ) -> None:
     bad_topics = [topics.PODS_PENDING, topics.TOPOLOGY_NODES, topics.BINDINGS]
     dlqs = [topics.BY_NAME[t.name].dlq for t in bad_topics]
-    raw = AIOKafkaProducer(bootstrap_servers=broker)
+    raw = AIOKafkaProducer(bootstrap_servers=fresh_broker)
     await raw.start()
     try:
         async with (
-            EventProducer(broker, service="test") as producer,
-            Recorder(broker, [topics.PLACEMENTS]) as rec,
+            EventProducer(fresh_broker, service="test") as producer,
+            Recorder(fresh_broker, [topics.PLACEMENTS]) as rec,
         ):
             await _seed(producer, {"a": 4})
-            async with placer(placer_settings(broker), first_fit):
+            async with placer(placer_settings(fresh_broker), first_fit):
                 await raw.send_and_wait(topics.PODS_PENDING.name, b"{not json", key=b"bad-1")
                 await raw.send_and_wait(
                     topics.PODS_PENDING.name,
@@ -311,7 +311,7 @@ async def test_malformed_messages_go_to_the_dlq_and_the_stream_goes_on(
 
     dead: dict[str, list[DeadLetterEvent]] = {}
     dlq_topics = [topics.Topic(name=name, event=DeadLetterEvent, key="", compacted=False) for name in dlqs]
-    async with Recorder(broker, dlq_topics) as letters:
+    async with Recorder(fresh_broker, dlq_topics) as letters:
         await letters.wait_for(lambda: len(letters.messages) >= 4, "4 dead letters")
         for message in letters.messages:
             assert isinstance(message.event, DeadLetterEvent)
@@ -328,7 +328,7 @@ async def test_malformed_messages_go_to_the_dlq_and_the_stream_goes_on(
 
 
 async def test_two_replicas_share_the_pending_pods_and_never_give_a_device_twice(
-    broker: str,
+    fresh_broker: str,
 ) -> None:
     deciders: dict[str, list[str]] = {"one": [], "two": []}
 
@@ -341,14 +341,14 @@ async def test_two_replicas_share_the_pending_pods_and_never_give_a_device_twice
 
     pods = [pending(f"pod-{i:02d}", 1) for i in range(24)]  # 24 devices asked, 16 exist
     async with (
-        EventProducer(broker, service="test") as producer,
-        Recorder(broker, [topics.PLACEMENTS, topics.BINDINGS]) as rec,
-        FakeBinder(broker) as binder,
+        EventProducer(fresh_broker, service="test") as producer,
+        Recorder(fresh_broker, [topics.PLACEMENTS, topics.BINDINGS]) as rec,
+        FakeBinder(fresh_broker) as binder,
     ):
         await _seed(producer, {"a": 8, "b": 8})
         async with (
-            placer(placer_settings(broker), recording("one")),
-            placer(placer_settings(broker), recording("two")),
+            placer(placer_settings(fresh_broker), recording("one")),
+            placer(placer_settings(fresh_broker), recording("two")),
         ):
             await _submit(producer, *pods)
 
@@ -386,17 +386,17 @@ async def test_two_replicas_share_the_pending_pods_and_never_give_a_device_twice
     assert len({(p.node, d.index) for p in binder.bound.values() for d in p.devices}) == 16
 
 
-async def test_placer_rebuilds_bound_pods_from_the_lifecycle(broker: str) -> None:
+async def test_placer_rebuilds_bound_pods_from_the_lifecycle(fresh_broker: str) -> None:
     """Pods bound before the placer started hold their devices (the cluster's word, replayed)."""
     pod_trace = 0x5B8AA5A2D2C872E8321CF37308D69DF2
     async with (
-        EventProducer(broker, service="test") as producer,
-        Recorder(broker, [topics.PLACEMENTS]) as rec,
+        EventProducer(fresh_broker, service="test") as producer,
+        Recorder(fresh_broker, [topics.PLACEMENTS]) as rec,
     ):
         await _seed(producer, {"a": 4})
         event: Event = lifecycle("old", LifecyclePhase.BOUND, "a", (0, 1, 2))
         await producer.send(topics.PODS_LIFECYCLE, "old", event)
-        async with placer(placer_settings(broker), first_fit):
+        async with placer(placer_settings(fresh_broker), first_fit):
             with _in_trace(pod_trace):
                 await _submit(producer, pending("new", 2))
             await rec.wait_for(lambda: len(rec.placements()) >= 1, "a decision")
