@@ -6,6 +6,11 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
+# The synthetic nodes bench/search_speed.py times, re-exported for the engine tests.
+from bench.search_speed import DGX1_NVLINKS as DGX1_NVLINKS
+from bench.search_speed import dgx1_boards as dgx1_boards
+from bench.search_speed import nvl72 as nvl72
+from bench.search_speed import pcie_tree_16 as pcie_tree_16
 from schemas.topology import Device, Link, PcieLevel, Vendor
 from services.collector.topology_files import load_topology
 from services.placer.engine import Allocation, NodeState, PodRequest, Snapshot
@@ -84,45 +89,3 @@ def indices(decision_devices: Iterable[object]) -> list[int]:
     return [d.index for d in decision_devices]  # type: ignore[attr-defined]
 
 
-# --- synthetic nodes (the same shapes bench/search_speed.py times) ---------------------------
-
-# DGX-1 V100 hybrid cube-mesh: two fully linked quads, plus one link between each GPU i and i+4.
-DGX1_NVLINKS: dict[tuple[int, int], int] = {
-    (0, 1): 1, (0, 2): 1, (0, 3): 2, (0, 4): 2,
-    (1, 2): 2, (1, 3): 1, (1, 5): 2,
-    (2, 3): 2, (2, 6): 1,
-    (3, 7): 1,
-    (4, 5): 1, (4, 6): 1, (4, 7): 2,
-    (5, 6): 2, (5, 7): 1,
-    (6, 7): 2,
-}  # fmt: skip
-
-
-def dgx1_boards(boards: int, name: str = "dgx1") -> NodeState:
-    devices = [gpu(b * 8 + i, numa=(b * 8 + i) // 4) for b in range(boards) for i in range(8)]
-    links: list[Link] = []
-    for a in range(len(devices)):
-        for c in range(a + 1, len(devices)):
-            nv = DGX1_NVLINKS.get((a % 8, c % 8), 0) if a // 8 == c // 8 else 0
-            links.extend(both(a, c, nvlinks=nv, pcie=None if nv else PcieLevel.SYS))
-    return node(name, devices, links)
-
-
-def pcie_tree_16(name: str = "pcie16") -> NodeState:
-    """2 sockets x 2 host bridges x 2 switches x 2 GPUs; GPUs under one switch NVLink-bridged (NV4)."""
-    links: list[Link] = []
-    for a in range(16):
-        for c in range(a + 1, 16):
-            if a // 2 == c // 2:
-                links.extend(both(a, c, nvlinks=4, pcie=PcieLevel.PIX))
-            elif a // 4 == c // 4:
-                links.extend(both(a, c, pcie=PcieLevel.PXB))
-            elif a // 8 == c // 8:
-                links.extend(both(a, c, pcie=PcieLevel.NODE))
-            else:
-                links.extend(both(a, c, pcie=PcieLevel.SYS))
-    return node(name, [gpu(i, numa=i // 8) for i in range(16)], links)
-
-
-def nvl72(name: str = "nvl72") -> NodeState:
-    return node(name, [gpu(i, numa=i // 36, nvswitch=18) for i in range(72)])
