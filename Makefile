@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test bench schemas lint clean
+.PHONY: setup demo test bench bench-full schemas clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run --profile short
+
+bench-full: $(STAMP)
+	$(BIN)/python -m bench.run --profile full
 
 schemas: $(STAMP)
 	$(BIN)/topoplace schemas generate

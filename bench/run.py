@@ -19,11 +19,10 @@ from typing import Any
 
 import msgspec
 
-from bench import plots
+from bench import pipeline_speed, plots
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
 from bench.fragmentation import typical_classes
-from bench.pipeline_speed import measure_pipeline
 from bench.report import build_figures, build_markdown, build_notes
 from bench.results import Machine, Results, output_dirs, write_results
 from bench.topoplace_trace import topoplace_factory
@@ -32,6 +31,8 @@ from bench.trace_policies import PAPER_POLICIES, PUBLISHED_UNALLOCATED_PCT, Poli
 from bench.trace_replay import ReplayResult, replay
 from services.placer.engine import Mode
 
+# The pipeline section's text in build_markdown, filled in with the measured table.
+PIPELINE_PLACEHOLDER = "Not measured in this run (bench.pipeline_speed.measure_pipeline is a stub)."
 HERE = Path(__file__).resolve().parent
 DEFAULT_NODES = HERE / "data" / "alibaba-gpu-v2023" / "openb_node_list_gpu_node.csv"
 DEFAULT_PODS = HERE / "data" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
@@ -147,9 +148,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             _log(f"engine {mode.value} at {nodes} nodes: {speed[-1].decisions_per_s:.1f} decisions/s")
     _log("per-node search speed")
     search = run_search(profile.search_quick)
-    pipeline = [measure_pipeline(placers=p, offered_pods_per_s=50.0, pods=500) for p in (1, 2)]
+    _log("pipeline speed through the broker (1 placer, then 2)")
+    pipeline_runs = pipeline_speed.measure_profile(profile.name, placer_counts=(1, 2))
+    for run in pipeline_runs:
+        _log(run.summary())
+    pipeline = [run.headline() for run in pipeline_runs]  # the highest offered load: pipeline.*.placers<n>
 
-    figures = build_figures(trace, device, speed, search, pipeline)
+    figures = build_figures(trace, device, speed, search, pipeline) + pipeline_speed.step_figure_list(pipeline_runs)
     notes = build_notes(trace, device, speed, search)
     results = Results(
         generated_at=now.isoformat(timespec="seconds"),
@@ -171,7 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         "decisions_per_s.png": plots.decisions_per_second(speed, run_dir / "decisions_per_s.png", label),
     }
-    markdown = build_markdown(results, trace, device, speed, search)
+    markdown = build_markdown(results, trace, device, speed, search).replace(
+        PIPELINE_PLACEHOLDER, pipeline_speed.markdown_section(pipeline_runs)
+    )
     write_results(results, markdown, plot_paths, run_dir, latest_dir)
     _log(f"wrote {run_dir} and {latest_dir} in {time.perf_counter() - started:.0f} s")
     return 0

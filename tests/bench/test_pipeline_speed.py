@@ -154,8 +154,10 @@ def test_a_pipeline_that_failed_is_reported_with_its_reason() -> None:
 
 def test_markdown_has_a_row_per_step_and_the_ratio() -> None:
     one = ps.PipelineRun(placers=1, steps=(_figures(1, 20.0, 20.0), _figures(1, 100.0, 40.0)))
-    two = ps.PipelineRun(placers=2, steps=(_figures(2, 20.0, 20.0), _figures(2, 100.0, 50.0)))
+    busy = msgspec.structs.replace(_figures(2, 100.0, 50.0), cores_by_service={"binder": 0.5, "placer-0": 0.25})
+    two = ps.PipelineRun(placers=2, steps=(_figures(2, 20.0, 20.0), busy))
     text = ps.markdown_section([one, two])
+    assert "| binder 0.50 | 0.75 |" in text  # the busiest process, then all of them together
     rows = [line for line in text.splitlines() if line.startswith("| 1 ") or line.startswith("| 2 ")]
     assert len(rows) == 4
     assert "100/s: 1.25" in text
