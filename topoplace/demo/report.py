@@ -112,7 +112,7 @@ def render(report: DemoReport, console: Console) -> None:
             str(len(pods)),
             str(len(bound)),
             str(sum(1 for p in pods if p.outcome == "unschedulable")),
-            f"{statistics.fmean(p.score for p in bound):.0f}" if bound else "-",
+            str(round(statistics.fmean(p.score for p in bound))) if bound else "-",  # round: no "-0"
             f"{p50:.0f}" if p50 is not None else "-",
             f"{p99:.0f}" if p99 is not None else "-",
         )
