@@ -15,7 +15,7 @@ import pytest
 def test_demo_accounts_for_every_pod_and_traces_them_through_all_services(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP"}  # the demo's own broker
     args = ["--pods", "24", "--seed", "3", "--rate", "40", "--timeout", "120"]
-    paths = ["--report", "report.json", "--traces", "traces.jsonl", "--work-dir", "work"]
+    paths = ["--report", "report.json", "--traces", "traces.jsonl", "--work-dir", str(tmp_path / "work")]
     result = subprocess.run(
         [sys.executable, "-m", "topoplace.cli", "demo", *args, *paths],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
