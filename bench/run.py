@@ -81,6 +81,7 @@ def trace_policies() -> dict[str, PolicyFactory]:
             policies[variant.name] = variant
     policies["topoplace"] = topoplace_factory(Mode.DEFAULT)
     policies["topoplace-hami"] = topoplace_factory(Mode.HAMI)
+    policies["topoplace-frag"] = topoplace_factory(Mode.DEFAULT, fragmentation=True)
     return policies
 
 

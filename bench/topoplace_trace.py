@@ -16,6 +16,11 @@ NodeResourcesFit checks them), so the replay pre-filters nodes on CPU, memory
 and GPU model first, as the protocol requires for every policy. CPU-only pods
 ask the engine for nothing; they go where the default scheduler would put them
 (the node with the most free CPU, NodeResourcesFit LeastAllocated).
+
+`topoplace-frag` asks the engine for its `fragmentation` node policy, with the
+trace's typical pod classes as the snapshot's workload (FGD's measure inside
+the engine; the engine knows devices only, so unlike the bench's fgd policy it
+does not count a class as unable to run for lack of free CPU).
 """
 
 from __future__ import annotations
@@ -29,9 +34,11 @@ from bench.fragmentation import PodClass
 from bench.trace import PodRow
 from bench.trace_policies import PolicyFactory
 from bench.trace_topology import TraceMachine, trace_machine
-from services.placer.engine import Allocation, Mode, NodeState, PodRequest, Snapshot, place
+from services.placer.engine import Allocation, Mode, NodeState, PodRequest, Snapshot, WorkloadClass, place
 
 DeviceShares = tuple[tuple[int, ...], ...]  # per device: the milli-GPU of each share held on it
+NODE_POLICY = "hami.io/node-scheduler-policy"
+FRAGMENTATION = "fragmentation"
 
 
 class EngineVerdict:
@@ -43,13 +50,23 @@ class EngineVerdict:
         self.devices = devices
 
 
-def engine_request(pod: PodRow, machine: TraceMachine, uid: str = "pod") -> PodRequest:
+def engine_request(pod: PodRow, machine: TraceMachine, uid: str = "pod", node_policy: str = "") -> PodRequest:
     """The NVIDIA resources a trace pod asks for: whole GPUs, or a memory and core share of one."""
     requests = {"nvidia.com/gpu": str(pod.num_gpu)}
     if pod.gpu_milli < MILLI:
         requests["nvidia.com/gpumem"] = str(pod.gpu_milli * machine.memory_per_gpu_mib // MILLI)
         requests["nvidia.com/gpucores"] = str(max(1, pod.gpu_milli // 10))
-    return PodRequest(uid=uid, requests=requests)
+    annotations = {NODE_POLICY: node_policy} if node_policy else {}
+    return PodRequest(uid=uid, requests=requests, annotations=annotations)
+
+
+def engine_workload(classes: Sequence[PodClass]) -> tuple[WorkloadClass, ...]:
+    """The trace's typical pod classes as the engine's workload mix (GPU shape, model, frequency)."""
+    return tuple(
+        WorkloadClass(gpus=c.num_gpu, milli=c.gpu_milli, weight=c.probability, models=c.gpu_spec)
+        for c in classes
+        if c.num_gpu > 0 and c.probability > 0
+    )
 
 
 def node_state(name: str, machine: TraceMachine, shares: DeviceShares) -> NodeState:
@@ -75,12 +92,24 @@ def node_state(name: str, machine: TraceMachine, shares: DeviceShares) -> NodeSt
 
 
 class TopoplaceTracePolicy:
-    """Node and devices from the engine in the given mode."""
+    """Node and devices from the engine in the given mode (and, optionally, its fragmentation policy)."""
 
-    def __init__(self, state: ClusterState, classes: Sequence[PodClass], mode: Mode = Mode.DEFAULT) -> None:
+    def __init__(
+        self,
+        state: ClusterState,
+        classes: Sequence[PodClass],
+        mode: Mode = Mode.DEFAULT,
+        fragmentation: bool = False,
+    ) -> None:
         self.state = state
         self.mode = mode
         self.name = "topoplace" if mode is Mode.DEFAULT else f"topoplace-{mode.value}"
+        self.node_policy = ""
+        self.workload: tuple[WorkloadClass, ...] = ()
+        if fragmentation:
+            self.name = "topoplace-frag"
+            self.node_policy = FRAGMENTATION
+            self.workload = engine_workload(classes)
         self.machines = [
             trace_machine(state.models[m], int(c)) for m, c in zip(state.model, state.gpu_count, strict=True)
         ]
@@ -100,7 +129,8 @@ class TopoplaceTracePolicy:
             return hit
         machine = self.machines[node]
         shares = key[0][1]
-        decision = place(Snapshot(nodes=(node_state("n", machine, shares),)), engine_request(pod, machine), self.mode)
+        snapshot = Snapshot(nodes=(node_state("n", machine, shares),), workload=self.workload)
+        decision = place(snapshot, engine_request(pod, machine, node_policy=self.node_policy), self.mode)
         self.engine_calls += 1
         if decision.node is None:
             verdict = EngineVerdict(False, 0.0, ())
@@ -132,8 +162,8 @@ class TopoplaceTracePolicy:
         self.keys[placement.node] = self._key(placement.node)
 
 
-def topoplace_factory(mode: Mode) -> PolicyFactory:
+def topoplace_factory(mode: Mode, fragmentation: bool = False) -> PolicyFactory:
     def make(state: ClusterState, classes: Sequence[PodClass]) -> TopoplaceTracePolicy:
-        return TopoplaceTracePolicy(state, classes, mode)
+        return TopoplaceTracePolicy(state, classes, mode, fragmentation)
 
     return make

@@ -18,6 +18,7 @@ from services.placer.engine import (
     PodRequest,
     RequestError,
     Snapshot,
+    WorkloadClass,
     cache,
     choose_devices,
     loop,
@@ -77,6 +78,45 @@ def test_shared_metax_cards_answer_the_same_from_the_tables(seed: int, mode: Mod
         expected = uncached(snap, request, mode)
         assert encoded(snap, request, mode) == expected
         assert encoded(snap, request, mode) == expected
+
+
+MIX_A = (WorkloadClass(gpus=1, milli=1000, weight=0.5), WorkloadClass(gpus=1, milli=500, weight=0.5))
+MIX_B = (WorkloadClass(gpus=2, milli=1000, weight=0.7), WorkloadClass(gpus=1, milli=250, weight=0.3))
+
+
+def fragmentation_pod(request: PodRequest) -> PodRequest:
+    annotations = dict(request.annotations)
+    annotations["hami.io/node-scheduler-policy"] = "fragmentation"
+    return msgspec.structs.replace(request, annotations=annotations)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fragmentation_decisions_are_byte_identical_to_uncached_ones(seed: int) -> None:
+    rng = random.Random(seed)
+    cluster = random_cluster(rng, 30, machines=("dgx-h100", "dgx1-v100", "pcie-8gpu-2socket", "pcie-4gpu"))
+    pods = [fragmentation_pod(random_pod(rng, f"pod-{j}")) for j in range(10)]
+    for mix in (MIX_A, MIX_B, ()):  # the tables warmed by one mix must not answer for another
+        snap = msgspec.structs.replace(cluster, workload=mix)
+        expected = [uncached(snap, p, Mode.DEFAULT) for p in pods]
+        assert [encoded(snap, p, Mode.DEFAULT) for p in pods] == expected
+        assert [encoded(snap, p, Mode.DEFAULT) for p in pods] == expected
+        assert sum(b.startswith(b'{"node":"') for b in expected) >= 2, "the sample should place some pods"
+
+
+def test_the_workload_mix_is_part_of_the_answer_key() -> None:
+    # a: 2 idle GPUs; b: GPU 0 taken, GPU 1 idle; a whole 1-GPU pod.
+    # mix A (1 whole GPU, half GPU): no free share becomes fragment on either node: delta 0 both, a by name.
+    # mix B (2 whole GPUs 0.7, quarter 0.3): a loses its pair (+700), b's lone idle GPU was all
+    # fragment for the 2-GPU class and goes (-700): b. Answers kept from mix A would still say a.
+    nodes = (node("a", [gpu(0), gpu(1)]), node("b", [gpu(0), gpu(1)], busy=(0,)))
+    request = pod(1, node_policy="fragmentation")
+    assert place(Snapshot(nodes=nodes, workload=MIX_A), request).node == "a"
+    decision = place(Snapshot(nodes=nodes, workload=MIX_B), request)
+    assert decision.node == "b"
+    assert decision.score_parts["frag_delta"] == pytest.approx(-700.0)
+    assert encoded(Snapshot(nodes=nodes, workload=MIX_B), request, Mode.DEFAULT) == uncached(
+        Snapshot(nodes=nodes, workload=MIX_B), request, Mode.DEFAULT
+    )
 
 
 @pytest.mark.parametrize("resource", ["nvidia.com/gpu", "metax-tech.com/gpu", "aws.amazon.com/neuron"])

@@ -71,7 +71,7 @@ def test_no_nvidia_resource_is_not_ours() -> None:
         (pod(1, gpumem="8000", gpumem_percentage="50"), "nvidia.com/gpumem-percentage", "cannot be combined"),
         (pod(1, policy="fastest"), "hami.io/gpu-scheduler-policy", "unknown policy 'fastest'"),
         (pod(1, policy="binpack,spread"), "hami.io/gpu-scheduler-policy", "exclude each other"),
-        (pod(1, node_policy="random"), "hami.io/node-scheduler-policy", "binpack or spread"),
+        (pod(1, node_policy="random"), "hami.io/node-scheduler-policy", "binpack, spread or fragmentation"),
         (pod(1, annotations={"nvidia.com/numa-bind": "maybe"}), "nvidia.com/numa-bind", "true or false"),
     ],
 )

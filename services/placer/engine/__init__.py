@@ -26,6 +26,7 @@ from services.placer.engine.model import (
     PlaceInput,
     PodRequest,
     Snapshot,
+    WorkloadClass,
 )
 from services.placer.engine.vendor import RequestError, SetCandidate
 from services.placer.engine.vendors import registry
@@ -42,6 +43,7 @@ __all__ = [
     "RequestError",
     "SetCandidate",
     "Snapshot",
+    "WorkloadClass",
     "choose_devices",
     "place",
 ]

@@ -46,10 +46,19 @@ def unschedulable_summary(total_nodes: int, summaries: Sequence[str]) -> str:
     return f"0/{total_nodes} nodes are available: {listed}."
 
 
+# Score parts where less is better (the fragmentation policy's growth of expected fragment).
+LOWER_IS_BETTER = frozenset({"frag_delta"})
+
+
+def _gain(name: str, mine: float, best: float) -> float:
+    """How far this node's part is ahead of the winner's (negative: behind)."""
+    return best - mine if name in LOWER_IS_BETTER else mine - best
+
+
 def loser_reason(winner: str, best: NodeScore, mine: NodeScore) -> str:
     """Which score parts put this node behind the winner, biggest gap first."""
     gaps = sorted(
-        ((mine.parts.get(name, 0.0) - value, name) for name, value in best.parts.items()),
+        ((_gain(name, mine.parts.get(name, 0.0), value), name) for name, value in best.parts.items()),
         key=lambda gap: (gap[0], gap[1]),
     )
     behind = [f"{name} {mine.parts.get(name, 0.0):g} vs {best.parts[name]:g}" for gap, name in gaps if gap < 0]

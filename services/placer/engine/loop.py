@@ -19,7 +19,10 @@ from services.placer.engine.explain import loser_reason, unfit_device_reason, un
 from services.placer.engine.model import Decision, Mode, NodeState, NodeVerdict, PodRequest, Snapshot
 from services.placer.engine.node_key import node_key, node_keys
 from services.placer.engine.vendor import (
+    HAMI_NODE_POLICIES,
+    NODE_POLICY,
     DeviceRequest,
+    NodePolicy,
     NodeScore,
     NodeScratch,
     Rejection,
@@ -159,6 +162,7 @@ def place_with(registry: VendorRegistry, snapshot: Snapshot, request: PodRequest
         known = ", ".join(p.name for p in registry.plugins)
         raise RequestError("requests", f"asks for no device resource of a known vendor ({known})")
     plugin, device_request = claimed
+    device_request = _with_workload(device_request, snapshot, mode)
     nodes = sorted(snapshot.nodes, key=lambda n: n.name)
     _check_unique(nodes)
     # Nameless answers, shared by identical nodes; each node's name goes back in when reported.
@@ -207,6 +211,16 @@ def place_with(registry: VendorRegistry, snapshot: Snapshot, request: PodRequest
         qos=device_request.qos,
         app_class=device_request.app_class,
     )
+
+
+def _with_workload(request: DeviceRequest, snapshot: Snapshot, mode: Mode) -> DeviceRequest:
+    """The request as the fragmentation policy reads it: with the cluster's workload classes."""
+    if mode is Mode.HAMI and request.node_policy not in HAMI_NODE_POLICIES:
+        allowed = " or ".join(p.value for p in HAMI_NODE_POLICIES)
+        raise RequestError(NODE_POLICY, f"{request.node_policy.value!r} is not a HAMi policy (mode hami: {allowed})")
+    if request.node_policy is NodePolicy.FRAGMENTATION and snapshot.workload:
+        return msgspec.structs.replace(request, workload=snapshot.workload)
+    return request
 
 
 def _check_unique(nodes: Sequence[NodeState]) -> None:

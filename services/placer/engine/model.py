@@ -7,6 +7,7 @@ at the edge (Kafka, a JSON file) and trusted inside the engine.
 from __future__ import annotations
 
 import enum
+from typing import Annotated
 
 import msgspec
 
@@ -39,9 +40,29 @@ class NodeState(msgspec.Struct, frozen=True, kw_only=True):
     allocations: tuple[Allocation, ...] = ()
 
 
+MILLI = 1_000  # thousandths of one device: a whole device
+
+
+class WorkloadClass(msgspec.Struct, frozen=True, kw_only=True):
+    """One typical pod shape of the cluster's workload, for the `fragmentation` node policy.
+
+    A pod of this class takes `milli` thousandths of each of `gpus` devices
+    (1000 = whole, idle devices); `weight` is how common the class is (only the
+    ratios between classes matter). `models` lists the device models it
+    accepts (case-insensitive substrings, as nvidia.com/use-gputype); empty = any.
+    """
+
+    gpus: Annotated[int, msgspec.Meta(ge=1)]
+    milli: Annotated[int, msgspec.Meta(ge=1, le=MILLI)] = MILLI
+    weight: Annotated[float, msgspec.Meta(gt=0)] = 1.0
+    models: tuple[str, ...] = ()
+
+
 class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     nodes: tuple[NodeState, ...]
     hypernodes: tuple[HyperNodeEvent, ...] = ()
+    # The cluster's typical pod classes; empty = unknown (the fragmentation policy then binpacks).
+    workload: tuple[WorkloadClass, ...] = ()
 
 
 class PodRequest(msgspec.Struct, frozen=True, kw_only=True):

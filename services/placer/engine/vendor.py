@@ -53,7 +53,8 @@ Writing a vendor
 4. `node_score(scratch, request, choice) -> NodeScore`
    The node's score for this choice, higher = better, comparable across
    nodes of the same vendor, following `request.node_policy`
-   (binpack prefers fuller nodes, spread emptier). Name the parts.
+   (binpack prefers fuller nodes, spread emptier, fragmentation the node whose
+   expected fragmentation grows least, see fragmentation.py). Name the parts.
 
 Everything must be deterministic: iterate tuples and sorted keys, never a
 set or a dict whose order came from hashing, and break ties by a documented
@@ -79,7 +80,7 @@ from schemas.events import DeviceAssignment
 from schemas.topology import Device, Link, Vendor
 from services.placer.engine import cache
 from services.placer.engine.cache import BoundedCache
-from services.placer.engine.model import Mode, NodeState, PodRequest
+from services.placer.engine.model import Mode, NodeState, PodRequest, WorkloadClass
 from services.placer.engine.node_key import topology_key
 
 
@@ -92,9 +93,30 @@ class RequestError(ValueError):
         self.reason = reason
 
 
+NODE_POLICY = "hami.io/node-scheduler-policy"  # the annotation every vendor reads
+
+
 class NodePolicy(enum.StrEnum):
     BINPACK = "binpack"  # prefer fuller nodes
     SPREAD = "spread"  # prefer emptier nodes
+    # Prefer the node whose expected fragmentation for Snapshot.workload grows least (default
+    # mode, NVIDIA); with no workload given it is binpack, answer for answer.
+    FRAGMENTATION = "fragmentation"
+
+
+HAMI_NODE_POLICIES = (NodePolicy.BINPACK, NodePolicy.SPREAD)  # HAMi's own values
+
+
+def parse_node_policy(text: str | None, allowed: tuple[NodePolicy, ...] = HAMI_NODE_POLICIES) -> NodePolicy:
+    """The pod's node policy annotation; absent = binpack (HAMi's default)."""
+    if text is None:
+        return NodePolicy.BINPACK
+    value = text.strip()
+    if value not in allowed:
+        names = [p.value for p in allowed]
+        listed = " or ".join(names) if len(names) <= 2 else f"{', '.join(names[:-1])} or {names[-1]}"
+        raise RequestError(NODE_POLICY, f"must be {listed}, got {text!r}")
+    return NodePolicy(value)
 
 
 class DeviceRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -108,6 +130,9 @@ class DeviceRequest(msgspec.Struct, frozen=True, kw_only=True):
     # What the pod's allocations carry so later requests can respect them (MetaX sGPU sets them).
     qos: str = ""
     app_class: str = ""
+    # Snapshot.workload, set by the node loop for the fragmentation policy only (so it is part of
+    # the request's key in the answer tables exactly when it can change an answer).
+    workload: tuple[WorkloadClass, ...] = ()
 
 
 class DeviceLoad(msgspec.Struct, frozen=True, kw_only=True):

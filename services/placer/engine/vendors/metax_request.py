@@ -20,7 +20,7 @@ from services.placer.engine.quantities import (
     parse_quantity,
     split_list,
 )
-from services.placer.engine.vendor import DeviceRequest, NodePolicy, RequestError
+from services.placer.engine.vendor import DeviceRequest, NodePolicy, RequestError, parse_node_policy
 from services.placer.engine.vendors.metax_qos import (
     APP_CLASS_ANNOTATION,
     APP_CLASSES,
@@ -86,12 +86,7 @@ def _memory_mib(text: str) -> int:
 
 
 def _node_policy(text: str | None) -> NodePolicy:
-    if text is None:
-        return NodePolicy.BINPACK
-    try:
-        return NodePolicy(text.strip())
-    except ValueError:
-        raise RequestError(NODE_POLICY, f"must be binpack or spread, got {text!r}") from None
+    return parse_node_policy(text)  # HAMi's values only: no fragmentation model for these devices yet
 
 
 def _gpu_policies(text: str | None) -> tuple[str, ...]:

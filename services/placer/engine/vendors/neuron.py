@@ -30,6 +30,7 @@ from services.placer.engine.vendor import (
     SetCandidate,
     SetChoice,
     Unfit,
+    parse_node_policy,
 )
 from services.placer.engine.vendors.neuron_rules import (
     CORES_PER_DEVICE,
@@ -72,12 +73,7 @@ class NeuronRequest(DeviceRequest, frozen=True, kw_only=True):
 
 
 def _node_policy(text: str | None) -> NodePolicy:
-    if text is None:
-        return NodePolicy.BINPACK
-    try:
-        return NodePolicy(text.strip())
-    except ValueError:
-        raise RequestError(NODE_POLICY, f"must be binpack or spread, got {text!r}") from None
+    return parse_node_policy(text)  # HAMi's values only: no fragmentation model for these devices yet
 
 
 def parse_neuron_request(request: PodRequest) -> NeuronRequest | None:

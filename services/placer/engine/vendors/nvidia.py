@@ -8,7 +8,8 @@ DEVICE_SPLIT_COUNT pods, HAMi's default deviceSplitCount).
 
 Annotations: hami.io/gpu-scheduler-policy (binpack | spread | topology-aware |
 mutex | numa, or a comma list; default spread), hami.io/node-scheduler-policy
-(binpack | spread; default binpack), nvidia.com/use-gpuuuid,
+(binpack | spread | fragmentation; default binpack; fragmentation in default
+mode only, see `node_score`), nvidia.com/use-gpuuuid,
 nvidia.com/nouse-gpuuuid, nvidia.com/use-gputype, nvidia.com/nouse-gputype
 (comma lists), nvidia.com/numa-bind (true: all GPUs on one NUMA node).
 """
@@ -22,7 +23,8 @@ from schemas.events import DeviceAssignment
 from schemas.topology import Device, Vendor
 from services.placer.engine import cache
 from services.placer.engine.cache import BoundedCache
-from services.placer.engine.model import Mode, PodRequest
+from services.placer.engine.fragmentation import DIGITS, FreeShare, fragmentation
+from services.placer.engine.model import MILLI, Mode, PodRequest
 from services.placer.engine.node_key import topology_key
 from services.placer.engine.quantities import optional_int, parse_bool, split_list
 from services.placer.engine.search import DEFAULT_CAP, best_subset
@@ -36,6 +38,7 @@ from services.placer.engine.vendor import (
     SetCandidate,
     SetChoice,
     Unfit,
+    parse_node_policy,
 )
 from services.placer.engine.vendors.nvidia_links import PairTable, pair_table
 
@@ -57,6 +60,9 @@ HAMI_WEIGHT = 10  # HAMi's util.Weight in its usage scores
 # Node score weights (default mode), see docs/engine.md.
 FILL_WEIGHT = 20.0  # one PCIe level is 10, one NVLink 100: packing never outweighs an NVLink
 REMAINDER_WEIGHT = 10.0
+# Fragmentation policy: the delta counts to 1/1000 of a milli-GPU; the spread tie-break stays below that.
+DELTA_DIGITS = 3
+FRAG_TIE_WEIGHT = 1e-4
 
 
 class GpuPolicy(enum.StrEnum):
@@ -118,13 +124,11 @@ def _gpu_policies(text: str | None) -> tuple[GpuPolicy, ...]:
     return tuple(policies)
 
 
+NODE_POLICIES = (NodePolicy.BINPACK, NodePolicy.SPREAD, NodePolicy.FRAGMENTATION)
+
+
 def _node_policy(text: str | None) -> NodePolicy:
-    if text is None:
-        return NodePolicy.BINPACK
-    try:
-        return NodePolicy(text.strip())
-    except ValueError:
-        raise RequestError(NODE_POLICY, f"must be binpack or spread, got {text!r}") from None
+    return parse_node_policy(text, NODE_POLICIES)
 
 
 class NvidiaPlugin:
@@ -205,7 +209,9 @@ class NvidiaPlugin:
 
     # --- search -------------------------------------------------------------------------
 
-    def search(self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]) -> SetChoice | Unfit:
+    def search(
+        self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]
+    ) -> SetChoice | Unfit:
         assert isinstance(request, NvidiaRequest)
         table = _node_pair_table(scratch)
         for note in table.notes:
@@ -222,10 +228,13 @@ class NvidiaPlugin:
             usage = _hami_node_usage(scratch)
             score = usage if request.node_policy is NodePolicy.BINPACK else 3 * HAMI_WEIGHT - usage
             return NodeScore(score=round(score, 6), parts={"hami_usage": round(usage, 6)})
+        if _fragmentation_applies(request):
+            return _fragmentation_score(scratch, request, choice)
         k = len(choice.assignments)
         link = choice.set_score / comb(k, 2) if k >= 2 else 0.0
         fill = _fill_after(scratch, request, choice)
-        fill_term = FILL_WEIGHT * (fill if request.node_policy is NodePolicy.BINPACK else 1.0 - fill)
+        # fragmentation without a workload packs (documented fallback)
+        fill_term = FILL_WEIGHT * (1.0 - fill if request.node_policy is NodePolicy.SPREAD else fill)
         before = choice.parts.get("idle_score_before", 0.0)
         loss = choice.parts.get("remainder_loss", 0.0)
         remainder = -REMAINDER_WEIGHT * (loss / before) + 0.0 if before > 0 else 0.0  # + 0.0: no -0
@@ -298,6 +307,56 @@ def _fill_after(scratch: NodeScratch, request: NvidiaRequest, choice: SetChoice)
     return total / len(gpus)
 
 
+# --- fragmentation policy -------------------------------------------------------------------
+
+
+def _fragmentation_applies(request: NvidiaRequest) -> bool:
+    """The fragmentation policy with a known workload (without one it is binpack)."""
+    return request.node_policy is NodePolicy.FRAGMENTATION and bool(request.workload)
+
+
+def _free_share(device: Device, memory_used: int, cores_used: int, pods: int) -> FreeShare:
+    """A GPU's free share in milli: the scarcer of memory and cores; none once the split count is reached."""
+    if not device.healthy or pods >= DEVICE_SPLIT_COUNT:
+        return FreeShare(milli=0, idle=False, model=device.model)
+    memory = max(0, device.memory_mib - memory_used) * MILLI // device.memory_mib if device.memory_mib else 0
+    cores = max(0, device.cores - cores_used) * MILLI // device.cores if device.cores else 0
+    return FreeShare(milli=min(memory, cores), idle=pods == 0, model=device.model)
+
+
+def _frag_after(scratch: NodeScratch, request: NvidiaRequest, taken: tuple[int, ...]) -> float:
+    """The node's expected fragmentation once the pod holds the GPUs `taken` (none: as it is now)."""
+    shares: list[FreeShare] = []
+    for d in scratch.devices.values():
+        if d.vendor is not Vendor.NVIDIA:
+            continue
+        load = scratch.loads[d.index]
+        memory, cores, pods = load.memory_used_mib, load.cores_used, load.pods
+        if d.index in taken:
+            memory += request.memory_for(d)
+            cores += 100 if request.whole else request.cores
+            pods += 1
+        shares.append(_free_share(d, memory, cores, pods))
+    return fragmentation(shares, request.workload)
+
+
+def _fragmentation_score(scratch: NodeScratch, request: NvidiaRequest, choice: SetChoice) -> NodeScore:
+    """-frag_delta, then the emptier node: the spread term is below the delta's resolution, so it only breaks ties."""
+    delta = round(_frag_after(scratch, request, choice.devices) - _frag_after(scratch, request, ()), DELTA_DIGITS)
+    spread = round(FRAG_TIE_WEIGHT * (1.0 - _fill_after(scratch, request, choice)), DIGITS)
+    return NodeScore(
+        score=round(-delta + spread, DIGITS) + 0.0,  # + 0.0: no -0
+        parts={"frag_delta": delta + 0.0, "tie_spread": spread + 0.0},
+    )
+
+
+def _least_fragmenting(scratch: NodeScratch, request: NvidiaRequest, ordered: list[Device]) -> Device:
+    """For one shared GPU: the candidate after which the node fragments least.
+
+    Ties keep the GPU policy's device order (binpack fullest first, spread emptiest first, then index)."""
+    return min(ordered, key=lambda d: _frag_after(scratch, request, (d.index,)))
+
+
 # --- default mode ---------------------------------------------------------------------------
 
 
@@ -312,6 +371,11 @@ def _default_search(
     # Spreading shares is the user's explicit wish: the remainder term (idle GPUs only) would
     # pull shares onto busy GPUs, so it is left out there.
     protect = request.whole or request.binpack or request.topology or request.mutex
+    if k == 1 and not request.whole and _fragmentation_applies(request):
+        # FGD's device step: which GPU takes a share changes the node's fragmentation; whole idle
+        # GPUs are interchangeable to the measure, so they keep the topology-aware choice.
+        device = _least_fragmenting(scratch, request, ordered)
+        return _best_in_group(scratch, request, [device], table, idle, protect)
     groups = _numa_groups(ordered) if request.numa_bind else [(None, ordered)]
     best: tuple[tuple[int, int, int], SetChoice] | None = None
     sizes: list[str] = []
