@@ -19,6 +19,10 @@ GROUP_PREFIX = "TOPOPLACE_GROUP_PREFIX"
 OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 OTEL_RESOURCE_ATTRIBUTES = "OTEL_RESOURCE_ATTRIBUTES"
+NODE_POLICY = "TOPOPLACE_NODE_POLICY"
+
+# Node policies a cluster may choose for pods that do not name one (hami.io/node-scheduler-policy).
+NODE_POLICIES: tuple[str, ...] = ("binpack", "spread", "fragmentation")
 
 # Every variable the configuration reads, for `--help` texts and docs.
 ENV_VARS: tuple[str, ...] = (
@@ -34,6 +38,7 @@ ENV_VARS: tuple[str, ...] = (
     OTLP_ENDPOINT,
     OTLP_TRACES_ENDPOINT,
     OTEL_RESOURCE_ATTRIBUTES,
+    NODE_POLICY,
 )
 
 LOG_LEVELS: tuple[str, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -69,6 +74,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     otlp_endpoint: str | None = None  # base URL; traces go to <base>/v1/traces
     otlp_traces_endpoint: str | None = None  # full URL, wins over otlp_endpoint
     resource_attributes: dict[str, str] = {}
+    node_policy: str | None = None  # the placer's node policy for pods that name none (engine default: binpack)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -98,6 +104,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             otlp_endpoint=_optional(environ, OTLP_ENDPOINT),
             otlp_traces_endpoint=_optional(environ, OTLP_TRACES_ENDPOINT),
             resource_attributes=_resource_attributes(environ),
+            node_policy=_choice(environ, NODE_POLICY, NODE_POLICIES),
         )
 
     def group_id(self, service: str) -> str:
@@ -108,6 +115,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 def _optional(environ: Mapping[str, str], variable: str) -> str | None:
     value = environ.get(variable, "").strip()
     return value or None
+
+
+def _choice(environ: Mapping[str, str], variable: str, choices: tuple[str, ...]) -> str | None:
+    value = _optional(environ, variable)
+    if value is not None and value not in choices:
+        raise ConfigError(variable, f"must be one of {', '.join(choices)}, got {value!r}")
+    return value
 
 
 def _name(environ: Mapping[str, str], variable: str, default: str) -> str:

@@ -31,9 +31,11 @@ from schemas.events import (
     PlacementOutcome,
 )
 from services.placer import engine
-from services.placer.engine import Decision, Mode, PodRequest, Snapshot
+from services.placer.engine import Decision, Mode, PodRequest, Snapshot, WorkloadClass
+from services.placer.engine.vendor import NODE_POLICY
 from services.placer.parking import ParkingLot, Ticket, TraceHeaders
 from services.placer.view import ClusterView, Holding, ViewChange
+from services.placer.workload_mix import WorkloadMix
 
 PlaceFn = Callable[[Snapshot, PodRequest, Mode], Decision]
 
@@ -77,13 +79,17 @@ def decision_id(
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def pod_request(pending: PendingPodEvent) -> PodRequest:
+def pod_request(pending: PendingPodEvent, *, node_policy: str | None = None) -> PodRequest:
+    """The engine's request; `node_policy` is the cluster's choice for a pod that names none."""
+    annotations = dict(pending.annotations)
+    if node_policy is not None:
+        annotations.setdefault(NODE_POLICY, node_policy)
     return PodRequest(
         uid=pending.uid,
         namespace=pending.namespace,
         name=pending.name,
         requests=dict(pending.requests),
-        annotations=dict(pending.annotations),
+        annotations=annotations,
         labels=dict(pending.labels),
     )
 
@@ -95,8 +101,14 @@ def decide(
     mode: Mode = Mode.DEFAULT,
     place: PlaceFn | None = None,
     now: float = 0.0,
+    node_policy: str | None = None,
+    workload: tuple[WorkloadClass, ...] = (),
 ) -> DecideResult:
-    """Decide one pending pod and, when placed, record the assumption in the view."""
+    """Decide one pending pod and, when placed, record the assumption in the view.
+
+    `node_policy` applies to pods that name none; `workload` is the cluster's pod mix,
+    which the `fragmentation` node policy weighs.
+    """
     if view.is_deleted(pending.uid):
         return DecideResult(placement=None, note="the pod was deleted")
     held = view.holdings_of(pending.uid)
@@ -106,7 +118,10 @@ def decide(
     place_fn = place if place is not None else engine.place
     attempt = view.dropped_decisions(pending.uid)
     try:
-        decision = place_fn(view.snapshot(), pod_request(pending), mode)
+        snapshot = view.snapshot()
+        if workload:
+            snapshot = msgspec.structs.replace(snapshot, workload=workload)
+        decision = place_fn(snapshot, pod_request(pending, node_policy=node_policy), mode)
     except engine.RequestError as exc:
         reason = f"invalid request: {_request_error_text(exc)}"
         return DecideResult(placement=_unschedulable(pending, attempt, reason, 0, now))
@@ -153,16 +168,32 @@ def decide(
 class Decider:
     """The view, the parked pods and the engine together: every decision the placer makes."""
 
-    def __init__(self, *, mode: Mode = Mode.DEFAULT, place: PlaceFn | None = None) -> None:
+    def __init__(
+        self, *, mode: Mode = Mode.DEFAULT, place: PlaceFn | None = None, node_policy: str | None = None
+    ) -> None:
         self.view = ClusterView()
         self.parking = ParkingLot()
+        self.mix = WorkloadMix()
         self.mode = mode
+        self.node_policy = node_policy
         self._place = place
+
+    def _decide(self, pending: PendingPodEvent, now: float) -> DecideResult:
+        return decide(
+            self.view,
+            pending,
+            mode=self.mode,
+            place=self._place,
+            now=now,
+            node_policy=self.node_policy,
+            workload=self.mix.classes(),
+        )
 
     def on_pending(
         self, pending: PendingPodEvent, *, now: float = 0.0, origin: TraceHeaders = ()
     ) -> DecideResult:
-        result = decide(self.view, pending, mode=self.mode, place=self._place, now=now)
+        self.mix.observe(pending)
+        result = self._decide(pending, now)
         self._file(pending, result.placement, origin)
         return result
 
@@ -201,14 +232,14 @@ class Decider:
             )
             self.parking.forget([pending.uid])
             return [_unschedulable(pending, self.view.dropped_decisions(pending.uid), reason, 0, now)]
-        result = decide(self.view, pending, mode=self.mode, place=self._place, now=now)
+        result = self._decide(pending, now)
         self._file(pending, result.placement, ticket.origin)
         return [result.placement] if result.placement is not None else []
 
     def _retry_parked(self, now: float) -> list[FollowUp]:
         placed: list[FollowUp] = []
         for ticket in self.parking.parked():
-            result = decide(self.view, ticket.pending, mode=self.mode, place=self._place, now=now)
+            result = self._decide(ticket.pending, now)
             # Still unschedulable: stay parked and say nothing new (it was reported already).
             if result.placement is not None and result.placement.outcome is PlacementOutcome.PLACED:
                 self._file(ticket.pending, result.placement, ticket.origin)

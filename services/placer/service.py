@@ -30,7 +30,7 @@ from services.placer.engine import Mode
 from services.placer.parking import TicketState
 from topoplace import telemetry
 from topoplace.broker import kafka_bootstrap
-from topoplace.config import Settings
+from topoplace.config import NODE_POLICY, ConfigError, Settings
 from topoplace.health import HealthServer
 from topoplace.kafka_io import (
     EventConsumer,
@@ -76,9 +76,10 @@ class PlacerService:
         *,
         mode: Mode = Mode.DEFAULT,
         place: PlaceFn | None = None,
+        node_policy: str | None = None,
     ) -> None:
         self.producer = producer
-        self.decider = Decider(mode=mode, place=place)
+        self.decider = Decider(mode=mode, place=place, node_policy=node_policy)
         self._tracer = telemetry.get_tracer(__name__, SERVICE)
         self._stopping = asyncio.Event()
         # Read at scrape time: counting on every message would cost a walk of the view each.
@@ -217,6 +218,9 @@ async def run_placer(
     place: PlaceFn | None = None,
 ) -> None:
     """Run one placer replica until `stop` is set (or a stream fails)."""
+    if mode is Mode.HAMI and settings.node_policy not in (None, "binpack", "spread"):
+        # HAMi knows binpack and spread only; refuse at start rather than fail every pod.
+        raise ConfigError(NODE_POLICY, f"{settings.node_policy!r} is not a node policy of hami mode (binpack, spread)")
     configure_logging(SERVICE, settings.log_level)
     telemetry.setup_tracing(SERVICE, settings)
     stop = stop if stop is not None else asyncio.Event()
@@ -238,7 +242,7 @@ async def _serve(
     place: PlaceFn | None,
 ) -> None:
     async with EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer:
-        service = PlacerService(producer, mode=mode, place=place)
+        service = PlacerService(producer, mode=mode, place=place, node_policy=settings.node_policy)
         follower = TopicFollower(bootstrap, FOLLOWED_TOPICS, service=SERVICE, producer=producer)
         consumer = EventConsumer(
             bootstrap,

@@ -128,6 +128,7 @@ _VALID = {
     "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4318",
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://otel:4318/v1/traces",
     "OTEL_RESOURCE_ATTRIBUTES": "a=b",
+    "TOPOPLACE_NODE_POLICY": "fragmentation",
 }
 
 
