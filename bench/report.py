@@ -198,7 +198,7 @@ def build_figures(
                     unit=unit,
                     detail=""
                     if p is not None
-                    else "not measured: bench.pipeline_speed.measure_pipeline is not implemented yet",
+                    else "not measured in this run: the pipeline did not start (the run's log says why)",
                 )
             )
     return figures
@@ -315,6 +315,7 @@ def build_markdown(
     device: Sequence[DevicePolicyResult],
     speed: Sequence[SpeedRun],
     search: Sequence[Any],
+    pipeline_section: str = "",
 ) -> str:
     out = [
         f"# topoplace benchmark ({results.profile} profile)",
@@ -452,7 +453,7 @@ def build_markdown(
     out += [
         "## Pipeline speed through the broker",
         "",
-        "Not measured in this run (bench.pipeline_speed.measure_pipeline is a stub).",
+        pipeline_section or "Not measured in this run.",
         "",
         "## Notes",
         "",
