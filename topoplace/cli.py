@@ -25,16 +25,12 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="topoplace", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="topoplace", description="Topology-aware placement of GPUs and other accelerators on Kubernetes."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:  # a real import error inside the module: surface it
-                raise
-            continue
-        module.add_parser(sub)
+        importlib.import_module(name).add_parser(sub)
     return parser
 
 
