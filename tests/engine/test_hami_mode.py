@@ -1,7 +1,8 @@
-"""hami mode equals a literal transcription of HAMi v2.7's NVIDIA Fit on random nodes.
+"""hami mode equals HAMi v2.7's NVIDIA Fit, as a naive reference restates it, on random nodes.
 
-The reference below follows HAMi's code step by step (sort by usage score, walk from
-the end, generate every combination in order, keep the first strictly better one),
+The reference below is our own restatement of HAMi's published algorithm, step by step
+(sort by usage score, walk from the end, generate every combination in order, keep the
+first strictly better one),
 enumerating all C(n, k) sets as HAMi does; the engine must give the same GPUs in the
 same order without enumerating.
 """
