@@ -144,16 +144,21 @@ class PodBinder:
     async def _bind(self, placement: PlacementEvent, budget: RetryBudget) -> BindResult:
         pod = await self._read(placement, budget)
         rv_changed = pod is not None and pod.resource_version != placement.pod_resource_version
+
+        def result(outcome: BindingOutcome, reason: str = "", *, bound_now: bool = False) -> BindResult:
+            return BindResult(
+                outcome=outcome,
+                reason=reason,
+                attempts=budget.attempts,
+                bound_now=bound_now,
+                resource_version_changed=rv_changed,
+            )
+
         for _ in range(MAX_PATCH_CONFLICTS):
             judgement = judge_pod(pod, placement)
             settled = outcome_of(judgement.standing)
             if settled is not None:
-                return BindResult(
-                    outcome=settled,
-                    reason=judgement.reason,
-                    attempts=budget.attempts,
-                    resource_version_changed=rv_changed,
-                )
+                return result(settled, judgement.reason)
             assert pod is not None  # UNBOUND implies a pod
             try:
                 await self._call(
@@ -170,16 +175,13 @@ class PodBinder:
                 )
                 break
             except ApiException as exc:
-                kind = classify_status(int(exc.status or 0))
-                if kind not in (ApiErrorKind.CONFLICT, ApiErrorKind.NOT_FOUND):
+                if not _answered_by_the_pod(exc):
                     raise
                 pod = await self._read(placement, budget)
         else:
-            return BindResult(
-                outcome=BindingOutcome.FAILED,
-                reason=f"pod {placement.namespace}/{placement.name} kept changing while its devices were annotated",
-                attempts=budget.attempts,
-                resource_version_changed=rv_changed,
+            return result(
+                BindingOutcome.FAILED,
+                f"pod {placement.namespace}/{placement.name} kept changing while its devices were annotated",
             )
 
         try:
@@ -195,32 +197,16 @@ class PodBinder:
                 budget,
             )
         except ApiException as exc:
-            kind = classify_status(int(exc.status or 0))
-            if kind not in (ApiErrorKind.CONFLICT, ApiErrorKind.NOT_FOUND):
+            if not _answered_by_the_pod(exc):
                 raise
             # 409: already bound (maybe by our own earlier try whose reply was lost), or
             # the uid no longer matches. 404: gone. The pod itself says which.
             judgement = judge_pod(await self._read(placement, budget), placement)
             settled = outcome_of(judgement.standing)
             if settled is None:
-                return BindResult(
-                    outcome=BindingOutcome.FAILED,
-                    reason=f"binding refused: {api_error_text(exc)}",
-                    attempts=budget.attempts,
-                    resource_version_changed=rv_changed,
-                )
-            return BindResult(
-                outcome=settled,
-                reason=judgement.reason,
-                attempts=budget.attempts,
-                resource_version_changed=rv_changed,
-            )
-        return BindResult(
-            outcome=BindingOutcome.BOUND,
-            attempts=budget.attempts,
-            bound_now=True,
-            resource_version_changed=rv_changed,
-        )
+                return result(BindingOutcome.FAILED, f"binding refused: {api_error_text(exc)}")
+            return result(settled, judgement.reason)
+        return result(BindingOutcome.BOUND, bound_now=True)
 
     async def _read(self, placement: PlacementEvent, budget: RetryBudget) -> PodView | None:
         try:
@@ -235,13 +221,22 @@ class PodBinder:
                 budget,
             )
         except ApiException as exc:
-            if classify_status(int(exc.status or 0)) is ApiErrorKind.NOT_FOUND:
+            if _status_kind(exc) is ApiErrorKind.NOT_FOUND:
                 return None
             raise
         return pod_view(pod)
 
     async def _call(self, operation: str, call: Callable[[], Awaitable[T]], budget: RetryBudget) -> T:
         return await call_with_retry(operation, call, budget, sleep=self._sleep, on_retry=_count_retry)
+
+
+def _status_kind(exc: ApiException) -> ApiErrorKind:
+    return classify_status(int(exc.status or 0))
+
+
+def _answered_by_the_pod(exc: ApiException) -> bool:
+    """A 409 or a 404: what it means for the placement is read from the pod itself."""
+    return _status_kind(exc) in (ApiErrorKind.CONFLICT, ApiErrorKind.NOT_FOUND)
 
 
 def _count_retry(operation: str, error: str) -> None:

@@ -58,9 +58,7 @@ class SchedulingEvents(Protocol):
 
 
 class Producer(Protocol):
-    async def send(
-        self, topic: topics.Topic | str, key: str | None, event: msgspec.Struct | None
-    ) -> None: ...
+    async def send(self, topic: topics.Topic | str, key: str | None, event: msgspec.Struct | None) -> None: ...
 
 
 class PlacementHandler:
@@ -145,9 +143,7 @@ class PlacementHandler:
         """Decide and apply; reports every way it can end as a BindResult."""
         problem = placement_problem(placement)
         if problem is not None:
-            result = BindResult(
-                outcome=BindingOutcome.FAILED, reason=f"invalid placement: {problem}", attempts=0
-            )
+            result = BindResult(outcome=BindingOutcome.FAILED, reason=f"invalid placement: {problem}", attempts=0)
             await self._events.failed_scheduling(placement, result.reason)
             return result
         if placement.outcome is PlacementOutcome.UNSCHEDULABLE:
@@ -158,16 +154,12 @@ class PlacementHandler:
         if collisions:
             metrics.LEDGER_CONFLICTS.inc()
             result = BindResult(outcome=BindingOutcome.CONFLICT, reason="; ".join(collisions), attempts=0)
-            await self._events.failed_scheduling(
-                placement, f"Binding to {placement.node} rejected: {result.reason}"
-            )
+            await self._events.failed_scheduling(placement, f"Binding to {placement.node} rejected: {result.reason}")
             return result
 
         # Held before the API calls so nothing else can be granted these shares meanwhile;
         # put back as it was unless the pod ends up bound here.
-        previous = self._ledger.hold(
-            Holding(pod_uid=placement.uid, node=placement.node, devices=placement.devices)
-        )
+        previous = self._ledger.hold(Holding(pod_uid=placement.uid, node=placement.node, devices=placement.devices))
         try:
             result = await self._binder.bind(placement)
         except Exception as exc:  # a bug or an unforeseen answer: still reported, never silently lost
@@ -181,9 +173,7 @@ class PlacementHandler:
         metrics.LEDGER_PODS.set(self._ledger.pod_count())
         if result.outcome is not BindingOutcome.BOUND:
             verb = "rejected" if result.outcome is BindingOutcome.CONFLICT else "failed"
-            await self._events.failed_scheduling(
-                placement, f"Binding to {placement.node} {verb}: {result.reason}"
-            )
+            await self._events.failed_scheduling(placement, f"Binding to {placement.node} {verb}: {result.reason}")
         elif result.bound_now:
             await self._events.scheduled(placement)
         return result

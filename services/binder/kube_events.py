@@ -68,9 +68,7 @@ def pod_event(
 class EventRecorder:
     """Writes the scheduling Events of one scheduler name."""
 
-    def __init__(
-        self, core: client.CoreV1Api, *, component: str, request_timeout_seconds: float = 5.0
-    ) -> None:
+    def __init__(self, core: client.CoreV1Api, *, component: str, request_timeout_seconds: float = 5.0) -> None:
         self._core = core
         self._component = component
         self._timeout = request_timeout_seconds
@@ -91,9 +89,7 @@ class EventRecorder:
             now=datetime.datetime.now(datetime.UTC),
         )
         try:
-            await self._core.create_namespaced_event(
-                placement.namespace, body, _request_timeout=self._timeout
-            )
+            await self._core.create_namespaced_event(placement.namespace, body, _request_timeout=self._timeout)
         except Exception as exc:  # noqa: BLE001 — best effort by design; the binding stands
             metrics.EVENTS_FAILED.inc()
             log.warning(

@@ -153,10 +153,10 @@ class DeviceLedger:
                 reasons.append(f"device {share.index} on node {node} is listed twice in the placement")
                 continue
             seen.add(share.index)
-            others = {uid: s for uid, s in self._shares.get(node, {}).get(share.index, {}).items() if uid != pod_uid}
             if capacity is not None and share.index not in capacity:
                 reasons.append(f"node {node} has no device {share.index}")
                 continue
+            others = {uid: s for uid, s in self._shares.get(node, {}).get(share.index, {}).items() if uid != pod_uid}
             reason = _device_collision(node, share, None if capacity is None else capacity[share.index], others)
             if reason:
                 reasons.append(reason)

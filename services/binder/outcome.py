@@ -79,8 +79,7 @@ def judge_pod(pod: PodView | None, placement: PlacementEvent) -> Judgement:
         if held is not None and _device_set(held) != _device_set(placement.devices):
             return Judgement(
                 standing=PodStanding.BOUND_ELSEWHERE,
-                reason=f"pod {pod_name} is already bound to node {pod.node_name} "
-                f"with devices {describe_devices(held)}",
+                reason=f"pod {pod_name} is already bound to node {pod.node_name} with devices {describe_devices(held)}",
             )
         return Judgement(
             standing=PodStanding.BOUND_HERE, reason=f"pod {pod_name} already bound to node {pod.node_name}"

@@ -49,8 +49,6 @@ def ledger_feed(ledger: DeviceLedger) -> Callable[[Received], Awaitable[None]]:
     return feed
 
 
-
-
 async def run_binder(
     settings: Settings,
     *,

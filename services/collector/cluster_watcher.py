@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 import msgspec
+from aiokafka.errors import KafkaError
 from kubernetes_asyncio import client
 from prometheus_client import Counter
 
@@ -38,6 +39,10 @@ from services.collector.watch_trackers import Outcome, PodTracker
 from topoplace import telemetry
 from topoplace.broker import kafka_bootstrap
 from topoplace.config import Settings
+from topoplace.health import HealthServer
+from topoplace.kafka_io import EventProducer, latest_by_key, read_compacted
+from topoplace.kube import api_client
+from topoplace.logs import configure_logging
 
 SERVICE = "topoplace-collector"
 VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES = "topology.volcano.sh", "v1alpha1", "hypernodes"
@@ -277,11 +282,6 @@ async def run_cluster_watcher(
         raise ValueError(f"resync_seconds: must be positive, got {resync_seconds}")
     if hypernodes_file is not None and not os.path.exists(hypernodes_file):
         raise FileNotFoundError(f"hypernodes_file: {hypernodes_file} does not exist")
-    from topoplace.health import HealthServer
-    from topoplace.kafka_io import EventProducer
-    from topoplace.kube import api_client
-    from topoplace.logs import configure_logging
-
     configure_logging(SERVICE, settings.log_level)
     telemetry.setup_tracing(SERVICE, settings)
     stop = stop if stop is not None else asyncio.Event()
@@ -337,10 +337,6 @@ async def _seeded_run(watcher: ClusterWatcher, bootstrap: str) -> None:
 
 
 async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str) -> None:
-    from aiokafka.errors import KafkaError
-
-    from topoplace.kafka_io import latest_by_key, read_compacted
-
     state: dict[str, list[msgspec.Struct]] = {}
     for topic in (topics.PODS_LIFECYCLE, topics.NODES_STATUS, topics.TOPOLOGY_NETWORK):
         try:
@@ -354,5 +350,3 @@ async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str) -> None:
         [e for e in state[topics.NODES_STATUS.name] if isinstance(e, NodeStatusEvent)],
         [e for e in state[topics.TOPOLOGY_NETWORK.name] if isinstance(e, HyperNodeEvent)],
     )
-
-

@@ -8,20 +8,12 @@ would cost more than the nodes themselves. Each member publishes exactly what
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 
 import msgspec
 
-from services.collector.node_agent import SERVICE, make_reader, publish_loop
-from topoplace import telemetry
-from topoplace.broker import kafka_bootstrap
+from services.collector.node_agent import make_reader, publish_nodes
 from topoplace.config import Settings
-from topoplace.health import HealthServer
-from topoplace.kafka_io import EventProducer
-from topoplace.logs import configure_logging
-
-log = logging.getLogger(__name__)
 
 
 class FleetMember(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,33 +47,5 @@ async def run_fleet(
     settings: Settings, fleet: Fleet, *, interval_seconds: float = 10.0, stop: asyncio.Event | None = None
 ) -> None:
     """Publish every member's topology and usage until `stop` is set."""
-    readers = [(m.node, make_reader(m.source, node=m.node)) for m in fleet.members]
-    firsts = [await asyncio.to_thread(read) for _, read in readers]  # fail fast on a bad source
-    configure_logging(SERVICE, settings.log_level)
-    tracing = telemetry.setup_tracing(SERVICE, settings)
-    stop = stop if stop is not None else asyncio.Event()
-    published: set[str] = set()
-    health = HealthServer(settings.health_port, ready=lambda: len(published) == len(readers))
-    await health.start()
-    try:
-        async with (
-            kafka_bootstrap(settings) as bootstrap,
-            EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer,
-        ):
-            await asyncio.gather(
-                *(
-                    publish_loop(
-                        producer,
-                        read,
-                        node=node,
-                        interval_seconds=interval_seconds,
-                        stop=stop,
-                        first=first,
-                        on_topology=lambda t: published.add(t.node),
-                    )
-                    for (node, read), first in zip(readers, firsts, strict=True)
-                )
-            )
-    finally:
-        await health.stop()
-        tracing.force_flush()
+    readers = {m.node: make_reader(m.source, node=m.node) for m in fleet.members}
+    await publish_nodes(settings, readers, interval_seconds=interval_seconds, stop=stop)

@@ -1,4 +1,4 @@
-"""The node agent: publishes one node's device topology and usage.
+"""The node agent: publishes one node's device topology and usage (the fleet: several nodes').
 
 topology.nodes (compacted, key = node) gets the topology at start and again
 whenever it changes; usage.devices (key = node) gets the usage every
@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import msgspec
@@ -167,35 +167,55 @@ async def run_node_agent(
     memory_mib: int | None = None,
 ) -> None:
     """Run the node agent until `stop` is set. A source that cannot be read at start raises its error."""
+    read = make_reader(source, node=node, model=model, memory_mib=memory_mib)
+    await publish_nodes(settings, {node: read}, interval_seconds=interval_seconds, stop=stop)
+
+
+async def publish_nodes(
+    settings: Settings,
+    readers: Mapping[str, Reader],
+    *,
+    interval_seconds: float = 10.0,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Publish every node's topology and usage through one producer until `stop` is set.
+
+    Every node is read once before anything is started, so a source that
+    cannot be read raises its error at once. Ready once every node's topology
+    is on Kafka.
+    """
     if interval_seconds <= 0:
         raise ValueError(f"interval_seconds: must be positive, got {interval_seconds}")
-    read = make_reader(source, node=node, model=model, memory_mib=memory_mib)
-    first = await asyncio.to_thread(read)  # fail fast, before anything is started
+    firsts = {node: await asyncio.to_thread(read) for node, read in readers.items()}
     configure_logging(SERVICE, settings.log_level)
     tracing = telemetry.setup_tracing(SERVICE, settings)
     stop = stop if stop is not None else asyncio.Event()
-    published = asyncio.Event()
-    health = HealthServer(settings.health_port, ready=published.is_set)
+    published: set[str] = set()
+    health = HealthServer(settings.health_port, ready=lambda: len(published) == len(readers))
     port = await health.start()
-    log.info("collector.node_agent_started", extra={"fields": {"node": node, "source": source, "health_port": port}})
+    nodes = list(readers)
+    log.info("collector.node_agent_started", extra={"fields": {"nodes": nodes, "health_port": port}})
     try:
         async with (
             kafka_bootstrap(settings) as bootstrap,
             EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer,
         ):
-            await publish_loop(
-                producer,
-                read,
-                node=node,
-                interval_seconds=interval_seconds,
-                stop=stop,
-                first=first,
-                on_topology=lambda _: published.set(),
+            await asyncio.gather(
+                *(
+                    publish_loop(
+                        producer,
+                        read,
+                        node=node,
+                        interval_seconds=interval_seconds,
+                        stop=stop,
+                        first=firsts[node],
+                        on_topology=lambda topology: published.add(topology.node),
+                    )
+                    for node, read in readers.items()
+                )
             )
     finally:
         await health.stop()
         # Flush only our own spans: other services may share this process (tests, the demo).
         tracing.force_flush()
-        log.info("collector.node_agent_stopped", extra={"fields": {"node": node}})
-
-
+        log.info("collector.node_agent_stopped", extra={"fields": {"nodes": nodes}})

@@ -4,7 +4,8 @@ List, hand the full set over, then watch from the list's resourceVersion;
 resume each new watch from the last version seen (bookmarks included). A
 410 Gone means the version left the server's window: list again and let the
 handler reconcile. Every `resync_seconds` list again anyway. Transport errors
-are retried with backoff; the loop ends only by cancellation.
+are retried with backoff; the loop ends only by cancellation, or with
+ResourceMissing when the API does not serve the resource at all.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class ListWatch(Generic[T]):
     ) -> None:
         self.resource = resource
         self._list_fn = list_fn
-        self._type = object_type
+        self._decoder = msgspec.json.Decoder(object_type)
         self._on_list = on_list  # (every object, is this a resync) -> reconcile
         self._on_change = on_change  # (ADDED | MODIFIED | DELETED, object)
         self._resync = resync_seconds
@@ -99,8 +100,6 @@ class ListWatch(Generic[T]):
         while True:
             try:
                 version = await self._list(resync=reason == "resync")
-            except ResourceMissing:
-                raise
             except _TRANSIENT as exc:
                 delay = await self._backoff("list", exc, delay)
                 continue
@@ -192,7 +191,7 @@ class ListWatch(Generic[T]):
 
     def _decode_raw(self, raw: msgspec.Raw) -> T | None:
         try:
-            return msgspec.json.decode(raw, type=self._type)
+            return self._decoder.decode(raw)
         except msgspec.ValidationError as exc:
             try:
                 name = _versioned_decoder.decode(raw).metadata.name
@@ -206,7 +205,6 @@ class ListWatch(Generic[T]):
         log.warning(
             "collector.bad_object", extra={"fields": {"resource": self.resource, "name": name, "error": str(exc)}}
         )
-        return None
 
     async def _backoff(self, call: str, exc: BaseException, delay: float) -> float:
         WATCH_ERRORS.labels(resource=self.resource).inc()

@@ -192,3 +192,45 @@ async def test_the_agent_publishes_to_the_broker(fresh_broker: str) -> None:
     assert len(topology_seen) == 1  # unchanged: published once
     assert (topology_seen[0].devices, topology_seen[0].links) == (expected.devices, expected.links)
     assert all(len(u.devices) == 8 and all(d.healthy and d.memory_used_mib == 0 for d in u.devices) for u in usage_seen)
+
+
+async def test_a_fleet_publishes_every_member_then_reports_ready(fresh_broker: str) -> None:
+    from services.collector.fleet import Fleet, FleetMember, run_fleet
+
+    suffix = uuid.uuid4().hex[:8]
+    members = (
+        FleetMember(node=f"h100-{suffix}", source="dgx-h100"),
+        FleetMember(node=f"trn1-{suffix}", source="trn1.32xlarge"),
+    )
+    health_port = free_port()
+    settings = Settings(kafka_bootstrap=fresh_broker, health_port=health_port)
+    stop = asyncio.Event()
+    fleet = asyncio.create_task(run_fleet(settings, Fleet(members=members), interval_seconds=0.05, stop=stop))
+    topologies: dict[str, NodeTopologyEvent] = {}
+    all_out = asyncio.Event()
+
+    async def collect(message: Received) -> None:
+        if isinstance(message.event, NodeTopologyEvent) and message.key in {m.node for m in members}:
+            topologies[message.key] = message.event
+            if len(topologies) == len(members):
+                all_out.set()
+
+    follower = TopicFollower(fresh_broker, [topics.TOPOLOGY_NODES], service="test")
+    following = asyncio.create_task(follower.run(collect))
+    try:
+        await asyncio.wait_for(all_out.wait(), WAIT)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{health_port}/readyz") as response,
+        ):
+            ready_status = response.status
+    finally:
+        stop.set()
+        await asyncio.wait_for(fleet, WAIT)
+        await follower.stop()
+        await asyncio.wait_for(following, WAIT)
+
+    assert ready_status == 200
+    for member in members:
+        expected = load_topology(member.source, node=member.node)
+        assert topologies[member.node].devices == expected.devices
