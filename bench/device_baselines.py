@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from itertools import combinations
 
-from bench.links import PairTable
+from bench.links import PairTable, best_set
 
 
 def first_fit(table: PairTable, free: Sequence[int], k: int) -> tuple[int, ...]:
@@ -38,13 +38,7 @@ def hami_v27(table: PairTable, free: Sequence[int], k: int) -> tuple[int, ...]:
             if best_total < 0 or total < best_total:
                 best, best_total = (a,), total
         return best
-    best_set: tuple[int, ...] = ()
-    best_score = -1
-    for combo in combinations(walk, k):
-        score = table.set_score(combo)
-        if score > best_score:
-            best_set, best_score = combo, score
-    return best_set
+    return best_set(table, walk, k)
 
 
 def _partitions(devices: list[int | None], k: int, padding: int) -> Iterator[list[tuple[int | None, ...]]]:

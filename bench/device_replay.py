@@ -19,7 +19,7 @@ import numpy as np
 
 from bench.device_baselines import first_fit, gpuallocator_best_effort, hami_v27
 from bench.job_speed import COMM_HEAVY_SHARE, throughput_factor
-from bench.links import PairTable, link_class, optimum
+from bench.links import PairTable, best_set, link_class, optimum
 from schemas.events import HyperNodeEvent, HyperNodeMember, MemberKind
 from schemas.topology import Vendor
 from services.collector.topology_files import fixture_node_annotations, fixture_node_labels, load_topology
@@ -275,16 +275,10 @@ def clean_sets(nodes: Sequence[SimNode], k: int) -> int:
         best_empty = optimum(node.table, range(node.table.size), k)
         free = node.free()
         while len(free) >= k and optimum(node.table, free, k) == best_empty:
-            chosen = _best_set(node.table, free, k)
+            chosen = best_set(node.table, free, k)
             free = [p for p in free if p not in chosen]
             count += 1
     return count
-
-
-def _best_set(table: PairTable, free: list[int], k: int) -> tuple[int, ...]:
-    from itertools import combinations
-
-    return max(combinations(free, k), key=table.set_score)
 
 
 def run_policy(name: str, chooser: NodeChooser, jobs: Sequence[Job], per_type: int, seed: int) -> DevicePolicyResult:

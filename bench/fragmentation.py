@@ -108,7 +108,8 @@ class FragmentationModel:
         return float(self.frag.sum())
 
     def after_whole(self, nodes: np.ndarray, pod: PodRow) -> np.ndarray:
-        """Fragmentation of each node in `nodes` after taking `pod.num_gpu` fully free GPUs (and its CPU)."""
+        """Fragmentation of each node in `nodes` after taking `pod.num_gpu` fully free GPUs (none for a
+        CPU-only pod) and its CPU."""
         n = pod.num_gpu
         return self._frag(
             self.ge[nodes] - n,  # a fully free GPU counted for every class; after, it is 0 and counts for none

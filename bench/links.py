@@ -3,7 +3,9 @@
 Pair score = the table HAMi v2.7 and NVIDIA go-gpuallocator both use
 (10 cross-socket SYS, 20 NODE, 30 PHB, 40 PXB, 50 PIX, 60 same board, plus 100
 per bonded NVLink), applied to the schema's links, so MetaXLink and NeuronLink
-lanes count as links too. A set's score is the sum over its pairs.
+lanes count as links too. A set's score is the sum over its pairs. The table
+is the engine's own (`nvidia_links`): the yardstick must score exactly what the
+engine and the HAMi baseline optimise.
 """
 
 from __future__ import annotations
@@ -16,16 +18,7 @@ from itertools import combinations
 import numpy as np
 
 from schemas.topology import Link, PcieLevel
-
-PCIE_SCORE: dict[PcieLevel, int] = {
-    PcieLevel.SYS: 10,
-    PcieLevel.NODE: 20,
-    PcieLevel.PHB: 30,
-    PcieLevel.PXB: 40,
-    PcieLevel.PIX: 50,
-    PcieLevel.SAME_BOARD: 60,
-}
-PER_LINK = 100
+from services.placer.engine.vendors.nvidia_links import NVLINK_SCORE, PCIE_SCORE
 
 
 class PairTable:
@@ -42,7 +35,7 @@ class PairTable:
             if link.src not in position or link.dst not in position or link.src == link.dst:
                 continue
             a, b = position[link.src], position[link.dst]
-            value = PER_LINK * link.nvlinks + (PCIE_SCORE[link.pcie] if link.pcie is not None else 0)
+            value = NVLINK_SCORE * link.nvlinks + (PCIE_SCORE[link.pcie] if link.pcie is not None else 0)
             # Both directions are reported; keep the smaller if they disagree (asymmetric = suspect).
             self.score[a, b] = self.score[b, a] = value if self.score[a, b] == 0 else min(self.score[a, b], value)
             self.nvlinks[a, b] = self.nvlinks[b, a] = link.nvlinks
@@ -73,6 +66,12 @@ def optimum(table: PairTable, free: Sequence[int], k: int) -> int:
     sets = np.array(free, dtype=np.int64)[_combos(len(free), k)]  # (S, k)
     sub = table.score[sets[:, :, None], sets[:, None, :]]  # (S, k, k)
     return int(sub.sum(axis=(1, 2)).max() // 2)
+
+
+def best_set(table: PairTable, positions: Sequence[int], k: int) -> tuple[int, ...]:
+    """The k-subset of `positions` with the highest set score; the first in combination order wins ties
+    (() when there are fewer than k positions)."""
+    return max(combinations(positions, k), key=table.set_score, default=())
 
 
 class LinkClass(enum.StrEnum):

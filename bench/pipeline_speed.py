@@ -17,9 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import platform
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -29,14 +27,14 @@ import msgspec
 import numpy as np
 from kubernetes_asyncio import client as k8s
 
-from bench.results import Figure
+from bench.results import Figure, Machine
 from schemas import topics
 from schemas.events import BindingEvent, BindingOutcome, LifecyclePhase, PodLifecycleEvent
-from topoplace.broker import EmbeddedBroker, ensure_topics
+from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.config import Settings
 from topoplace.demo import cluster as demo_cluster
 from topoplace.demo import processes, workload
-from topoplace.demo.runner import NAMESPACE, free_port, seed_cluster, wait_nodes_published, wait_ready
+from topoplace.demo.runner import NAMESPACE, seed_cluster, wait_nodes_published, wait_ready
 from topoplace.kafka_io import Received, TopicFollower
 from topoplace.kube import api_client
 
@@ -153,10 +151,6 @@ def cores_used(before: Mapping[str, float], after: Mapping[str, float], wall_s: 
     if wall_s <= 0:
         return {}
     return {name: round((after[name] - before[name]) / wall_s, 3) for name in before if name in after}
-
-
-def machine_label() -> str:
-    return f"{platform.platform()}, {os.cpu_count() or 0} CPUs, Python {platform.python_version()}"
 
 
 def step_figures(
@@ -301,7 +295,7 @@ class RunningPipeline:
             unschedulable=len(uids & self.outcomes.unschedulable),
             conflicts=sum(n for u, n in self.outcomes.conflicts.items() if u in uids),
             cores_by_service=cores,
-            machine=machine_label(),
+            machine=Machine.here().label(),
         )
         await self._delete_step(index, uids, timeout_s)
         return figures
@@ -400,19 +394,6 @@ async def measure_steps(*, placers: int, steps: Sequence[LoadStep], timeout_s: f
     return PipelineRun(placers=placers, steps=tuple(figures))
 
 
-def measure_pipeline(*, placers: int, offered_pods_per_s: float, pods: int) -> PipelineFigures | None:
-    """Run `pods` pending pods through broker -> placer(s) -> binder -> API server at the offered rate.
-
-    A fresh pipeline for this one step; None (with the reason on stderr) if it could not run.
-    """
-    run = asyncio.run(
-        measure_steps(placers=placers, steps=[LoadStep(offered_pods_per_s=offered_pods_per_s, pods=pods)])
-    )
-    if run.error:
-        print(run.summary(), file=sys.stderr)
-    return run.headline()
-
-
 def measure_profile(profile: str, placer_counts: Sequence[int] = (1, 2)) -> list[PipelineRun]:
     """The profile's load steps, once per placer count, each on a fresh pipeline."""
     plan = step_plan(profile)
@@ -465,7 +446,7 @@ def step_figure_list(runs: Sequence[PipelineRun]) -> list[Figure]:
 
 def markdown_section(runs: Sequence[PipelineRun]) -> str:
     """The pipeline table (one row per placer count and step), or why a pipeline was not measured."""
-    machine = next((s.machine for r in runs for s in r.steps if s.machine), machine_label())
+    machine = next((s.machine for r in runs for s in r.steps if s.machine), Machine.here().label())
     lines = [
         f"Real services as separate processes on the embedded broker and the test API server, on {machine}; "
         f"pods of the workload's `{POD_KIND.name}` kind (all fit), bound pods deleted between steps. "

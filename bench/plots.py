@@ -14,6 +14,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from bench.device_replay import DevicePolicyResult  # noqa: E402
 from bench.engine_speed import SpeedRun  # noqa: E402
+from bench.report import device_stats  # noqa: E402
 from bench.trace_replay import ReplayResult  # noqa: E402
 
 
@@ -65,10 +66,9 @@ def fragmentation_curve(
 
 def quality_vs_baseline(results: Sequence[DevicePolicyResult], path: Path, machine: str) -> Path:
     names = [r.policy for r in results]
-    mean_q = [float(np.mean([d.quality_pct for d in r.decisions])) if r.decisions else 0.0 for r in results]
-    optimal = [
-        100.0 * float(np.mean([d.quality_pct >= 99.999 for d in r.decisions])) if r.decisions else 0.0 for r in results
-    ]
+    stats = [device_stats(r) for r in results]  # the figures of results.json, so plot and table agree
+    mean_q = [s["link_quality_mean_pct"] for s in stats]
+    optimal = [s["optimal_decisions_pct"] for s in stats]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
     x = np.arange(len(names))
     ax1.bar(x - 0.2, mean_q, width=0.4, label="mean link score vs optimum")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -12,6 +11,7 @@ from bench.device_replay import DevicePolicyResult
 from bench.engine_speed import SpeedRun
 from bench.pipeline_speed import PipelineFigures
 from bench.results import Figure, Results
+from bench.search_speed import SearchFigure
 from bench.trace_policies import FIRST_TIE_SUFFIX, PUBLISHED_UNALLOCATED_PCT
 from bench.trace_replay import ReplayResult
 from bench.trace_topology import MAPPING_TEXT
@@ -66,7 +66,7 @@ def build_figures(
     trace: Mapping[str, Sequence[ReplayResult]],
     device: Sequence[DevicePolicyResult],
     speed: Sequence[SpeedRun],
-    search: Sequence[Any],
+    search: Sequence[SearchFigure],
     pipeline: Sequence[PipelineFigures | None],
 ) -> list[Figure]:
     figures: list[Figure] = []
@@ -222,7 +222,7 @@ def build_notes(
     trace: Mapping[str, Sequence[ReplayResult]],
     device: Sequence[DevicePolicyResult],
     speed: Sequence[SpeedRun],
-    search: Sequence[Any] = (),
+    search: Sequence[SearchFigure] = (),
 ) -> list[str]:
     notes = [f"Trace topology mapping: {MAPPING_TEXT}."]
     unalloc = _trace_means(trace, "unallocated_pct")
@@ -266,7 +266,7 @@ def build_notes(
                 others = ", ".join(f"{p} {stats[p][key]:.2f}" for p in better)
                 notes.append(f"topoplace is NOT ahead on {label}: {others} vs topoplace {own[key]:.2f}.")
 
-    def row_label(f: Any) -> str:
+    def row_label(f: SearchFigure) -> str:
         return f"{f.topology.split(' ')[0]} k={f.request}"
 
     slower = [row_label(f) for f in search if f.exhaustive_ms is not None and f.search_ms > f.exhaustive_ms]
@@ -314,7 +314,7 @@ def build_markdown(
     trace: Mapping[str, Sequence[ReplayResult]],
     device: Sequence[DevicePolicyResult],
     speed: Sequence[SpeedRun],
-    search: Sequence[Any],
+    search: Sequence[SearchFigure],
     pipeline_section: str = "",
 ) -> str:
     out = [

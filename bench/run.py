@@ -15,11 +15,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
-from bench import pipeline_speed, plots
+from bench import pipeline_speed, plots, search_speed
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
 from bench.fragmentation import typical_classes
@@ -105,15 +104,6 @@ def run_trace(
     return out
 
 
-def run_search(quick: bool) -> list[Any]:  # bench.search_speed.SearchFigure
-    try:
-        from bench import search_speed
-    except ImportError as exc:  # the module is optional: the report says it was not measured
-        _log(f"search speed skipped: {exc}")
-        return []
-    return list(search_speed.run(quick))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", choices=sorted(PROFILES), default="short")
@@ -146,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             speed.append(measure(nodes, decisions, mode))
             _log(f"engine {mode.value} at {nodes} nodes: {speed[-1].decisions_per_s:.1f} decisions/s")
     _log("per-node search speed")
-    search = run_search(profile.search_quick)
+    search = search_speed.run(profile.search_quick)
     _log("pipeline speed through the broker (1 placer, then 2)")
     pipeline_runs = pipeline_speed.measure_profile(profile.name, placer_counts=(1, 2))
     for run in pipeline_runs:

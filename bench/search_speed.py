@@ -134,7 +134,8 @@ def _request(k: int) -> PodRequest:
 
 def _exhaustive(node: NodeState, k: int) -> tuple[tuple[int, ...], float]:
     """Every set of k free GPUs, ranked by the same key as the engine's default mode."""
-    free = [d for d in node.devices if d.index not in {a.index for a in node.allocations}]
+    held = {a.index for a in node.allocations}
+    free = [d for d in node.devices if d.index not in held]
     links = {(link.src, link.dst): link for link in node.links}
     started = time.perf_counter()
     table = pair_table(list(node.devices), links)
@@ -167,7 +168,7 @@ def measure(label: str, node: NodeState, k: int, repeats: int, exhaustive_limit:
         devices=len(node.devices),
         request=k,
         search_ms=round(statistics.median(times), 3),
-        expanded=int(choice.score_parts.get("branches", 0)) or 0,
+        expanded=int(choice.score_parts.get("branches", 0)),
         exact=choice.score_parts.get("exact", 1.0) == 1.0,
         sets=sets,
         exhaustive_ms=round(exhaustive_ms, 3) if exhaustive_ms is not None else None,

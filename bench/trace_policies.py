@@ -180,16 +180,7 @@ class Fgd(_Base):
     def choose(self, pod: PodRow, candidates: np.ndarray, rng: np.random.Generator) -> Placement:
         rng_or_none = self.tie_rng(rng)
         before = self.model.frag[candidates]
-        if pod.num_gpu == 0:
-            after = self.model._frag(
-                self.model.ge[candidates],
-                self.model.lt[candidates],
-                self.model.total[candidates],
-                self.state.cpu_free[candidates] - pod.cpu_milli,
-                self.model.node_model[candidates],
-            )
-            return Placement(node=pick_best(before - after, candidates, rng_or_none), gpus=())
-        if pod.gpu_milli < MILLI:
+        if 0 < pod.gpu_milli < MILLI:  # a share of one GPU
             # Nodes in the same state (model, free CPU, free share per GPU) score the same:
             # score one of each and copy (early in the replay most nodes are still identical).
             keys = np.column_stack(
@@ -201,7 +192,7 @@ class Fgd(_Base):
             best_gpu = np.argmax(gain, axis=1)  # lowest index among a node's equal GPUs
             node = pick_best(gain[np.arange(len(candidates)), best_gpu], candidates, rng_or_none)
             return Placement(node=node, gpus=(int(best_gpu[np.flatnonzero(candidates == node)[0]]),))
-        after = self.model.after_whole(candidates, pod)
+        after = self.model.after_whole(candidates, pod)  # also a CPU-only pod: it takes no GPU
         node = pick_best(before - after, candidates, rng_or_none)
         return Placement(node=node, gpus=self.state.first_free_gpus(node, pod.num_gpu))
 
