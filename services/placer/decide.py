@@ -293,7 +293,6 @@ def _unschedulable(
     )
 
 
-def _request_error_text(exc: Exception) -> str:
-    field = getattr(exc, "field", "")
-    reason = getattr(exc, "reason", "") or str(exc)
-    return f"{field}: {reason}" if field else reason
+def _request_error_text(exc: engine.RequestError) -> str:
+    reason = exc.reason or str(exc)
+    return f"{exc.field}: {reason}" if exc.field else reason

@@ -7,10 +7,7 @@ from prometheus_client import Counter, Gauge, Histogram
 DECISIONS = Counter(
     "topoplace_placer_decisions",
     "Decisions published, by outcome and by what caused them",
-    [
-        "outcome",
-        "cause",
-    ],  # cause: pending, repeated, replan (binder rejected), retry (parked pod)
+    ["outcome", "cause"],  # cause: pending, repeated, replan (binder rejected), retry (parked pod)
 )
 DECISION_SECONDS = Histogram(
     "topoplace_placer_decision_seconds",

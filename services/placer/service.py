@@ -231,8 +231,6 @@ async def run_placer(
         telemetry.shutdown_tracing()  # flush: the last decisions' spans are in the file
 
 
-
-
 async def _serve(
     settings: Settings,
     bootstrap: str,

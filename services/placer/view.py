@@ -204,10 +204,7 @@ class ClusterView:
     def _apply_topology(self, event: NodeTopologyEvent) -> ViewChange:
         before = self._topologies.get(event.node)
         self._topologies[event.node] = event
-        grew = before is None or (before.devices, before.links) != (
-            event.devices,
-            event.links,
-        )
+        grew = before is None or (before.devices, before.links) != (event.devices, event.links)
         return ViewChange(capacity_grew=grew)
 
     def _apply_usage(self, event: DeviceUsageEvent) -> ViewChange:
@@ -221,10 +218,7 @@ class ClusterView:
         self._statuses[event.node] = event
         was_open = before is not None and self._status_problem(before) is None
         now_open = self._status_problem(event) is None
-        labels_changed = before is None or (before.labels, before.annotations) != (
-            event.labels,
-            event.annotations,
-        )
+        labels_changed = before is None or (before.labels, before.annotations) != (event.labels, event.annotations)
         return ViewChange(capacity_grew=now_open and (not was_open or labels_changed))
 
     def _apply_hypernode(self, event: HyperNodeEvent) -> ViewChange:
@@ -254,12 +248,13 @@ class ClusterView:
         if event.outcome not in (BindingOutcome.BOUND, *DROPPING_OUTCOMES):
             return NO_CHANGE
         facts = self._facts(event.uid)
-        held_before = facts.holdings()
         if event.decision_id in facts.outcomes:
             return NO_CHANGE  # a duplicate answer
-        facts.outcomes[event.decision_id] = event.outcome
         if event.outcome is BindingOutcome.BOUND:
-            return NO_CHANGE
+            facts.outcomes[event.decision_id] = event.outcome
+            return NO_CHANGE  # confirms a holding: nothing freed
+        held_before = facts.holdings()
+        facts.outcomes[event.decision_id] = event.outcome
         freed = _devices_freed(held_before, facts.holdings())
         settled = facts.deleted or facts.lifecycle is not None
         return ViewChange(capacity_grew=freed, dropped=() if settled else (event,))
@@ -279,10 +274,6 @@ class ClusterView:
     def is_deleted(self, uid: str) -> bool:
         facts = self._pods.get(uid)
         return facts is not None and facts.deleted
-
-    def is_bound(self, uid: str) -> bool:
-        facts = self._pods.get(uid)
-        return facts is not None and not facts.deleted and facts.lifecycle is not None
 
     def dropped_decisions(self, uid: str) -> int:
         """How many decisions for this pod the binder rejected (CONFLICT or FAILED)."""
@@ -362,25 +353,16 @@ class ClusterView:
         devices = tuple(
             msgspec.structs.replace(d, healthy=False) if d.index in unhealthy else d for d in topology.devices
         )
-        if status is None:
-            # Without its status we know neither cordon nor readiness: not a candidate.
-            return NodeState(
-                name=name,
-                machine_type=topology.machine_type,
-                devices=devices,
-                links=topology.links,
-                ready=False,
-                allocations=allocations,
-            )
         return NodeState(
             name=name,
             machine_type=topology.machine_type,
             devices=devices,
             links=topology.links,
-            labels=dict(status.labels),
-            annotations=dict(status.annotations),
-            ready=status.ready and not status.deleted,
-            unschedulable=status.unschedulable,
+            labels=dict(status.labels) if status is not None else {},
+            annotations=dict(status.annotations) if status is not None else {},
+            # Without its status we know neither cordon nor readiness: not a candidate.
+            ready=status is not None and status.ready and not status.deleted,
+            unschedulable=status is not None and status.unschedulable,
             allocations=allocations,
         )
 

@@ -13,10 +13,8 @@ from collections import Counter, deque
 
 from schemas.events import PendingPodEvent
 from services.placer.engine import WorkloadClass
-
-GPU = "nvidia.com/gpu"
-GPUCORES = "nvidia.com/gpucores"
-WHOLE = 1000  # thousandths of a device
+from services.placer.engine.model import MILLI
+from services.placer.engine.vendors.nvidia import GPU, GPUCORES
 
 
 def pod_class(pending: PendingPodEvent) -> tuple[int, int] | None:
@@ -29,7 +27,7 @@ def pod_class(pending: PendingPodEvent) -> tuple[int, int] | None:
     if gpus < 1:
         return None
     # A share is as large as its compute share; a pod naming no share (or all of it) takes whole devices.
-    milli = cores * 10 if 0 < cores < 100 else WHOLE
+    milli = cores * 10 if 0 < cores < 100 else MILLI
     return gpus, milli
 
 

@@ -3,8 +3,8 @@
 Everything kept here is a pure function of immutable inputs (a node's devices
 and links, its load, the parsed request), so a hit returns exactly what a
 recomputation would: decisions do not depend on what was cached before.
-Every table is bounded (least recently used entries go first), so a long-lived
-placer cannot grow without limit.
+Every table is bounded (least recently used entries go first, or the oldest
+for keys slow to hash), so a long-lived placer cannot grow without limit.
 
 `disabled()` turns every table off for its block (tests compare the two
 paths). The tables are per process and not locked: the engine is called from
@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
@@ -41,6 +41,18 @@ def disabled() -> Iterator[None]:
         yield
     finally:
         _state["enabled"] = before
+
+
+def remembered(table: BoundedCache[K, V], key: Callable[[], K], compute: Callable[[], V]) -> V:
+    """`compute()`, kept in `table` under `key()`; with the tables off, computed afresh and no key built."""
+    if not enabled():
+        return compute()
+    at = key()
+    found = table.get(at)
+    if found is None:
+        found = compute()
+        table.put(at, found)
+    return found
 
 
 def clear_all() -> None:

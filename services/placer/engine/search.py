@@ -254,16 +254,13 @@ def best_subset(
     n = len(weights)
     if not 0 <= k <= n:
         raise ValueError(f"cannot choose {k} of {n} devices")
-    if not cache.enabled():
-        return _solve(weights, k, cut_degree, idle, cap)
     # Nodes of one machine type with different loads often pose the very same problem
     # (every pair NV18 behind one NVSwitch): the answer depends on these inputs only.
-    key = (tuple(tuple(row) for row in weights), k, _frozen(cut_degree), _frozen(idle), cap)
-    found = _solved.get(key)
-    if found is None:
-        found = _solve(weights, k, cut_degree, idle, cap)
-        _solved.put(key, found)
-    return found
+    return cache.remembered(
+        _solved,
+        lambda: (tuple(tuple(row) for row in weights), k, _frozen(cut_degree), _frozen(idle), cap),
+        lambda: _solve(weights, k, cut_degree, idle, cap),
+    )
 
 
 SOLVED_BOUND = 8_192

@@ -31,13 +31,17 @@ Writing a vendor
    reason "must be an integer between 1 and 100, got '150'").
    `count` is the number of devices the pod needs at least; the shared loop
    uses it to say "2 of 8 GPUs free, 4 requested" before calling search.
-2. `filter_device(scratch, request, device) -> str | None`
+2. `filter_device(scratch, request, device) -> str | Rejection | None`
    Can this one device take (a share of) the request, by itself? None = yes;
    otherwise the reason in a user's words, e.g. "unhealthy",
-   "excluded by nvidia.com/nouse-gpuuuid", "4000 MiB free, 8000 MiB requested".
+   "excluded by nvidia.com/nouse-gpuuuid", "4000 MiB free, 8000 MiB requested"
+   (a `Rejection` also names the class the refusal is counted under across
+   nodes, e.g. "Insufficient nvidia.com/gpumem"; a plain string counts as
+   "Insufficient <resource>").
    The shared loop has already dropped devices of other vendors. Unhealthy
    devices must be rejected here (`device.healthy`). Per-device load (pods,
-   memory, cores, QoS already on it) is in `scratch.loads[device.index]`.
+   memory, cores, QoS and application classes already on it) is in
+   `scratch.loads[device.index]`.
 3. `search(scratch, request, candidates) -> SetChoice | Unfit`
    Choose the devices among `candidates` (usable devices, sorted by index).
    Return the assignments in the order the pod gets them, the internal set
@@ -143,6 +147,7 @@ class DeviceLoad(msgspec.Struct, frozen=True, kw_only=True):
     memory_used_mib: int = 0
     cores_used: int = 0
     qos: tuple[str, ...] = ()  # QoS of the pods on it, in allocation order
+    app_classes: tuple[str, ...] = ()  # MetaX online/offline class of the pods on it, likewise
 
     @property
     def idle(self) -> bool:
@@ -195,10 +200,6 @@ class NodeScore(msgspec.Struct, frozen=True, kw_only=True):
     parts: dict[str, float] = {}
 
 
-def pair_key(a: int, b: int) -> tuple[int, int]:
-    return (a, b) if a < b else (b, a)
-
-
 @dataclass
 class NodeScratch:
     """Per-node, per-decision state shared by the loop and the vendor (typed, not a dict)."""
@@ -232,14 +233,7 @@ _topology_maps_table: BoundedCache[tuple[int, int], TopologyMaps] = BoundedCache
 
 
 def _topology_maps(node: NodeState) -> TopologyMaps:
-    if not cache.enabled():
-        return _build_topology_maps(node)
-    key = topology_key(node)
-    maps = _topology_maps_table.get(key)
-    if maps is None:
-        maps = _build_topology_maps(node)
-        _topology_maps_table.put(key, maps)
-    return maps
+    return cache.remembered(_topology_maps_table, lambda: topology_key(node), lambda: _build_topology_maps(node))
 
 
 def _build_topology_maps(node: NodeState) -> TopologyMaps:
@@ -253,6 +247,7 @@ def _loads(node: NodeState, devices: Mapping[int, Device]) -> dict[int, DeviceLo
     memory: dict[int, int] = {i: 0 for i in devices}
     cores: dict[int, int] = {i: 0 for i in devices}
     qos: dict[int, list[str]] = {i: [] for i in devices}
+    app_classes: dict[int, list[str]] = {i: [] for i in devices}
     for alloc in node.allocations:
         device = devices.get(alloc.index)
         if device is None:
@@ -263,6 +258,7 @@ def _loads(node: NodeState, devices: Mapping[int, Device]) -> dict[int, DeviceLo
         memory[alloc.index] += alloc.memory_mib if alloc.memory_mib > 0 else device.memory_mib
         cores[alloc.index] += min(alloc.cores, device.cores)
         qos[alloc.index].append(alloc.qos)
+        app_classes[alloc.index].append(alloc.app_class)
     return {
         i: DeviceLoad(
             index=i,
@@ -270,6 +266,7 @@ def _loads(node: NodeState, devices: Mapping[int, Device]) -> dict[int, DeviceLo
             memory_used_mib=min(memory[i], devices[i].memory_mib),
             cores_used=min(cores[i], devices[i].cores),
             qos=tuple(qos[i]),
+            app_classes=tuple(app_classes[i]),
         )
         for i in devices
     }

@@ -84,9 +84,8 @@ class MetaxPlugin:
             if load.pods > 0:
                 return f"in use by {load.pods} pod(s); {request.resource} takes whole idle cards"
             return None
-        classes = card_app_classes(scratch, device.index)
-        if not app_class_accepts(classes, request.app_class):
-            return _app_class_reason(classes, request.app_class)
+        if not app_class_accepts(load.app_classes, request.app_class):
+            return _app_class_reason(load.app_classes, request.app_class)
         running = card_qos(load.qos)
         if not request.online and not qos_accepts(running, load.pods > 0, request.qos, request.cores):
             return f"runs {running} pods; the pod's QoS is {request.qos}"
@@ -122,14 +121,15 @@ class MetaxPlugin:
         else:
             chosen = _default_pick(scratch, request, candidates, idle)
             runners = _hami_runner_up(scratch, request, candidates, chosen)
-        zones = zone_node_score(chosen, idle) if request.exclusive else None
-        parts = {"zone_score": float(zone_set_score(chosen))}
-        if zones is not None:
+        set_score = float(zone_set_score(chosen))
+        parts = {"zone_score": set_score}
+        if request.exclusive:
+            zones = zone_node_score(chosen, idle)
             parts["loss"] = float(zones.loss)
             parts["idle_score_before"] = float(zones.idle_before)
         return SetChoice(
             assignments=tuple(_assignment(request, d) for d in chosen),
-            set_score=float(zone_set_score(chosen)),
+            set_score=set_score,
             parts=parts,
             runners_up=runners,
             considered=len(candidates),
@@ -150,15 +150,6 @@ class MetaxPlugin:
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def card_app_classes(scratch: NodeScratch, index: int) -> tuple[str, ...]:
-    """The application classes of the pods on one card, in allocation order ("" = ordinary)."""
-    return tuple(
-        alloc.app_class
-        for alloc in scratch.node.allocations
-        if alloc.index == index
-    )
 
 
 def idle_cards(scratch: NodeScratch) -> tuple[Device, ...]:
@@ -221,7 +212,7 @@ def _hami_pick(
     if request.online:
         ranked = sorted(
             range(len(walk)),
-            key=lambda at: (online_preference(card_app_classes(scratch, walk[at].index)), at),
+            key=lambda at: (online_preference(scratch.loads[walk[at].index].app_classes), at),
         )
         return tuple(walk[at] for at in ranked[:n])
     if request.kind is MetaxKind.SGPU and request.exclusive:
@@ -235,7 +226,7 @@ def _default_pick(
     n = request.count
     if request.online:
         ranked = sorted(
-            candidates, key=lambda d: (online_preference(card_app_classes(scratch, d.index)), d.index)
+            candidates, key=lambda d: (online_preference(scratch.loads[d.index].app_classes), d.index)
         )
         return tuple(ranked[:n])
     if request.exclusive:
@@ -292,7 +283,7 @@ def _topology_term(
             scratch.warn(pref.warning)
         return pref.value, {"topology_preference": pref.value}
     if request.online:
-        penalty = float(sum(online_card_score(card_app_classes(scratch, d.index)) for d in chosen))
+        penalty = float(sum(online_card_score(scratch.loads[d.index].app_classes) for d in chosen))
         return penalty, {"online_penalty": penalty}
     if not _topology_enabled(request, hami):
         return 0.0, {}

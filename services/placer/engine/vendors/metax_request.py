@@ -20,7 +20,7 @@ from services.placer.engine.quantities import (
     parse_quantity,
     split_list,
 )
-from services.placer.engine.vendor import DeviceRequest, NodePolicy, RequestError, parse_node_policy
+from services.placer.engine.vendor import NODE_POLICY, DeviceRequest, RequestError, parse_node_policy
 from services.placer.engine.vendors.metax_qos import (
     APP_CLASS_ANNOTATION,
     APP_CLASSES,
@@ -39,7 +39,6 @@ TOPOLOGY_AWARE = "metax-tech.com/sgpu-topology-aware"
 USE_UUID = "metax-tech.com/use-gpuuuid"
 NOUSE_UUID = "metax-tech.com/nouse-gpuuuid"
 GPU_POLICY = "hami.io/gpu-scheduler-policy"
-NODE_POLICY = "hami.io/node-scheduler-policy"
 
 _GPU_POLICIES = ("binpack", "spread", "topology-aware", "mutex", "numa")
 _HAS_UNIT = re.compile(r"[a-zA-Z]")
@@ -85,10 +84,6 @@ def _memory_mib(text: str) -> int:
     return int(value) * 1024
 
 
-def _node_policy(text: str | None) -> NodePolicy:
-    return parse_node_policy(text)  # HAMi's values only: no fragmentation model for these devices yet
-
-
 def _gpu_policies(text: str | None) -> tuple[str, ...]:
     if text is None:
         return ("spread",)
@@ -110,7 +105,7 @@ def parse_metax_request(request: PodRequest) -> MetaxRequest | None:
         raise RequestError(GPU, f"cannot be combined with {SGPU} in one pod")
     ann = request.annotations
     policies = _gpu_policies(ann.get(GPU_POLICY))
-    node_policy = _node_policy(ann.get(NODE_POLICY))
+    node_policy = parse_node_policy(ann.get(NODE_POLICY))  # HAMi's values only: no fragmentation model here yet
     use_uuids = split_list(ann.get(USE_UUID, ""))
     nouse_uuids = split_list(ann.get(NOUSE_UUID, ""))
     if whole:

@@ -22,6 +22,7 @@ from schemas.topology import Device, Vendor
 from services.placer.engine.model import Mode, PodRequest
 from services.placer.engine.quantities import optional_int, split_list
 from services.placer.engine.vendor import (
+    NODE_POLICY,
     DeviceRequest,
     NodePolicy,
     NodeScore,
@@ -56,7 +57,6 @@ NEURONCORE = "aws.amazon.com/neuroncore"
 USE_UUID = "aws.amazon.com/use-neuron-uuid"
 NOUSE_UUID = "aws.amazon.com/nouse-neuron-uuid"
 GPU_POLICY = "hami.io/gpu-scheduler-policy"
-NODE_POLICY = "hami.io/node-scheduler-policy"
 
 HAMI_WEIGHT = 10
 FILL_WEIGHT = 10.0
@@ -72,10 +72,6 @@ class NeuronRequest(DeviceRequest, frozen=True, kw_only=True):
     binpack_devices: bool = False
 
 
-def _node_policy(text: str | None) -> NodePolicy:
-    return parse_node_policy(text)  # HAMi's values only: no fragmentation model for these devices yet
-
-
 def parse_neuron_request(request: PodRequest) -> NeuronRequest | None:
     res = request.requests
     devices = optional_int(res, NEURON, low=0)
@@ -89,7 +85,8 @@ def parse_neuron_request(request: PodRequest) -> NeuronRequest | None:
         vendor=Vendor.NEURON,
         resource=NEURON if devices else NEURONCORE,
         count=devices or 1,
-        node_policy=_node_policy(ann.get(NODE_POLICY)),
+        # HAMi's values only: no fragmentation model for these devices yet
+        node_policy=parse_node_policy(ann.get(NODE_POLICY)),
         device_noun="Neuron device",
         devices=devices or 0,
         cores=cores or 0,

@@ -29,6 +29,7 @@ from services.placer.engine.node_key import topology_key
 from services.placer.engine.quantities import optional_int, parse_bool, split_list
 from services.placer.engine.search import DEFAULT_CAP, best_subset
 from services.placer.engine.vendor import (
+    NODE_POLICY,
     DeviceRequest,
     NodePolicy,
     NodeScore,
@@ -47,7 +48,6 @@ GPUMEM = "nvidia.com/gpumem"
 GPUMEM_PERCENTAGE = "nvidia.com/gpumem-percentage"
 GPUCORES = "nvidia.com/gpucores"
 GPU_POLICY = "hami.io/gpu-scheduler-policy"
-NODE_POLICY = "hami.io/node-scheduler-policy"
 USE_UUID = "nvidia.com/use-gpuuuid"
 NOUSE_UUID = "nvidia.com/nouse-gpuuuid"
 USE_TYPE = "nvidia.com/use-gputype"
@@ -251,14 +251,7 @@ _pair_tables: BoundedCache[tuple[int, int], PairTable] = BoundedCache(PAIR_TABLE
 
 
 def _node_pair_table(scratch: NodeScratch) -> PairTable:
-    if not cache.enabled():
-        return _build_pair_table(scratch)
-    key = topology_key(scratch.node)
-    table = _pair_tables.get(key)
-    if table is None:
-        table = _build_pair_table(scratch)
-        _pair_tables.put(key, table)
-    return table
+    return cache.remembered(_pair_tables, lambda: topology_key(scratch.node), lambda: _build_pair_table(scratch))
 
 
 def _build_pair_table(scratch: NodeScratch) -> PairTable:
