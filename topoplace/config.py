@@ -84,13 +84,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         # An external Kafka gets exactly-once-per-partition produces by default;
         # the embedded Tansu broker rejects InitProducerId, so it is off there.
         idempotence = _bool(environ, KAFKA_IDEMPOTENCE, default=bootstrap is not None)
-        kube_api_url = _optional(environ, KUBE_API_URL)
-        if kube_api_url is not None and not kube_api_url.startswith(("http://", "https://")):
-            raise ConfigError(KUBE_API_URL, f"must be an http:// or https:// URL, got {kube_api_url!r}")
-        for url_var in (OTLP_ENDPOINT, OTLP_TRACES_ENDPOINT):
-            url = _optional(environ, url_var)
-            if url is not None and not url.startswith(("http://", "https://")):
-                raise ConfigError(url_var, f"must be an http:// or https:// URL, got {url!r}")
+        kube_api_url = _url(environ, KUBE_API_URL)
+        otlp_endpoint = _url(environ, OTLP_ENDPOINT)
+        otlp_traces_endpoint = _url(environ, OTLP_TRACES_ENDPOINT)
         return cls(
             kafka_bootstrap=bootstrap,
             kafka_idempotence=idempotence,
@@ -101,8 +97,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             traces_file=_optional(environ, TRACES_FILE),
             log_level=_log_level(environ),
             consumer_group_prefix=_name(environ, GROUP_PREFIX, "topoplace"),
-            otlp_endpoint=_optional(environ, OTLP_ENDPOINT),
-            otlp_traces_endpoint=_optional(environ, OTLP_TRACES_ENDPOINT),
+            otlp_endpoint=otlp_endpoint,
+            otlp_traces_endpoint=otlp_traces_endpoint,
             resource_attributes=_resource_attributes(environ),
             node_policy=_choice(environ, NODE_POLICY, NODE_POLICIES),
         )
@@ -115,6 +111,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 def _optional(environ: Mapping[str, str], variable: str) -> str | None:
     value = environ.get(variable, "").strip()
     return value or None
+
+
+def _url(environ: Mapping[str, str], variable: str) -> str | None:
+    value = _optional(environ, variable)
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise ConfigError(variable, f"must be an http:// or https:// URL, got {value!r}")
+    return value
 
 
 def _choice(environ: Mapping[str, str], variable: str, choices: tuple[str, ...]) -> str | None:

@@ -240,11 +240,12 @@ class _Processor:
         if self.producer is None:
             log.warning("message.rejected", extra={"fields": fields})
             return
+        key = decode_key(record.key)
         dead = DeadLetterEvent(
             topic=record.topic,
             partition=record.partition,
             offset=record.offset,
-            key=decode_key(record.key),
+            key=key,
             value=(record.value or b"").decode("utf-8", errors="replace"),
             error=error,
             service=self.service,
@@ -253,7 +254,7 @@ class _Processor:
         # The dead letter stays in the trace of the message it rejects.
         token = otel_context.attach(extract_trace_context(tuple(record.headers or ())))
         try:
-            await self.producer.send(self.topics[record.topic].dlq, decode_key(record.key), dead)
+            await self.producer.send(self.topics[record.topic].dlq, key, dead)
         finally:
             otel_context.detach(token)
         log.warning("message.dead_lettered", extra={"fields": fields})

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from typing import Any
 
+from topoplace.commands.signals import run_until_signalled
 from topoplace.config import ConfigError, Settings
 
 
@@ -23,23 +23,20 @@ def add_parser(subparsers: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        asyncio.run(_run_until_signalled(Settings.from_env()))
+        settings = Settings.from_env()
+        run_until_signalled(lambda stop: _serve(settings, stop))
     except ConfigError as exc:  # a bad or missing variable: say which, no traceback
         print(f"topoplace binder: {exc}", file=sys.stderr)
         return 2
     return 0
 
 
-async def _run_until_signalled(settings: Settings) -> None:
+async def _serve(settings: Settings, stop: asyncio.Event) -> None:
     # Imported here: the service pulls in Kafka, Kubernetes and OpenTelemetry, which
     # `topoplace --help` and the other subcommands do not need.
     from services.binder.service import run_binder
     from topoplace import telemetry
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
         await run_binder(settings, stop=stop)
     finally:

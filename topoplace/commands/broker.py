@@ -5,21 +5,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 
 from topoplace.broker import BrokerError, EmbeddedBroker, ensure_topics
+from topoplace.commands.signals import run_until_signalled
 from topoplace.config import ConfigError, Settings
 from topoplace.logs import configure_logging
 
 log = logging.getLogger("topoplace.commands.broker")
 
 
-async def serve(host: str, port: int) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+async def serve(host: str, port: int, stop: asyncio.Event) -> int:
     async with EmbeddedBroker(host=host, port=port) as broker:
         await ensure_topics(broker.bootstrap)
         # The first stdout line is the contract with scripts: the address, nothing else.
@@ -48,7 +44,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     configure_logging("topoplace-broker", settings.log_level)
     try:
-        return asyncio.run(serve(args.host, args.port))
+        return run_until_signalled(lambda stop: serve(args.host, args.port, stop))
     except BrokerError as exc:
         print(f"topoplace broker: {exc}", file=sys.stderr)
         return 1

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
-from collections.abc import Awaitable, Callable
 
+from topoplace.commands.signals import run_until_signalled
 from topoplace.config import ConfigError, Settings
 
 
@@ -118,24 +117,6 @@ def _list_fixtures(args: argparse.Namespace) -> int:
         if note:
             print(f"    note: {note}")
     return 0
-
-
-def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    """Run main(stop) on a fresh loop; SIGINT and SIGTERM set `stop` so the service ends cleanly."""
-
-    async def runner() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        signals = (signal.SIGINT, signal.SIGTERM)
-        for sig in signals:
-            loop.add_signal_handler(sig, stop.set)
-        try:
-            await main(stop)
-        finally:
-            for sig in signals:
-                loop.remove_signal_handler(sig)
-
-    asyncio.run(runner())
 
 
 def _settings() -> Settings | None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from typing import Any
 
+from topoplace.commands.signals import run_until_signalled
 from topoplace.kubeapi import KubeApiServer
 
 
@@ -22,15 +22,11 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    asyncio.run(_serve_until_stopped(args.host, args.port, args.bookmark_interval))
+    run_until_signalled(lambda stop: _serve_until_stopped(args.host, args.port, args.bookmark_interval, stop))
     return 0
 
 
-async def _serve_until_stopped(host: str, port: int, bookmark_interval: float) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+async def _serve_until_stopped(host: str, port: int, bookmark_interval: float, stop: asyncio.Event) -> None:
     async with KubeApiServer(host, port, bookmark_interval=bookmark_interval) as server:
         print(server.url, flush=True)  # the first line: scripts read the URL from it
         print("serving core/v1 nodes, pods, pods/binding, events and topology.volcano.sh hypernodes", file=sys.stderr)

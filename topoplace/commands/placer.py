@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 import sys
 
+from topoplace.commands.signals import run_until_signalled
 from topoplace.config import ConfigError, Settings
 
 
@@ -33,15 +32,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         settings = Settings.from_env()
         mode = Mode(args.mode)
-
-        async def main() -> None:
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
-            await run_placer(settings, mode=mode, stop=stop)
-
-        asyncio.run(main())
+        run_until_signalled(lambda stop: run_placer(settings, mode=mode, stop=stop))
     except ConfigError as exc:
         print(f"topoplace placer: {exc}", file=sys.stderr)
         return 2

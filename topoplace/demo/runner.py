@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import time
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import aiohttp
@@ -23,12 +23,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from schemas import topics
 from schemas.annotations import DEVICES, decode_devices
-from topoplace.broker import kafka_bootstrap
+from topoplace.broker import free_port, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.demo import cluster as demo_cluster
 from topoplace.demo import processes, report, workload
 from topoplace.demo.tracker import OutcomeTracker
-from topoplace.kafka_io import Received, TopicFollower
+from topoplace.kafka_io import Handler, Received, TopicFollower
 from topoplace.kube import api_client
 
 NAMESPACE = "default"
@@ -43,12 +43,6 @@ class DemoOptions(msgspec.Struct, frozen=True, kw_only=True):
     report_path: Path = Path("demo-report.json")
     traces_path: Path = Path("demo-traces.jsonl")
     work_dir: Path = Path(".demo")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def seed_cluster(api: k8s.ApiClient, cluster: demo_cluster.DemoCluster) -> None:
@@ -84,13 +78,21 @@ async def wait_nodes_published(bootstrap: str, names: set[str], timeout_s: float
         if all(names <= s for s in seen.values()):
             done.set()
 
-    follower = TopicFollower(bootstrap, [topics.TOPOLOGY_NODES, topics.NODES_STATUS], service="topoplace-demo")
-    task = asyncio.create_task(follower.run(handle))
+    async with _following(bootstrap, [topics.TOPOLOGY_NODES, topics.NODES_STATUS], handle):
+        try:
+            await asyncio.wait_for(done.wait(), timeout_s)
+        except TimeoutError as exc:
+            missing = {t: sorted(names - s) for t, s in seen.items() if names - s}
+            raise TimeoutError(f"nodes not published after {timeout_s:.0f} s: {missing}") from exc
+
+
+@contextlib.asynccontextmanager
+async def _following(bootstrap: str, followed: Sequence[topics.Topic], handler: Handler) -> AsyncIterator[None]:
+    """`handler` gets every message of `followed` while the block runs."""
+    follower = TopicFollower(bootstrap, followed, service="topoplace-demo")
+    task = asyncio.create_task(follower.run(handler))
     try:
-        await asyncio.wait_for(done.wait(), timeout_s)
-    except TimeoutError as exc:
-        missing = {t: sorted(names - s) for t, s in seen.items() if names - s}
-        raise TimeoutError(f"nodes not published after {timeout_s:.0f} s: {missing}") from exc
+        yield
     finally:
         await follower.stop()
         task.cancel()
@@ -188,11 +190,9 @@ async def submit_and_track(
     async def handle(received: Received) -> None:
         tracker.apply(received)
 
-    follower = TopicFollower(bootstrap, [topics.PLACEMENTS, topics.BINDINGS], service="topoplace-demo")
-    follow_task = asyncio.create_task(follower.run(handle))
     submitted_at: dict[str, float] = {}
     uid_of: dict[str, str] = {}
-    try:
+    async with _following(bootstrap, [topics.PLACEMENTS, topics.BINDINGS], handle):
         with Progress(
             TextColumn("{task.description:<14}"),
             BarColumn(),
@@ -229,11 +229,6 @@ async def submit_and_track(
                 refresh()
                 await asyncio.sleep(0.25)  # redraw rate of the progress display
             refresh()
-    finally:
-        await follower.stop()
-        follow_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await follow_task
 
     results = []
     for pod in pods:

@@ -24,7 +24,6 @@ class OutcomeTracker:
 
     def __init__(self) -> None:
         self.by_uid: dict[str, PodOutcome] = {}
-        self.placed = 0
 
     def apply(self, received: Received) -> None:
         event = received.event
@@ -32,7 +31,6 @@ class OutcomeTracker:
             outcome = self.by_uid.setdefault(event.uid, PodOutcome())
             if event.outcome == PlacementOutcome.PLACED:
                 outcome.score = event.score
-            self.placed += 1
         elif isinstance(event, BindingEvent):
             outcome = self.by_uid.setdefault(event.uid, PodOutcome())
             if event.outcome == BindingOutcome.BOUND:

@@ -284,12 +284,9 @@ class KubeApiServer:
 async def _write_changes(resp: web.StreamResponse, changes: list[Change], selector: Selector) -> None:
     lines: list[bytes] = []
     for change in changes:
-        seen = visible_change(change, selector)
-        if seen is None:
-            continue
-        kind, obj = seen
-        body = change.object_json() if obj is change.obj else _encoder.encode(obj)
-        lines.append(b'{"type":"' + kind.encode() + b'","object":' + body + b"}\n")
+        kind = visible_change(change, selector)
+        if kind is not None:
+            lines.append(b'{"type":"' + kind.encode() + b'","object":' + change.object_json() + b"}\n")
     if lines:
         await resp.write(b"".join(lines))
 

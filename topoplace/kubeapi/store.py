@@ -85,21 +85,20 @@ class Subscription:
         self.wakeup.set()
 
 
-def visible_change(change: Change, selector: Selector) -> tuple[str, Object] | None:
-    """What a watcher with this selector sees: entering the selection is ADDED, leaving it DELETED."""
+def visible_change(change: Change, selector: Selector) -> str | None:
+    """The event type a watcher with this selector sees, or None: entering the selection is ADDED, leaving it DELETED.
+
+    The object it sees is always `change.obj`, so one cached encoding serves every watcher.
+    """
     if selector.empty:
-        return change.type, change.obj
-    now = change.type != DELETED and selector.matches(change.obj)
+        return change.type
     if change.type == DELETED:
-        return (DELETED, change.obj) if selector.matches(change.obj) else None
+        return DELETED if selector.matches(change.obj) else None
+    now = selector.matches(change.obj)
     before = change.old is not None and selector.matches(change.old)
-    if now and before:
-        return MODIFIED, change.obj
     if now:
-        return ADDED, change.obj
-    if before:
-        return DELETED, change.obj
-    return None
+        return MODIFIED if before else ADDED
+    return DELETED if before else None
 
 
 def _clone(obj: Any) -> Any:
