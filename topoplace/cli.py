@@ -7,6 +7,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from topoplace.config import ConfigError
+
 # Each module exposes `add_parser(subparsers)`, which registers its subcommand(s)
 # and sets `func(args) -> int` as the parser default.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -36,7 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as exc:  # a setting no command can run with: say which, not a traceback
+        print(f"topoplace {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
