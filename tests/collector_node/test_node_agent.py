@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
@@ -172,20 +172,8 @@ async def test_the_agent_publishes_to_the_broker(fresh_broker: str) -> None:
         if topology_seen and len(usage_seen) >= 2:
             enough.set()
 
-    follower = TopicFollower(fresh_broker, [topics.TOPOLOGY_NODES, topics.USAGE_DEVICES], service="test")
-    following = asyncio.create_task(follower.run(collect))
-    try:
-        await asyncio.wait_for(enough.wait(), WAIT)
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(f"http://127.0.0.1:{health_port}/readyz") as response,
-        ):
-            ready_status = response.status
-    finally:
-        stop.set()
-        await asyncio.wait_for(agent, WAIT)
-        await follower.stop()
-        await asyncio.wait_for(following, WAIT)
+    topics_read = [topics.TOPOLOGY_NODES, topics.USAGE_DEVICES]
+    ready_status = await _readiness_once(fresh_broker, topics_read, collect, enough, health_port, stop, agent)
 
     assert ready_status == 200  # ready once the topology is on Kafka
     expected = load_topology("dgx1-v100", node=node)
@@ -215,22 +203,37 @@ async def test_a_fleet_publishes_every_member_then_reports_ready(fresh_broker: s
             if len(topologies) == len(members):
                 all_out.set()
 
-    follower = TopicFollower(fresh_broker, [topics.TOPOLOGY_NODES], service="test")
-    following = asyncio.create_task(follower.run(collect))
-    try:
-        await asyncio.wait_for(all_out.wait(), WAIT)
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(f"http://127.0.0.1:{health_port}/readyz") as response,
-        ):
-            ready_status = response.status
-    finally:
-        stop.set()
-        await asyncio.wait_for(fleet, WAIT)
-        await follower.stop()
-        await asyncio.wait_for(following, WAIT)
+    ready_status = await _readiness_once(
+        fresh_broker, [topics.TOPOLOGY_NODES], collect, all_out, health_port, stop, fleet
+    )
 
     assert ready_status == 200
     for member in members:
         expected = load_topology(member.source, node=member.node)
         assert topologies[member.node].devices == expected.devices
+
+
+async def _readiness_once(
+    bootstrap: str,
+    read: list[Topic],
+    collect: Callable[[Received], Awaitable[None]],
+    seen_enough: asyncio.Event,
+    health_port: int,
+    stop: asyncio.Event,
+    service: asyncio.Task[None],
+) -> int:
+    """Follow `read` into `collect` until `seen_enough`, then the service's /readyz status; stops both."""
+    follower = TopicFollower(bootstrap, read, service="test")
+    following = asyncio.create_task(follower.run(collect))
+    try:
+        await asyncio.wait_for(seen_enough.wait(), WAIT)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{health_port}/readyz") as response,
+        ):
+            return response.status
+    finally:
+        stop.set()
+        await asyncio.wait_for(service, WAIT)
+        await follower.stop()
+        await asyncio.wait_for(following, WAIT)
