@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Awaitable, Callable
 
 from topoplace.commands.signals import run_until_signalled
-from topoplace.config import ConfigError, Settings
+from topoplace.config import Settings
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,11 +43,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _run_node(args: argparse.Namespace) -> int:
-    from services.collector.node_agent import SOURCE_ERRORS, run_node_agent
+    from services.collector.node_agent import run_node_agent
 
-    settings = _settings()
-    if settings is None:
-        return 2
+    settings = Settings.from_env()
 
     async def main(stop: asyncio.Event) -> None:
         await run_node_agent(
@@ -59,21 +58,13 @@ def _run_node(args: argparse.Namespace) -> int:
             memory_mib=args.memory_mib,
         )
 
-    try:
-        run_until_signalled(main)
-    except SOURCE_ERRORS as exc:
-        print(f"topoplace collector node: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return _publish_until_signalled("node", main)
 
 
 def _run_fleet(args: argparse.Namespace) -> int:
     from services.collector.fleet import FleetError, load_fleet, run_fleet
-    from services.collector.node_agent import SOURCE_ERRORS
 
-    settings = _settings()
-    if settings is None:
-        return 2
+    settings = Settings.from_env()
     try:
         fleet = load_fleet(args.fleet)
     except FleetError as exc:
@@ -83,10 +74,17 @@ def _run_fleet(args: argparse.Namespace) -> int:
     async def main(stop: asyncio.Event) -> None:
         await run_fleet(settings, fleet, interval_seconds=args.interval, stop=stop)
 
+    return _publish_until_signalled("fleet", main)
+
+
+def _publish_until_signalled(command: str, main: Callable[[asyncio.Event], Awaitable[None]]) -> int:
+    """Run a node publisher; a device source that cannot be read is one line and exit code 2."""
+    from services.collector.node_agent import SOURCE_ERRORS
+
     try:
         run_until_signalled(main)
     except SOURCE_ERRORS as exc:
-        print(f"topoplace collector fleet: {exc}", file=sys.stderr)
+        print(f"topoplace collector {command}: {exc}", file=sys.stderr)
         return 2
     return 0
 
@@ -94,9 +92,7 @@ def _run_fleet(args: argparse.Namespace) -> int:
 def _run_cluster(args: argparse.Namespace) -> int:
     from services.collector.cluster_watcher import run_cluster_watcher
 
-    settings = _settings()
-    if settings is None:
-        return 2
+    settings = Settings.from_env()
 
     async def main(stop: asyncio.Event) -> None:
         await run_cluster_watcher(settings, resync_seconds=args.resync, hypernodes_file=args.hypernodes_file, stop=stop)
@@ -117,14 +113,6 @@ def _list_fixtures(args: argparse.Namespace) -> int:
         if note:
             print(f"    note: {note}")
     return 0
-
-
-def _settings() -> Settings | None:
-    try:
-        return Settings.from_env()
-    except ConfigError as exc:
-        print(f"topoplace collector: {exc}", file=sys.stderr)
-        return None
 
 
 def _positive_float(text: str) -> float:
