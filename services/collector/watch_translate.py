@@ -8,12 +8,12 @@ problem is returned for the caller to log and count.
 from __future__ import annotations
 
 import datetime as dt
-import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 import msgspec
 
 from schemas import annotations as pod_annotations
+from schemas import quantity as schema_quantity
 from schemas.events import (
     DeviceAssignment,
     GangRef,
@@ -47,36 +47,9 @@ class Problem(msgspec.Struct, frozen=True, kw_only=True):
 
 # --- quantities -------------------------------------------------------------------------------
 
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
-_SUFFIX = {
-    None: Decimal(1),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
-
-
 def parse_quantity(value: Quantity) -> Decimal:
     """A Kubernetes quantity ("2", "100m", "16Gi", "1e3") as a number; ValueError names the value."""
-    m = _QUANTITY.match(str(value).strip())
-    if m is None:
-        raise ValueError(f"{value!r} is not a Kubernetes quantity")
-    try:
-        return Decimal(m.group(1)) * _SUFFIX[m.group(2)]
-    except InvalidOperation:
-        raise ValueError(f"{value!r} is not a Kubernetes quantity") from None
+    return schema_quantity.parse_quantity(str(value))
 
 
 def format_quantity(value: Decimal) -> str:

@@ -5,33 +5,26 @@ Bad input raises RequestError naming the resource or annotation and why.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from fractions import Fraction
 
+from schemas.quantity import QuantityError
+from schemas.quantity import parse_quantity as parse_exact
 from services.placer.engine.vendor import RequestError
 
-_SUFFIX: dict[str, Fraction] = {
-    "": Fraction(1),
-    "m": Fraction(1, 1000),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30),
-    "Ti": Fraction(2**40),
-}
-_QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-
+_LARGEST = 2**63 - 1
 
 def parse_quantity(field: str, text: str) -> Fraction:
-    """A Kubernetes quantity ("2", "500m", "8Gi") as an exact number."""
-    match = _QUANTITY.match(text)
-    if match is None or match.group(2) not in _SUFFIX:
-        raise RequestError(field, f"is not a Kubernetes quantity: {text!r}")
-    return Fraction(match.group(1)) * _SUFFIX[match.group(2)]
+    """A Kubernetes quantity ("2", "500m", "8Gi", "1e0") as an exact number (schemas.quantity's grammar)."""
+    try:
+        number = parse_exact(text)
+    except QuantityError as exc:
+        raise RequestError(field, f"is not a Kubernetes quantity: {text!r}") from exc
+    if number < 0:
+        raise RequestError(field, f"must not be negative, got {text!r}")
+    if number > _LARGEST:  # "1e999999" is a quantity, but no device count or size
+        raise RequestError(field, f"is too large, got {text!r}")
+    return Fraction(number)
 
 
 def parse_int(field: str, text: str, *, low: int = 0, high: int | None = None) -> int:

@@ -1,0 +1,141 @@
+"""The parts of a Pod and a Node that kube-scheduler's filters read, in Kubernetes' JSON shape.
+
+Decode them straight from the API's JSON (`msgspec.json.decode(raw, type=Affinity)`):
+field names are camelCase, unknown fields are ignored. Each Struct checks what
+the API server's validation checks (k8s.io/kubernetes pkg/apis/core/validation)
+where a mistake would change a scheduling decision, and raises RequestError naming
+the field (msgspec adds the path, e.g. "- at `$.nodeAffinity...`").
+
+`Affinity` carries node affinity only: pod affinity and anti-affinity
+(`podAffinity`, `podAntiAffinity`) are ignored for now, so a pod that asks for
+them is placed as if it had not.
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from services.placer.engine.vendor import RequestError
+
+NO_SCHEDULE = "NoSchedule"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+NO_EXECUTE = "NoExecute"
+TAINT_EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
+
+EQUAL = "Equal"
+EXISTS = "Exists"
+TOLERATION_OPERATORS = (EQUAL, EXISTS, "")  # "" means Equal
+
+IN = "In"
+NOT_IN = "NotIn"
+DOES_NOT_EXIST = "DoesNotExist"
+GT = "Gt"
+LT = "Lt"
+SELECTOR_OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT)
+NODE_NAME_FIELD = "metadata.name"  # the one field matchFields may name
+
+_INT64 = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def parse_int64(text: str) -> int | None:
+    """Go's strconv.ParseInt(text, 10, 64), or None where it fails (no spaces, no "_", no "1e3")."""
+    if _INT64.fullmatch(text) is None or len(text) > 20:
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
+
+
+class Taint(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    key: str
+    value: str = ""
+    effect: str
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            raise RequestError("key", "a taint needs a key")
+        if self.effect not in TAINT_EFFECTS:
+            raise RequestError("effect", f"unknown taint effect {self.effect!r} (allowed: {', '.join(TAINT_EFFECTS)})")
+
+
+class Toleration(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    key: str = ""
+    operator: str = EQUAL
+    value: str = ""
+    effect: str = ""  # "" tolerates every effect
+    toleration_seconds: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.operator not in TOLERATION_OPERATORS:
+            raise RequestError("operator", f"unknown toleration operator {self.operator!r} (allowed: Equal, Exists)")
+        if not self.key and self.operator != EXISTS:
+            raise RequestError("operator", "must be Exists when key is empty (it then matches every taint)")
+        if self.operator == EXISTS and self.value:
+            raise RequestError("value", f"must be empty when operator is Exists, got {self.value!r}")
+        if self.effect and self.effect not in TAINT_EFFECTS:
+            raise RequestError("effect", f"unknown taint effect {self.effect!r} (allowed: {', '.join(TAINT_EFFECTS)})")
+        if self.toleration_seconds is not None and self.effect != NO_EXECUTE:
+            raise RequestError("tolerationSeconds", "is only allowed with effect NoExecute")
+
+
+class NodeSelectorRequirement(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        op, count = self.operator, len(self.values)
+        if op not in SELECTOR_OPERATORS:
+            raise RequestError("operator", f"unknown operator {op!r} (allowed: {', '.join(SELECTOR_OPERATORS)})")
+        if not self.key:
+            raise RequestError("key", "a node selector requirement needs a key")
+        if op in (IN, NOT_IN) and count == 0:
+            raise RequestError("values", f"must be given when operator is {op}")
+        if op in (EXISTS, DOES_NOT_EXIST) and count:
+            raise RequestError("values", f"must be empty when operator is {op}, got {list(self.values)}")
+        if op in (GT, LT) and (count != 1 or parse_int64(self.values[0]) is None):
+            raise RequestError("values", f"must be one integer when operator is {op}, got {list(self.values)}")
+
+
+class NodeSelectorTerm(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+    def __post_init__(self) -> None:
+        for requirement in self.match_fields:
+            if requirement.key != NODE_NAME_FIELD:
+                raise RequestError("matchFields.key", f"must be {NODE_NAME_FIELD}, got {requirement.key!r}")
+            if requirement.operator not in (IN, NOT_IN):
+                raise RequestError("matchFields.operator", f"must be In or NotIn, got {requirement.operator!r}")
+            if len(requirement.values) != 1:
+                raise RequestError("matchFields.values", f"must be one node name, got {list(requirement.values)}")
+
+    @property
+    def empty(self) -> bool:
+        """An empty term selects no node (kube skips it)."""
+        return not self.match_expressions and not self.match_fields
+
+
+class NodeSelector(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    node_selector_terms: tuple[NodeSelectorTerm, ...]  # ORed; none = no node matches
+
+
+class PreferredSchedulingTerm(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    weight: int
+    preference: NodeSelectorTerm
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.weight <= 100:
+            raise RequestError("weight", f"must be between 1 and 100, got {self.weight}")
+
+
+class NodeAffinity(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: tuple[PreferredSchedulingTerm, ...] = ()
+
+
+class Affinity(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    """Node affinity only; podAffinity and podAntiAffinity are not read yet."""
+
+    node_affinity: NodeAffinity | None = None
