@@ -13,7 +13,8 @@ from bench.search_speed import nvl72 as nvl72
 from bench.search_speed import pcie_tree_16 as pcie_tree_16
 from schemas.topology import Device, Link, PcieLevel, Vendor
 from services.collector.topology_files import load_topology
-from services.placer.engine import Allocation, NodeState, PodRequest, Snapshot
+from services.placer import engine
+from services.placer.engine import Allocation, Decision, Mode, NodeState, PodRequest, Snapshot
 
 
 def gpu(index: int, *, numa: int | None = 0, memory: int = 81920, model: str = "NVIDIA H100 80GB HBM3",
@@ -89,3 +90,8 @@ def indices(decision_devices: Iterable[object]) -> list[int]:
     return [d.index for d in decision_devices]  # type: ignore[attr-defined]
 
 
+
+
+def place(snapshot: Snapshot, request: PodRequest, mode: Mode = Mode.DEFAULT) -> Decision:
+    """The engine's decision with every other node explained (what these tests read)."""
+    return engine.place(snapshot, request, mode, explain=True)

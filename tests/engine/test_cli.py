@@ -43,7 +43,7 @@ def test_place_unschedulable_example(capsys: pytest.CaptureFixture[str]) -> None
     decision = json.loads(capsys.readouterr().out)
     assert decision["node"] is None
     assert decision["reason"] == (
-        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were cordoned, 1 node(s) were not ready."
+        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were not ready, 1 node(s) were unschedulable."
     )
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 import pytest
-from engine_builders import gpu, node, pod
+from engine_builders import gpu, node, place, pod
 
 from bench.cluster import ClusterState, Placement
 from bench.fragmentation import PodClass
 from bench.topoplace_trace import TopoplaceTracePolicy, engine_workload
 from bench.trace import NodeRow, PodRow
-from services.placer.engine import Allocation, Mode, NodeState, PodRequest, RequestError, Snapshot, place
+from services.placer.engine import Allocation, Mode, NodeState, PodRequest, RequestError, Snapshot
 from services.placer.engine.fragmentation import FreeShare, class_fragment, fragmentation
 from services.placer.engine.model import PlaceInput, WorkloadClass
 

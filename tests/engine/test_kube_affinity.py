@@ -14,7 +14,7 @@ from services.placer.engine.kube.affinity import (
     preferred_affinity_score,
     required_affinity_matches,
 )
-from services.placer.engine.kube.objects import Affinity
+from schemas.kube import Affinity
 
 
 def expr(key: str, operator: str, *values: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from services.placer.engine.kube.filters import (
     NodeFacts,
     PodFacts,
 )
-from services.placer.engine.kube.objects import Affinity, Taint, Toleration
+from schemas.kube import Affinity, Taint, Toleration
 
 GPU = "nvidia.com/gpu"
 ALLOC = {"cpu": 8000, "memory": 64 * 2**30 * 1000, "pods": 110_000, GPU: 8000}

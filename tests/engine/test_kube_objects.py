@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from services.placer.engine.kube.objects import (
+from schemas.kube import (
     Affinity,
     NodeSelectorRequirement,
     PreferredSchedulingTerm,

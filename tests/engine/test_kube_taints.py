@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.placer.engine.kube.objects import Taint, Toleration
+from schemas.kube import Taint, Toleration
 from services.placer.engine.kube.taints import (
     count_intolerable_prefer_no_schedule,
     first_untolerated,

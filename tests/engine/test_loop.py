@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from engine_builders import gpu, indices, matrix_links, node, pod, snapshot
+from engine_builders import gpu, indices, matrix_links, node, place, pod, snapshot
 
 from schemas.topology import PcieLevel
-from services.placer.engine import Decision, Mode, place
-from services.placer.engine.explain import unschedulable_summary
+from services.placer.engine import Decision, Mode
+from services.placer.engine.kube.messages import fit_error_message
 
 SYS, PIX = PcieLevel.SYS, PcieLevel.PIX
 
@@ -51,17 +51,18 @@ def test_unschedulable_counts_reasons_like_kube_scheduler() -> None:
     decision = place(snap, pod(2))
     assert decision.node is None
     assert decision.reason == (
-        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were cordoned, 1 node(s) were not ready."
+        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were not ready, 1 node(s) were unschedulable."
     )
     by_node = {v.node: v.reason for v in decision.alternatives}
     assert by_node["c"].startswith("1 of 4 GPUs free, 2 requested: ")
     assert "in use by 1 pod(s)" in by_node["c"]
 
 
-def test_summary_orders_by_count_then_text() -> None:
-    summaries = ["node(s) were cordoned"] * 6 + ["Insufficient nvidia.com/gpu"] * 10
-    assert unschedulable_summary(16, summaries) == (
-        "0/16 nodes are available: 10 Insufficient nvidia.com/gpu, 6 node(s) were cordoned."
+def test_summary_orders_as_kube_scheduler_does_by_text() -> None:
+    # kube-scheduler sorts "<count> <reason>" as strings: "10 ..." before "6 ..."
+    summaries = ["node(s) were unschedulable"] * 6 + ["Insufficient nvidia.com/gpu"] * 10
+    assert fit_error_message(16, summaries) == (
+        "0/16 nodes are available: 10 Insufficient nvidia.com/gpu, 6 node(s) were unschedulable."
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from engine_builders import place
 
 from schemas.topology import Device, Vendor
 from services.collector.topology_files import load_topology
@@ -19,7 +20,6 @@ from services.placer.engine import (
     PodRequest,
     RequestError,
     Snapshot,
-    place,
 )
 from services.placer.engine.vendors.metax_gpu import (
     LOSSES_ANNOTATION,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from engine_builders import place
 
 from services.collector.topology_files import fixture_node_labels, load_topology
 from services.placer.engine import (
@@ -18,7 +19,6 @@ from services.placer.engine import (
     PodRequest,
     RequestError,
     Snapshot,
-    place,
 )
 
 NEURON = "aws.amazon.com/neuron"

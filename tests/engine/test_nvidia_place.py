@@ -6,10 +6,10 @@ Each expectation is derived in the comment next to it from the rules in docs/eng
 from __future__ import annotations
 
 import pytest
-from engine_builders import fixture_node, gpu, indices, matrix_links, node, pod, snapshot
+from engine_builders import fixture_node, gpu, indices, matrix_links, node, place, pod, snapshot
 
 from schemas.topology import PcieLevel
-from services.placer.engine import Allocation, Mode, place
+from services.placer.engine import Allocation, Mode
 
 SYS, NODE, PIX = PcieLevel.SYS, PcieLevel.NODE, PcieLevel.PIX
 

@@ -82,7 +82,13 @@ def test_bad_values_raise_naming_the_field(request_: PodRequest, field: str, wor
     assert words in caught.value.reason
 
 
-def test_place_rejects_a_pod_without_known_device_resources() -> None:
+def test_a_pod_without_device_resources_is_placed_by_the_node_rules_alone() -> None:
+    decision = place(snapshot(node("n", [gpu(0)])), PodRequest(uid="x", requests={"cpu": "1"}))
+    assert decision.node == "n"
+    assert decision.devices == ()
+
+
+def test_a_bad_cpu_request_names_the_field() -> None:
     with pytest.raises(RequestError) as caught:
-        place(snapshot(node("n", [gpu(0)])), PodRequest(uid="x", requests={"cpu": "1"}))
-    assert caught.value.field == "requests"
+        place(snapshot(node("n", [gpu(0)])), PodRequest(uid="x", requests={"cpu": "lots"}))
+    assert caught.value.field == "requests.cpu"

@@ -74,7 +74,7 @@ def read_place_input(path: str) -> PlaceInput:
 def _place(args: argparse.Namespace) -> int:
     try:
         given = read_place_input(args.snapshot)
-        decision = place(given.snapshot, given.request, Mode(args.mode))
+        decision = place(given.snapshot, given.request, Mode(args.mode), explain=True)
     except (ValueError, RequestError) as exc:
         return _fail(str(exc))
     if args.explain:

@@ -3,8 +3,11 @@
 Pure and deterministic: no I/O, no clock, no randomness; the same snapshot and
 request give the same decision. Read top-down:
 
-    place()            this file: picks the vendor, runs the node loop
-    loop.py            the node loop shared by all vendors, ranking
+    place()            this file: the cluster index of the snapshot, one decision over it
+    pod_decision.py    one pod: device answers per class of nodes, ranked, node rules, best first
+    index.py           the cluster index: nodes grouped into device classes, updated per node
+    node_rules.py      readiness, cordon, taints, affinity, resources (kube/ has the rules themselves)
+    loop.py            one node's answer: device filter, vendor search, node score (memoised)
     vendor.py          the contract a vendor implements, the per-node scratch state
     vendors/<name>.py  one module per vendor (nvidia, metax, neuron)
     search.py          bounded branch-and-bound over pair scores
@@ -16,7 +19,8 @@ from __future__ import annotations
 import msgspec
 
 from services.placer.engine import cache
-from services.placer.engine.loop import NodeMiss, evaluate_node, place_with
+from services.placer.engine.index import ClusterIndex, NodeReads
+from services.placer.engine.loop import NodeMiss, evaluate_node
 from services.placer.engine.model import (
     Allocation,
     Decision,
@@ -28,11 +32,13 @@ from services.placer.engine.model import (
     Snapshot,
     WorkloadClass,
 )
+from services.placer.engine.pod_decision import place_indexed
 from services.placer.engine.vendor import RequestError, SetCandidate
 from services.placer.engine.vendors import registry
 
 __all__ = [
     "Allocation",
+    "ClusterIndex",
     "Decision",
     "DeviceChoice",
     "Mode",
@@ -45,16 +51,55 @@ __all__ = [
     "Snapshot",
     "WorkloadClass",
     "choose_devices",
+    "index_of",
+    "new_index",
     "place",
+    "place_in",
 ]
 
 
-def place(snapshot: Snapshot, request: PodRequest, mode: Mode = Mode.DEFAULT) -> Decision:
+NODE_READS = NodeReads(labels=registry.node_reads[0], annotations=registry.node_reads[1])
+_last_index: list[ClusterIndex] = []  # the index of the last snapshot placed on: the next one updates it
+
+
+def index_of(snapshot: Snapshot) -> ClusterIndex:
+    """The cluster index of `snapshot` (the previous snapshot's, updated where nodes differ)."""
+    previous = _last_index[0] if _last_index else None
+    try:
+        index = ClusterIndex.of(snapshot, NODE_READS, previous)
+    except ValueError as exc:
+        _last_index.clear()
+        raise RequestError("snapshot.nodes", f"node {exc.args[0]!r} appears twice") from None
+    _last_index[:] = [index]
+    return index
+
+
+def place(snapshot: Snapshot, request: PodRequest, mode: Mode = Mode.DEFAULT, *, explain: bool = False) -> Decision:
     """The best node and devices for `request`, or node None with the reason.
 
+    `explain` lists every other node with why it lost (`Decision.alternatives`).
     Raises RequestError(field, reason) when the request cannot be read.
     """
-    return place_with(registry, snapshot, request, mode)
+    return place_indexed(
+        registry, index_of(snapshot), request, mode, workload=snapshot.workload, explain=explain
+    )
+
+
+def place_in(
+    index: ClusterIndex,
+    request: PodRequest,
+    mode: Mode = Mode.DEFAULT,
+    *,
+    workload: tuple[WorkloadClass, ...] = (),
+    explain: bool = False,
+) -> Decision:
+    """`place` over an index the caller keeps current (the placer's view does)."""
+    return place_indexed(registry, index, request, mode, workload=workload, explain=explain)
+
+
+def new_index() -> ClusterIndex:
+    """An empty index reading what the registered vendors read of a node."""
+    return ClusterIndex(NODE_READS)
 
 
 class DeviceChoice(msgspec.Struct, frozen=True, kw_only=True):

@@ -13,6 +13,7 @@ import msgspec
 
 from schemas.events import DeviceAssignment, HyperNodeEvent
 from schemas.topology import Device, Link
+from schemas.kube import Affinity, Taint, Toleration
 
 
 class Allocation(msgspec.Struct, frozen=True, kw_only=True):
@@ -27,16 +28,22 @@ class Allocation(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class NodeState(msgspec.Struct, frozen=True, kw_only=True):
-    """One node as the engine sees it: devices, links, labels, health, who holds what."""
+    """One node as the engine sees it: devices, links, labels, taints, resources, who holds what."""
 
     name: str
-    machine_type: str
-    devices: tuple[Device, ...]
+    machine_type: str = ""
+    devices: tuple[Device, ...] = ()  # empty: a node without accelerators
     links: tuple[Link, ...] = ()
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
+    taints: tuple[Taint, ...] = ()
     ready: bool = True
     unschedulable: bool = False  # cordoned
+    # Kubernetes quantities by resource name (cpu, memory, pods, nvidia.com/gpu...). None: not
+    # reported, and then resources are not checked on this node (snapshots from before).
+    allocatable: dict[str, str] | None = None
+    requested: dict[str, str] = {}  # summed over every pod on the node, any scheduler's
+    pods: int = 0  # pods on the node, any scheduler's
     allocations: tuple[Allocation, ...] = ()
 
 
@@ -61,12 +68,15 @@ class WorkloadClass(msgspec.Struct, frozen=True, kw_only=True):
 class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     nodes: tuple[NodeState, ...]
     hypernodes: tuple[HyperNodeEvent, ...] = ()
+    # Node-label keys of a Kueue / KAI Topology, top level first (the network tree from labels).
+    topology_levels: tuple[str, ...] = ()
     # The cluster's typical pod classes; empty = unknown (the fragmentation policy then binpacks).
     workload: tuple[WorkloadClass, ...] = ()
 
 
 class PodRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """A pod's device request: Kubernetes resource name -> quantity, plus its annotations."""
+    """A pod as the engine reads it: its effective requests (Kubernetes resource name -> quantity,
+    containers summed, init containers and overhead counted), annotations, and node constraints."""
 
     uid: str
     namespace: str = "default"
@@ -74,6 +84,10 @@ class PodRequest(msgspec.Struct, frozen=True, kw_only=True):
     requests: dict[str, str] = {}
     annotations: dict[str, str] = {}
     labels: dict[str, str] = {}
+    node_selector: dict[str, str] = {}
+    affinity: Affinity | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    node_name: str = ""  # set: already on that node (a running gang member), never placed again
 
 
 class Mode(enum.StrEnum):

@@ -19,7 +19,8 @@ from services.placer.engine.model import NodeState
 KEYED_NODE_FIELDS = (
     "machine_type", "devices", "links", "labels", "annotations", "ready", "unschedulable", "allocations",
 )  # fmt: skip
-UNKEYED_NODE_FIELDS = ("name",)
+# The name, and what the node rules read (node_rules.py): no vendor reads them.
+UNKEYED_NODE_FIELDS = ("name", "taints", "allocatable", "requested", "pods")
 KEYED_ALLOCATION_FIELDS = ("index", "memory_mib", "cores", "qos", "app_class")
 UNKEYED_ALLOCATION_FIELDS = ("pod_uid",)
 

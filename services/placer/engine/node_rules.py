@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from services.placer.engine.kube.filters import CompiledPodRules, NodeFacts, PodFacts
-from services.placer.engine.kube.objects import Taint
+from services.placer.engine.kube.filters import UNSCHEDULABLE_REASON, CompiledPodRules, NodeFacts, PodFacts
 from services.placer.engine.kube.resources import parse_requests
 from services.placer.engine.model import NodeState, PodRequest
 
 NOT_READY = "node(s) were not ready"
-NOT_READY_REASON = "not ready"
+# A preferred affinity term weighs 1..100; an untolerated PreferNoSchedule taint costs as much as the
+# heaviest term, so a node nobody prefers but nobody avoids beats one the pod avoids.
+PREFER_NO_SCHEDULE_PENALTY = 100
+# A node's own words for the two reasons every node can give (kube's counted words stay in summaries).
+_WORDS = {NOT_READY: "not ready", UNSCHEDULABLE_REASON: "cordoned"}
 
 
 def pod_facts(request: PodRequest, ignored: Collection[str]) -> PodFacts:
@@ -59,9 +62,11 @@ class PodRules:
 
     def __init__(self, request: PodRequest, ignored: Collection[str]) -> None:
         self.facts = pod_facts(request, ignored)
-        self.compiled = CompiledPodRules(self.facts)
+        self.compiled = CompiledPodRules(self.facts, ignored)
         self.only_node = request.node_name or None
-        self.max_preference = float(self.compiled.max_preference_score())
+        node_affinity = request.affinity.node_affinity if request.affinity is not None else None
+        preferred = node_affinity.preferred_during_scheduling_ignored_during_execution if node_affinity else ()
+        self.max_preference = float(sum(term.weight for term in preferred))
 
     def failure(self, node: NodeState) -> list[str] | None:
         """kube-scheduler's reasons the node is infeasible for the pod (the first failing rule's), or None."""
@@ -70,9 +75,14 @@ class PodRules:
         return self.compiled.first_failure(node_facts(node))
 
     def preference(self, node: NodeState) -> float:
-        """Score added for preferred affinity, taken for untolerated PreferNoSchedule taints."""
-        return float(self.compiled.preference_score(node_facts(node)))
+        """Added to the node's score: the weights of the preferred affinity terms it matches, less
+        PREFER_NO_SCHEDULE_PENALTY per PreferNoSchedule taint the pod does not tolerate."""
+        facts = node_facts(node)
+        score = self.compiled.preference_score(facts)
+        if node.taints:
+            score -= PREFER_NO_SCHEDULE_PENALTY * self.compiled.intolerable_taints(facts)
+        return float(score)
 
-
-def describe_taint(taint: Taint) -> str:
-    return f"{{{taint.key}: {taint.value}}}"
+    @staticmethod
+    def in_words(reasons: list[str]) -> str:
+        return "; ".join(_WORDS.get(r, r) for r in reasons)

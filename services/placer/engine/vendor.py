@@ -84,17 +84,11 @@ from schemas.events import DeviceAssignment
 from schemas.topology import Device, Link, Vendor
 from services.placer.engine import cache
 from services.placer.engine.cache import BoundedCache
+from services.placer.engine.errors import RequestError
 from services.placer.engine.model import Mode, NodeState, PodRequest, WorkloadClass
 from services.placer.engine.node_key import topology_key
 
-
-class RequestError(ValueError):
-    """A pod request the engine cannot read: names the field and the reason."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
+__all__ = ["RequestError"]  # re-exported: vendors raise it from here
 
 
 NODE_POLICY = "hami.io/node-scheduler-policy"  # the annotation every vendor reads
@@ -137,6 +131,11 @@ class DeviceRequest(msgspec.Struct, frozen=True, kw_only=True):
     # Snapshot.workload, set by the node loop for the fragmentation policy only (so it is part of
     # the request's key in the answer tables exactly when it can change an answer).
     workload: tuple[WorkloadClass, ...] = ()
+
+    @property
+    def reads_uuids(self) -> bool:
+        """Whether the answer depends on the devices' UUIDs (then nodes cannot share answers)."""
+        return False
 
 
 class DeviceLoad(msgspec.Struct, frozen=True, kw_only=True):
@@ -306,6 +305,18 @@ class VendorRegistry:
     @property
     def plugins(self) -> tuple[VendorPlugin, ...]:
         return tuple(self._plugins)
+
+    @property
+    def share_resources(self) -> frozenset[str]:
+        """Resources the vendors check per device that nodes do not report (HAMi's memory and core shares)."""
+        return frozenset(r for p in self._plugins for r in getattr(p, "share_resources", ()))
+
+    @property
+    def node_reads(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(labels, annotations) of a node that some vendor reads: part of a node's device class."""
+        labels = sorted({k for p in self._plugins for k in getattr(p, "node_labels_read", ())})
+        annotations = sorted({k for p in self._plugins for k in getattr(p, "node_annotations_read", ())})
+        return tuple(labels), tuple(annotations)
 
     def claim(self, request: PodRequest) -> tuple[VendorPlugin, DeviceRequest] | None:
         for plugin in self._plugins:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from services.placer.engine.kube.objects import (
+from schemas.kube import (
     DOES_NOT_EXIST,
     EXISTS,
     GT,

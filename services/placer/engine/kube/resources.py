@@ -31,7 +31,7 @@ from collections.abc import Collection, Iterable, Mapping
 import msgspec
 
 from schemas.quantity import QuantityError, milli_value, value
-from services.placer.engine.vendor import RequestError
+from services.placer.engine.errors import RequestError
 
 CPU = "cpu"
 MEMORY = "memory"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 
-from services.placer.engine.kube.objects import (
+from schemas.kube import (
     EXISTS,
     NO_EXECUTE,
     NO_SCHEDULE,

@@ -46,6 +46,8 @@ from services.placer.engine.vendors.metax_qos import (
     qos_accepts,
 )
 from services.placer.engine.vendors.metax_request import (
+    VCORE,
+    VMEMORY,
     NOUSE_UUID,
     USE_UUID,
     MetaxKind,
@@ -66,6 +68,8 @@ HAMI_WEIGHT = 10  # HAMi's util.Weight in its usage scores
 class MetaxPlugin:
     vendor = Vendor.METAX
     name = "metax"
+    share_resources = (VCORE, VMEMORY)
+    node_annotations_read = (metax_gpu.LOSSES_ANNOTATION, metax_gpu.SCORES_ANNOTATION)
 
     def parse_request(self, request: PodRequest) -> MetaxRequest | None:
         return parse_metax_request(request)

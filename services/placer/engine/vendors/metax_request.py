@@ -63,6 +63,10 @@ class MetaxRequest(DeviceRequest, frozen=True, kw_only=True):
     binpack_cards: bool = False  # hami.io/gpu-scheduler-policy binpack (default spread)
 
     @property
+    def reads_uuids(self) -> bool:
+        return bool(self.use_uuids or self.nouse_uuids)
+
+    @property
     def exclusive(self) -> bool:
         """Whole cards: the card alone (vcore 100) or metax-tech.com/gpu; online pods never are."""
         return self.kind is MetaxKind.GPU or (self.cores == EXCLUSIVE_CORES and self.app_class == "")

@@ -71,6 +71,10 @@ class NeuronRequest(DeviceRequest, frozen=True, kw_only=True):
     nouse_uuids: tuple[str, ...] = ()
     binpack_devices: bool = False
 
+    @property
+    def reads_uuids(self) -> bool:
+        return bool(self.use_uuids or self.nouse_uuids)
+
 
 def parse_neuron_request(request: PodRequest) -> NeuronRequest | None:
     res = request.requests
@@ -99,6 +103,7 @@ def parse_neuron_request(request: PodRequest) -> NeuronRequest | None:
 class NeuronPlugin:
     vendor = Vendor.NEURON
     name = "neuron"
+    node_labels_read = (INSTANCE_TYPE_LABEL,)
 
     def parse_request(self, request: PodRequest) -> NeuronRequest | None:
         return parse_neuron_request(request)

@@ -86,6 +86,10 @@ class NvidiaRequest(DeviceRequest, frozen=True, kw_only=True):
     numa_bind: bool = False
 
     @property
+    def reads_uuids(self) -> bool:
+        return bool(self.use_uuids or self.nouse_uuids)
+
+    @property
     def binpack(self) -> bool:
         return GpuPolicy.BINPACK in self.policies
 
@@ -134,6 +138,7 @@ def _node_policy(text: str | None) -> NodePolicy:
 class NvidiaPlugin:
     vendor = Vendor.NVIDIA
     name = "nvidia"
+    share_resources = (GPUMEM, GPUMEM_PERCENTAGE, GPUCORES)
 
     # --- request ------------------------------------------------------------------------
 

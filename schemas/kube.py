@@ -17,7 +17,7 @@ import re
 
 import msgspec
 
-from services.placer.engine.vendor import RequestError
+from schemas.errors import FieldError as RequestError
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"

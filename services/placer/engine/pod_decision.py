@@ -1,0 +1,302 @@
+"""One pod's decision over the cluster index: class answers, ranked, then node rules, best first.
+
+    for each device class:       the vendor's answer, memoised (cache.py) — a fit with its node score, or why not
+    rank the fitting classes:    higher score first
+    walk them, best first:       within a class, nodes in name order; the first that passes the pod's
+                                 node rules (node_rules.py) is the class's best (with preferences, the
+                                 best by score + preference); stop once no later class can reach the best
+    nothing passes:              every node's reason, counted as kube-scheduler does
+
+The result is the same as asking every node and sorting by (-score, name), which
+reference_loop.py does and a test compares, at a cost that depends on the number
+of classes, not of nodes. Explanations of the losers are built only when asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import msgspec
+
+from schemas.events import DeviceAssignment
+from services.placer.engine import cache, loop
+from services.placer.engine.cache import BoundedCache
+from services.placer.engine.explain import loser_reason
+from services.placer.engine.index import ClusterIndex, class_state
+from services.placer.engine.kube.messages import fit_error_message
+from services.placer.engine.loop import NodeFit, NodeMiss, _outcome, _request_id, evaluate_node
+from services.placer.engine.model import Decision, Mode, NodeState, NodeVerdict, PodRequest, WorkloadClass
+from services.placer.engine.node_rules import PodRules
+from services.placer.engine.vendor import (
+    HAMI_NODE_POLICIES,
+    NODE_POLICY,
+    DeviceRequest,
+    NodePolicy,
+    NodeScore,
+    RequestError,
+    SetChoice,
+    VendorPlugin,
+    VendorRegistry,
+)
+
+Answer = NodeFit | NodeMiss
+CLASS_ANSWER_BOUND = 32_768
+_class_answers: BoundedCache[tuple[int, int], Answer] = BoundedCache(CLASS_ANSWER_BOUND)
+# A pod that asks for no device fits every node's devices with nothing to choose.
+NO_DEVICES = NodeFit(node="", choice=SetChoice(assignments=()), score=NodeScore(score=0.0))
+
+
+class Claim(msgspec.Struct, frozen=True, kw_only=True):
+    """The pod as the vendors read it: the vendor that claims it and its parsed request (None: no devices)."""
+
+    plugin: VendorPlugin | None
+    request: DeviceRequest | None
+
+
+def claim(registry: VendorRegistry, request: PodRequest, mode: Mode, workload: tuple[WorkloadClass, ...]) -> Claim:
+    claimed = registry.claim(request)
+    if claimed is None:
+        return Claim(plugin=None, request=None)
+    plugin, device_request = claimed
+    if mode is Mode.HAMI and device_request.node_policy not in HAMI_NODE_POLICIES:
+        allowed = " or ".join(p.value for p in HAMI_NODE_POLICIES)
+        raise RequestError(NODE_POLICY, f"{device_request.node_policy.value!r} is not a HAMi policy (mode hami: {allowed})")
+    if device_request.node_policy is NodePolicy.FRAGMENTATION and workload:
+        device_request = msgspec.structs.replace(device_request, workload=workload)
+    return Claim(plugin=plugin, request=device_request)
+
+
+class _Group(msgspec.Struct, frozen=True):
+    """Nodes sharing one answer: a device class, or one node when the answer reads the node's own UUIDs."""
+
+    answer: Answer
+    members: Sequence[str]
+
+
+def place_indexed(
+    registry: VendorRegistry,
+    index: ClusterIndex,
+    request: PodRequest,
+    mode: Mode = Mode.DEFAULT,
+    *,
+    workload: tuple[WorkloadClass, ...] = (),
+    explain: bool = False,
+    allowed: Callable[[str], bool] | None = None,
+) -> Decision:
+    """The best node and devices for `request` among the index's nodes (`allowed`: a further node filter).
+
+    Raises RequestError(field, reason) when the request cannot be read."""
+    pod_claim = claim(registry, request, mode, workload)
+    rules = PodRules(request, registry.share_resources)
+    groups = _groups(index, pod_claim, mode)
+    fitting = [(g.answer.score.score, g) for g in groups if isinstance(g.answer, NodeFit)]
+    fitting.sort(key=lambda pair: -pair[0])
+    best = _walk(index, fitting, rules, allowed)
+    if best is None:
+        return _unschedulable(index, groups, rules, allowed, _explainer(pod_claim, mode) if explain else None)
+    total, name, group = best
+    fit = group.answer
+    assert isinstance(fit, NodeFit)
+    node = index.node(name)
+    parts = dict(fit.choice.parts)
+    parts.update(fit.score.parts)
+    preference = total - fit.score.score
+    if preference:
+        parts["preference"] = preference
+    device_request = pod_claim.request
+    return Decision(
+        node=name,
+        devices=_with_uuids(fit.choice.assignments, node),
+        score=round(total, 6),
+        score_parts=parts,
+        alternatives=_alternatives(index, groups, rules, name, fit, total, _explainer(pod_claim, mode)) if explain else (),
+        candidates_considered=sum(g.answer.choice.considered for _, g in fitting if isinstance(g.answer, NodeFit)),
+        warnings=_all_warnings(index, groups) if explain else tuple(f"{name}: {w}" for w in fit.warnings),
+        qos=device_request.qos if device_request is not None else "",
+        app_class=device_request.app_class if device_request is not None else "",
+    )
+
+
+# --- answers per group ----------------------------------------------------------------------
+
+
+def _groups(index: ClusterIndex, pod_claim: Claim, mode: Mode) -> list[_Group]:
+    plugin, device_request = pod_claim.plugin, pod_claim.request
+    if plugin is None or device_request is None:
+        return [_Group(NO_DEVICES, members) for _, members in index.classes()]
+    request_id = _request_id(plugin, device_request, mode)
+    if device_request.reads_uuids:
+        # The answer depends on the node's own UUIDs: one node, one answer.
+        return [
+            _Group(_outcome(plugin, device_request, _without_node_rules(node), mode, request_id), (node.name,))
+            for node in index.nodes()
+        ]
+    groups: list[_Group] = []
+    get, put = _class_answers.get, _class_answers.put
+    for class_id, members in index.classes():
+        key = (request_id, class_id)
+        answer = get(key) if request_id is not None else None
+        if answer is None:
+            answer = loop._evaluate(plugin, device_request, class_state(index.node(members[0]), index.reads), mode)
+            if request_id is not None:
+                put(key, answer)
+        groups.append(_Group(answer, members))
+    return groups
+
+
+def _without_node_rules(node: NodeState) -> NodeState:
+    """Readiness and cordon are node rules here, not the vendor's: the per-node answer ignores them."""
+    if node.ready and not node.unschedulable:
+        return node
+    return msgspec.structs.replace(node, ready=True, unschedulable=False)
+
+
+# --- ranking --------------------------------------------------------------------------------
+
+
+def _walk(
+    index: ClusterIndex,
+    fitting: list[tuple[float, _Group]],
+    rules: PodRules,
+    allowed: Callable[[str], bool] | None,
+) -> tuple[float, str, _Group] | None:
+    """The highest score + preference, ties to the first name, among nodes passing the node rules."""
+    best: tuple[float, str, _Group] | None = None
+    ceiling = rules.max_preference
+    only = rules.only_node
+    for score, group in fitting:
+        if best is not None and score + ceiling < best[0]:
+            break  # sorted by score: no later group can reach the best
+        members: Sequence[str] = group.members
+        if only is not None:
+            members = (only,) if only in members else ()
+        for name in members:
+            if allowed is not None and not allowed(name):
+                continue
+            node = index.node(name)
+            if rules.failure(node) is not None:
+                continue
+            total = score + rules.preference(node) if ceiling or node.taints else score
+            if best is None or total > best[0] or (total == best[0] and name < best[1]):
+                best = (total, name, group)
+            if total >= score + ceiling:
+                break  # names come sorted: nobody later in this group does better
+    return best
+
+
+def _with_uuids(assignments: tuple[DeviceAssignment, ...], node: NodeState) -> tuple[DeviceAssignment, ...]:
+    """The class answer's shares on this node's own devices (a class answer carries no UUIDs)."""
+    uuids = {d.index: d.uuid for d in node.devices}
+    return tuple(
+        a if a.uuid == uuids.get(a.index, a.uuid) else msgspec.structs.replace(a, uuid=uuids.get(a.index, ""))
+        for a in assignments
+    )
+
+
+# --- when nothing fits, and explanations ------------------------------------------------------
+
+
+Explainer = Callable[[NodeState], str]
+
+
+def _explainer(pod_claim: Claim, mode: Mode) -> Explainer:
+    """A node's own reason for a device miss: its class answer names no UUIDs, the node's own does."""
+    plugin, device_request = pod_claim.plugin, pod_claim.request
+
+    def explain(node: NodeState) -> str:
+        if plugin is None or device_request is None:
+            return ""
+        result = evaluate_node(plugin, device_request, _without_node_rules(node), mode)
+        return result.unfit.reason if isinstance(result, NodeMiss) else ""
+
+    return explain
+
+
+OUTSIDE_DOMAIN = "node(s) were outside the gang's network domain"
+
+
+def node_reasons(
+    node: NodeState,
+    answer: Answer,
+    rules: PodRules,
+    allowed: Callable[[str], bool] | None,
+    explainer: Explainer | None = None,
+) -> tuple[list[str], str] | None:
+    """Why the node cannot take the pod: kube-scheduler's summaries and the node's own words; None: it can."""
+    if allowed is not None and not allowed(node.name):
+        return [OUTSIDE_DOMAIN], "outside the gang's network domain"
+    failure = rules.failure(node)
+    if failure is not None:
+        return failure, rules.in_words(failure)
+    if isinstance(answer, NodeMiss):
+        words = explainer(node) if explainer is not None else ""
+        return [answer.unfit.summary], words or answer.unfit.reason
+    return None
+
+
+def _unschedulable(
+    index: ClusterIndex,
+    groups: list[_Group],
+    rules: PodRules,
+    allowed: Callable[[str], bool] | None,
+    explainer: Explainer | None,
+) -> Decision:
+    summaries: list[str] = []
+    verdicts: list[NodeVerdict] = []
+    for group in groups:
+        for name in group.members:
+            reasons = node_reasons(index.node(name), group.answer, rules, allowed, explainer)
+            if reasons is None:
+                continue  # fits but lost to no one: cannot happen when nothing was found; kept safe
+            summaries.extend(reasons[0])
+            if explainer is not None:
+                verdicts.append(NodeVerdict(node=name, fits=False, reason=reasons[1]))
+    verdicts.sort(key=lambda v: v.node)
+    return Decision(
+        node=None,
+        reason=fit_error_message(len(index), summaries, pre_filter_message=rules.compiled.pre_filter_reason),
+        alternatives=tuple(verdicts),
+    )
+
+
+def _alternatives(
+    index: ClusterIndex,
+    groups: list[_Group],
+    rules: PodRules,
+    winner: str,
+    best: NodeFit,
+    total: float,
+    explainer: Explainer,
+) -> tuple[NodeVerdict, ...]:
+    """Every other node: the ones that fit, best first, with why they lost; then the others, by name."""
+    fits: list[NodeVerdict] = []
+    misses: list[NodeVerdict] = []
+    for group in groups:
+        answer = group.answer
+        for name in group.members:
+            if name == winner:
+                continue
+            reasons = node_reasons(index.node(name), answer, rules, None, explainer)
+            if reasons is not None:
+                misses.append(NodeVerdict(node=name, fits=False, reason=reasons[1]))
+                continue
+            assert isinstance(answer, NodeFit)
+            score = answer.score.score + rules.preference(index.node(name))
+            mine = NodeScore(score=round(score, 6), parts=answer.score.parts)
+            told = loser_reason(winner, NodeScore(score=round(total, 6), parts=best.score.parts), mine)
+            fits.append(NodeVerdict(node=name, fits=True, score=mine.score, devices=answer.choice.devices, reason=told))
+    fits.sort(key=lambda v: (-v.score, v.node))
+    misses.sort(key=lambda v: v.node)
+    return tuple(fits) + tuple(misses)
+
+
+def _all_warnings(index: ClusterIndex, groups: list[_Group]) -> tuple[str, ...]:
+    """Every node's warnings, by node name (explanations only: it walks every node)."""
+    by_name = {name: g.answer.warnings for g in groups if g.answer.warnings for name in g.members}
+    return tuple(f"{name}: {w}" for name in sorted(by_name) for w in by_name[name])
+
+
+def clear() -> None:
+    """Forget every class answer (tests start cold)."""
+    _class_answers.clear()
+
