@@ -1,4 +1,6 @@
-"""`topoplace topo show`: a node's device matrix the way `nvidia-smi topo -m` prints it, with scores."""
+"""`topoplace topo show`: a node's device matrix the way `nvidia-smi topo -m` prints it, with scores.
+`topoplace topo tree`: a snapshot's network tree with free / total devices per hypernode.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +25,10 @@ def add_parser(subparsers: Any) -> None:
     source.add_argument("--topology", help="... or a fixture name, JSON fixture or nvidia-smi topo -m print")
     show.add_argument("--node", help="node name (required with --snapshot)")
     show.set_defaults(func=_show)
+    tree = sub.add_parser("tree", help="the network tree of a snapshot: hypernodes, tiers, free/total devices")
+    tree.add_argument("--snapshot", required=True, help="a snapshot JSON ({snapshot: {...}} or the snapshot itself)")
+    tree.add_argument("--hypernodes-only", action="store_true", help="leave the nodes out of the drawing")
+    tree.set_defaults(func=_tree)
 
 
 def _load_node(args: argparse.Namespace) -> NodeState:
@@ -85,4 +91,16 @@ def _show(args: argparse.Namespace) -> int:
     console = Console()
     console.print(render(node))
     console.print("scores: NV# 100 per NVLink; SAME_BOARD 60, PIX 50, PXB 40, PHB 30, NODE 20, SYS 10")
+    return 0
+
+
+def _tree(args: argparse.Namespace) -> int:
+    from topoplace.commands.topo_tree import TreeInputError, render_snapshot_tree
+
+    try:
+        text = render_snapshot_tree(args.snapshot, show_nodes=not args.hypernodes_only)
+    except TreeInputError as exc:
+        print(f"topoplace topo tree: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(text)
     return 0
