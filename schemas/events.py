@@ -10,6 +10,7 @@ import enum
 
 import msgspec
 
+from schemas.kube import Affinity, Taint, Toleration
 from schemas.topology import Device, Link
 
 SCHEMA_VERSION = 1
@@ -61,6 +62,7 @@ class NodeStatusEvent(Event, frozen=True, kw_only=True):
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
     allocatable: dict[str, str] = {}  # resource name -> Kubernetes quantity
+    taints: tuple[Taint, ...] = ()
     ready: bool = True
     unschedulable: bool = False  # cordoned
     deleted: bool = False
@@ -91,7 +93,19 @@ class HyperNodeEvent(Event, frozen=True, kw_only=True):
     observed_at: float = 0.0
 
 
-# --- pods.pending (key = pod uid, or gang id) -----------------------------------------------
+# --- topology.levels (compacted, key = Topology name) ---------------------------------------
+
+
+class TopologyLevelsEvent(Event, frozen=True, kw_only=True):
+    """A Kueue (or KAI) Topology: node-label keys, top level first, that build the network tree."""
+
+    name: str
+    levels: tuple[str, ...]
+    deleted: bool = False
+    observed_at: float = 0.0
+
+
+# --- pods.pending (key = pod uid) -----------------------------------------------------------
 
 
 class GangRef(msgspec.Struct, frozen=True, kw_only=True):
@@ -114,6 +128,66 @@ class PendingPodEvent(Event, frozen=True, kw_only=True):
     priority: int = 0
     created_at: float = 0.0
     observed_at: float = 0.0
+    # Node constraints, as the pod spec gives them (kube-scheduler's filters read them).
+    node_selector: dict[str, str] = {}
+    affinity: Affinity | None = None
+    tolerations: tuple[Toleration, ...] = ()
+
+
+# --- gangs.pending (key = gang name) --------------------------------------------------------
+
+
+class TopologyMode(enum.StrEnum):
+    HARD = "hard"  # never above the allowed tier: unschedulable instead
+    SOFT = "soft"  # prefer low tiers; never unschedulable for the network's sake
+
+
+class NetworkConstraint(msgspec.Struct, frozen=True, kw_only=True):
+    """How close a gang's (or subgroup's) pods must be: Volcano's networkTopology, Kueue's topology requests.
+
+    The highest tier allowed is `highest_tier`, or the tier named `highest_tier_name` (a Volcano
+    tierName, or for a tree of label levels the level's node-label key, as Kueue names levels).
+    """
+
+    mode: TopologyMode = TopologyMode.HARD
+    highest_tier: int | None = None
+    highest_tier_name: str = ""
+
+
+class SubGroupPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """Volcano's subGroupPolicy (or a Kueue slice): members grouped by label values, each group close."""
+
+    name: str = ""
+    sub_group_size: int = 0  # members per subgroup (0: as many as share the label values)
+    min_sub_groups: int = 0
+    match_label_keys: tuple[str, ...] = ()
+    network: NetworkConstraint | None = None
+
+
+class RunningMember(msgspec.Struct, frozen=True, kw_only=True):
+    """A gang member already bound: it is never placed again, and later members stay near it."""
+
+    uid: str
+    name: str
+    node: str
+
+
+class PendingGangEvent(Event, frozen=True, kw_only=True):
+    """A gang whose members are known: decided as one unit, all or nothing.
+
+    Published by the cluster watcher once at least `min_member` members exist
+    (pending + running), from a Volcano PodGroup or Kueue's pod-group annotations.
+    """
+
+    name: str  # "<namespace>/<group name>"
+    namespace: str
+    min_member: int = 1
+    network: NetworkConstraint | None = None
+    sub_groups: tuple[SubGroupPolicy, ...] = ()
+    members: tuple[PendingPodEvent, ...]  # pending, by name
+    running: tuple[RunningMember, ...] = ()
+    source: str = ""  # "podgroup" (Volcano) or "kueue"
+    observed_at: float = 0.0
 
 
 # --- pods.lifecycle (key = pod uid) ---------------------------------------------------------
@@ -134,7 +208,10 @@ class DeviceAssignment(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PodLifecycleEvent(Event, frozen=True, kw_only=True):
-    """A pod of ours bound to a node (its devices now in use) or deleted (its devices free)."""
+    """A pod on a node (its devices and resources in use) or deleted (freed).
+
+    Every scheduler's pods are reported, so a node's free cpu, memory and pods are known;
+    `ours` tells the pods this scheduler placed."""
 
     uid: str
     namespace: str
@@ -144,6 +221,9 @@ class PodLifecycleEvent(Event, frozen=True, kw_only=True):
     devices: tuple[DeviceAssignment, ...] = ()
     qos: str = ""
     app_class: str = ""
+    requests: dict[str, str] = {}  # the pod's effective requests (Kubernetes quantities)
+    ours: bool = True
+    gang: str = ""  # "<namespace>/<group name>" when the pod belongs to a gang
     observed_at: float = 0.0
 
 
@@ -173,6 +253,24 @@ class PlacementEvent(Event, frozen=True, kw_only=True):
     gang: GangRef | None = None
     qos: str = ""  # sharing class of the devices (MetaX sGPU QoS policy)
     app_class: str = ""  # MetaX online/offline class
+    requests: dict[str, str] = {}  # the pod's effective requests, held on the node while assumed
+    decided_at: float = 0.0
+
+
+# --- gangs.placements (key = gang name) -----------------------------------------------------
+
+
+class GangPlacementEvent(Event, frozen=True, kw_only=True):
+    """The placer's one decision for a whole gang: every member placed, or none (UNSCHEDULABLE)."""
+
+    decision_id: str
+    name: str  # "<namespace>/<group name>"
+    namespace: str
+    outcome: PlacementOutcome
+    members: tuple[PlacementEvent, ...]  # one per pending member (all PLACED, or all UNSCHEDULABLE)
+    hypernode: str = ""  # the lowest hypernode holding every member (running ones included)
+    tier: int | None = None  # its tier
+    reason: str = ""
     decided_at: float = 0.0
 
 

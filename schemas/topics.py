@@ -48,12 +48,26 @@ TOPOLOGY_NETWORK = Topic(
     compacted=True,
     description="The network tree: one HyperNode per message (cluster watcher).",
 )
+TOPOLOGY_LEVELS = Topic(
+    name="topology.levels",
+    event=events.TopologyLevelsEvent,
+    key="Topology name",
+    compacted=True,
+    description="Kueue / KAI Topology objects: node-label levels of the network tree (cluster watcher).",
+)
 PODS_PENDING = Topic(
     name="pods.pending",
     event=events.PendingPodEvent,
     key="pod uid (or gang name)",
     compacted=False,
     description="Pods naming our scheduler that have no node (cluster watcher).",
+)
+GANGS_PENDING = Topic(
+    name="gangs.pending",
+    event=events.PendingGangEvent,
+    key="gang name (<namespace>/<group>)",
+    compacted=False,
+    description="Gangs whose members are known, decided as one unit (cluster watcher).",
 )
 PODS_LIFECYCLE = Topic(
     name="pods.lifecycle",
@@ -69,6 +83,13 @@ PLACEMENTS = Topic(
     compacted=False,
     description="One decision per pending pod (placer).",
 )
+GANG_PLACEMENTS = Topic(
+    name="gangs.placements",
+    event=events.GangPlacementEvent,
+    key="gang name (<namespace>/<group>)",
+    compacted=False,
+    description="One decision per gang: every member placed, or none (placer).",
+)
 BINDINGS = Topic(
     name="bindings",
     event=events.BindingEvent,
@@ -82,9 +103,12 @@ ALL: tuple[Topic, ...] = (
     USAGE_DEVICES,
     NODES_STATUS,
     TOPOLOGY_NETWORK,
+    TOPOLOGY_LEVELS,
     PODS_PENDING,
+    GANGS_PENDING,
     PODS_LIFECYCLE,
     PLACEMENTS,
+    GANG_PLACEMENTS,
     BINDINGS,
 )
 BY_NAME: dict[str, Topic] = {t.name: t for t in ALL}

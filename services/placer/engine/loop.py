@@ -15,8 +15,8 @@ import msgspec
 from schemas.topology import Device
 from services.placer.engine import cache
 from services.placer.engine.cache import BoundedCache, Interner
-from services.placer.engine.explain import loser_reason, unfit_device_reason, unschedulable_summary
-from services.placer.engine.model import Decision, Mode, NodeState, NodeVerdict, PodRequest, Snapshot
+from services.placer.engine.explain import unfit_device_reason
+from services.placer.engine.model import Mode, NodeState, Snapshot
 from services.placer.engine.node_key import node_key, node_keys
 from services.placer.engine.vendor import (
     HAMI_NODE_POLICIES,
@@ -30,7 +30,6 @@ from services.placer.engine.vendor import (
     SetChoice,
     Unfit,
     VendorPlugin,
-    VendorRegistry,
 )
 
 CORDONED = "node(s) were cordoned"

@@ -12,8 +12,8 @@ from typing import Annotated
 import msgspec
 
 from schemas.events import DeviceAssignment, HyperNodeEvent
-from schemas.topology import Device, Link
 from schemas.kube import Affinity, Taint, Toleration
+from schemas.topology import Device, Link
 
 
 class Allocation(msgspec.Struct, frozen=True, kw_only=True):

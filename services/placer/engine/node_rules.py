@@ -26,7 +26,7 @@ _WORDS = {NOT_READY: "not ready", UNSCHEDULABLE_REASON: "cordoned"}
 def pod_facts(request: PodRequest, ignored: Collection[str]) -> PodFacts:
     """What the rules read of a pod; raises RequestError naming a bad field."""
     return PodFacts(
-        node_name=request.node_name or None,
+        node_name=request.node_name,
         node_selector=dict(request.node_selector),
         affinity=request.affinity,
         tolerations=tuple(request.tolerations),

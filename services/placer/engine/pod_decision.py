@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from schemas.events import DeviceAssignment
-from services.placer.engine import cache, loop
+from services.placer.engine import loop
 from services.placer.engine.cache import BoundedCache
 from services.placer.engine.explain import loser_reason
 from services.placer.engine.index import ClusterIndex, class_state
@@ -60,7 +60,8 @@ def claim(registry: VendorRegistry, request: PodRequest, mode: Mode, workload: t
     plugin, device_request = claimed
     if mode is Mode.HAMI and device_request.node_policy not in HAMI_NODE_POLICIES:
         allowed = " or ".join(p.value for p in HAMI_NODE_POLICIES)
-        raise RequestError(NODE_POLICY, f"{device_request.node_policy.value!r} is not a HAMi policy (mode hami: {allowed})")
+        policy = device_request.node_policy.value
+        raise RequestError(NODE_POLICY, f"{policy!r} is not a HAMi policy (mode hami: {allowed})")
     if device_request.node_policy is NodePolicy.FRAGMENTATION and workload:
         device_request = msgspec.structs.replace(device_request, workload=workload)
     return Claim(plugin=plugin, request=device_request)
@@ -109,7 +110,9 @@ def place_indexed(
         devices=_with_uuids(fit.choice.assignments, node),
         score=round(total, 6),
         score_parts=parts,
-        alternatives=_alternatives(index, groups, rules, name, fit, total, _explainer(pod_claim, mode)) if explain else (),
+        alternatives=(
+            _alternatives(index, groups, rules, name, fit, total, _explainer(pod_claim, mode)) if explain else ()
+        ),
         candidates_considered=sum(g.answer.choice.considered for _, g in fitting if isinstance(g.answer, NodeFit)),
         warnings=_all_warnings(index, groups) if explain else tuple(f"{name}: {w}" for w in fit.warnings),
         qos=device_request.qos if device_request is not None else "",
@@ -134,12 +137,11 @@ def _groups(index: ClusterIndex, pod_claim: Claim, mode: Mode) -> list[_Group]:
     groups: list[_Group] = []
     get, put = _class_answers.get, _class_answers.put
     for class_id, members in index.classes():
-        key = (request_id, class_id)
-        answer = get(key) if request_id is not None else None
+        answer = get((request_id, class_id)) if request_id is not None else None
         if answer is None:
             answer = loop._evaluate(plugin, device_request, class_state(index.node(members[0]), index.reads), mode)
             if request_id is not None:
-                put(key, answer)
+                put((request_id, class_id), answer)
         groups.append(_Group(answer, members))
     return groups
 

@@ -26,8 +26,8 @@ from collections.abc import Callable, Collection
 
 import msgspec
 
-from services.placer.engine.kube.affinity import CONFLICT_REASON, NodeAffinityRules
 from schemas.kube import NO_SCHEDULE, Affinity, Taint, Toleration
+from services.placer.engine.kube.affinity import CONFLICT_REASON, NodeAffinityRules
 from services.placer.engine.kube.resources import ResourceFit
 from services.placer.engine.kube.taints import count_intolerable_prefer_no_schedule, first_untolerated, tolerated
 

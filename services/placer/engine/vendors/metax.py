@@ -46,10 +46,10 @@ from services.placer.engine.vendors.metax_qos import (
     qos_accepts,
 )
 from services.placer.engine.vendors.metax_request import (
-    VCORE,
-    VMEMORY,
     NOUSE_UUID,
     USE_UUID,
+    VCORE,
+    VMEMORY,
     MetaxKind,
     MetaxRequest,
     parse_metax_request,
