@@ -79,7 +79,7 @@ def decision_id(
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def pod_request(pending: PendingPodEvent, *, node_policy: str | None = None) -> PodRequest:
+def pod_request(pending: PendingPodEvent, *, node_policy: str | None = None, node_name: str = "") -> PodRequest:
     """The engine's request; `node_policy` is the cluster's choice for a pod that names none."""
     annotations = dict(pending.annotations)
     if node_policy is not None:
@@ -91,6 +91,10 @@ def pod_request(pending: PendingPodEvent, *, node_policy: str | None = None) -> 
         requests=dict(pending.requests),
         annotations=annotations,
         labels=dict(pending.labels),
+        node_selector=dict(pending.node_selector),
+        affinity=pending.affinity,
+        tolerations=pending.tolerations,
+        node_name=node_name,
     )
 
 
@@ -115,13 +119,16 @@ def decide(
     if held:
         return DecideResult(placement=_existing_decision(held[0], pending, now), repeated=True)
 
-    place_fn = place if place is not None else engine.place
     attempt = view.dropped_decisions(pending.uid)
     try:
-        snapshot = view.snapshot()
-        if workload:
-            snapshot = msgspec.structs.replace(snapshot, workload=workload)
-        decision = place_fn(snapshot, pod_request(pending, node_policy=node_policy), mode)
+        request = pod_request(pending, node_policy=node_policy)
+        if place is None:
+            decision = engine.place_in(view.index(), request, mode, workload=workload)
+        else:
+            snapshot = view.snapshot()
+            if workload:
+                snapshot = msgspec.structs.replace(snapshot, workload=workload)
+            decision = place(snapshot, request, mode)
     except engine.RequestError as exc:
         reason = f"invalid request: {_request_error_text(exc)}"
         return DecideResult(placement=_unschedulable(pending, attempt, reason, 0, now))
@@ -158,6 +165,7 @@ def decide(
         # engine keeps pods of other pools off these devices while the decision stands.
         qos=decision.qos,
         app_class=decision.app_class,
+        requests=dict(pending.requests),
         decided_at=now,
     )
     # Recorded before anything is published, so the next decision cannot reuse these devices.

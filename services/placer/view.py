@@ -22,6 +22,8 @@ restart rebuilds exactly the assumptions that were outstanding.
 from __future__ import annotations
 
 import enum
+from collections import OrderedDict
+from decimal import Decimal
 
 import msgspec
 
@@ -39,8 +41,15 @@ from schemas.events import (
     PlacementEvent,
     PlacementOutcome,
     PodLifecycleEvent,
+    TopologyLevelsEvent,
 )
-from services.placer.engine import Allocation, NodeState, Snapshot
+from schemas.quantity import QuantityError, parse_quantity
+from services.placer import engine
+from services.placer.engine import Allocation, ClusterIndex, NodeState, Snapshot
+from services.placer.engine.network import NetworkTree, build_tree, from_event
+
+# Deleted pods remembered (uid only) so that late events about them change nothing; the oldest go first.
+DELETED_BOUND = 200_000
 
 # Outcomes after which a decision no longer holds its devices.
 DROPPING_OUTCOMES = frozenset({BindingOutcome.CONFLICT, BindingOutcome.FAILED})
@@ -97,9 +106,28 @@ class _PodFacts:
             if self.outcomes.get(decision_id) not in DROPPING_OUTCOMES
         ]
 
+    def requests_on(self) -> tuple[str, dict[str, str]] | None:
+        """(node, requests) the pod counts against, bound or assumed; None when it is on no node."""
+        if self.deleted:
+            return None
+        if self.lifecycle is not None:
+            return (self.lifecycle.node, self.lifecycle.requests) if self.lifecycle.node else None
+        outstanding = self.outstanding()
+        return (outstanding[0].node, outstanding[0].requests) if outstanding else None
+
+    def nodes(self) -> set[str]:
+        """Every node the pod holds devices or resources on."""
+        found = {h.node for h in self.holdings()}
+        where = self.requests_on()
+        if where is not None:
+            found.add(where[0])
+        return found
+
     def holdings(self) -> list[Holding]:
         if self.deleted:
             return []
+        if self.lifecycle is not None and not self.lifecycle.ours:
+            return []  # another scheduler's pod: its resources count, its devices are the node's business
         if self.lifecycle is not None:  # bound: the cluster is the truth
             bound = self.lifecycle
             devices = bound.devices
@@ -140,17 +168,26 @@ class _PodFacts:
 
 
 class ClusterView:
-    """Nodes, network tree and device holdings, as the topics describe them."""
+    """Nodes, network tree and device holdings, as the topics describe them.
+
+    The engine's cluster index is kept current node by node: an event marks the nodes it
+    touches, and `index()` rebuilds only those, so a decision never walks every node or pod.
+    """
 
     def __init__(self) -> None:
         self._topologies: dict[str, NodeTopologyEvent] = {}
         self._usage: dict[str, DeviceUsageEvent] = {}
         self._statuses: dict[str, NodeStatusEvent] = {}
         self._hypernodes: dict[str, HyperNodeEvent] = {}
+        self._levels: dict[str, TopologyLevelsEvent] = {}
         self._pods: dict[str, _PodFacts] = {}
-        # The NodeState built for each node, and what it was built from: an unchanged node
-        # hands the engine the same object, which the engine's caches recognise by identity.
-        self._built: dict[str, tuple[tuple[object, ...], tuple[Allocation, ...], NodeState]] = {}
+        self._deleted: OrderedDict[str, None] = OrderedDict()  # uids of deleted pods, bounded
+        self._on_node: dict[str, set[str]] = {}  # node -> uids of pods holding devices or resources there
+        self._index: ClusterIndex = engine.new_index()
+        self._dirty: set[str] = set()
+        self._tree: tuple[tuple[int, int], NetworkTree] | None = None
+        self._labels_epoch = 0  # grows when a node's labels (or the node set) change: the tree depends on them
+        self._network_epoch = 0  # grows when a hypernode or a topology level changes
 
     # --- applying events -------------------------------------------------------------------
 
@@ -165,6 +202,8 @@ class ClusterView:
                 return self._apply_status(event)
             case HyperNodeEvent():
                 return self._apply_hypernode(event)
+            case TopologyLevelsEvent():
+                return self._apply_levels(event)
             case PodLifecycleEvent():
                 return self._apply_lifecycle(event)
             case PlacementEvent():
@@ -176,14 +215,22 @@ class ClusterView:
     def apply_tombstone(self, topic: str, key: str) -> ViewChange:
         """A compacted topic's tombstone (value None): the key is gone."""
         if topic == topics.TOPOLOGY_NODES.name:
-            self._topologies.pop(key, None)
-            self._built.pop(key, None)
+            if self._topologies.pop(key, None) is not None:
+                self._labels_epoch += 1
+            self._dirty.add(key)
         elif topic == topics.USAGE_DEVICES.name:
             self._usage.pop(key, None)
+            self._dirty.add(key)
         elif topic == topics.NODES_STATUS.name:
-            self._statuses.pop(key, None)
+            if self._statuses.pop(key, None) is not None:
+                self._labels_epoch += 1
+            self._dirty.add(key)
         elif topic == topics.TOPOLOGY_NETWORK.name:
-            self._hypernodes.pop(key, None)
+            if self._hypernodes.pop(key, None) is not None:
+                self._network_epoch += 1
+        elif topic == topics.TOPOLOGY_LEVELS.name:
+            if self._levels.pop(key, None) is not None:
+                self._network_epoch += 1
         elif topic == topics.PODS_LIFECYCLE.name:
             # The pod's record was compacted away after its deletion: treat as deleted.
             return self._apply_lifecycle(
@@ -199,53 +246,91 @@ class ClusterView:
         """Take back our own decision that could not be published (nobody else saw it)."""
         facts = self._pods.get(placement.uid)
         if facts is not None and placement.decision_id not in facts.outcomes:
+            before = facts.nodes()
             facts.placements.pop(placement.decision_id, None)
+            self._moved(placement.uid, facts, before)
 
     def _apply_topology(self, event: NodeTopologyEvent) -> ViewChange:
         before = self._topologies.get(event.node)
         self._topologies[event.node] = event
+        self._dirty.add(event.node)
+        if before is None:
+            self._labels_epoch += 1
         grew = before is None or (before.devices, before.links) != (event.devices, event.links)
         return ViewChange(capacity_grew=grew)
 
     def _apply_usage(self, event: DeviceUsageEvent) -> ViewChange:
         before = self._unhealthy(event.node)
         self._usage[event.node] = event
+        after = self._unhealthy(event.node)
+        if before != after:
+            self._dirty.add(event.node)
         # Only a device coming back to health makes room; utilisation ticks do not.
-        return ViewChange(capacity_grew=bool(before - self._unhealthy(event.node)))
+        return ViewChange(capacity_grew=bool(before - after))
 
     def _apply_status(self, event: NodeStatusEvent) -> ViewChange:
         before = self._statuses.get(event.node)
         self._statuses[event.node] = event
+        self._dirty.add(event.node)
         was_open = before is not None and self._status_problem(before) is None
         now_open = self._status_problem(event) is None
         labels_changed = before is None or (before.labels, before.annotations) != (event.labels, event.annotations)
-        return ViewChange(capacity_grew=now_open and (not was_open or labels_changed))
+        if before is None or before.labels != event.labels or before.deleted != event.deleted:
+            self._labels_epoch += 1
+        relaxed = before is not None and (
+            before.taints != event.taints or before.allocatable != event.allocatable
+        )
+        return ViewChange(capacity_grew=now_open and (not was_open or labels_changed or relaxed))
 
     def _apply_hypernode(self, event: HyperNodeEvent) -> ViewChange:
         if event.deleted:
-            self._hypernodes.pop(event.name, None)
+            if self._hypernodes.pop(event.name, None) is not None:
+                self._network_epoch += 1
             return NO_CHANGE
         before = self._hypernodes.get(event.name)
         self._hypernodes[event.name] = event
+        if before != event:
+            self._network_epoch += 1
         return ViewChange(capacity_grew=before != event)
 
+    def _apply_levels(self, event: TopologyLevelsEvent) -> ViewChange:
+        before = self._levels.pop(event.name, None)
+        if not event.deleted:
+            self._levels[event.name] = event
+        if before != (None if event.deleted else event):
+            self._network_epoch += 1
+        return ViewChange(capacity_grew=not event.deleted and before != event)
+
     def _apply_lifecycle(self, event: PodLifecycleEvent) -> ViewChange:
+        if event.uid in self._deleted:
+            return NO_CHANGE  # deletion is final; a late "bound" is an older state
         facts = self._facts(event.uid)
         held_before = facts.holdings()
-        if facts.deleted:
-            return NO_CHANGE  # deletion is final; a late "bound" is an older state
+        before = facts.nodes()
+        if event.phase is LifecyclePhase.DELETED:
+            facts.lifecycle = event
+            self._moved(event.uid, facts, before)
+            self._forget(event.uid)
+            freed = bool(held_before) or bool(before)
+            return ViewChange(capacity_grew=freed, settled=(event.uid,))
         facts.lifecycle = event
+        self._moved(event.uid, facts, before)
         freed = _devices_freed(held_before, facts.holdings())
         return ViewChange(capacity_grew=freed, settled=(event.uid,))
 
     def _apply_placement(self, event: PlacementEvent) -> ViewChange:
-        if event.outcome is not PlacementOutcome.PLACED:
+        if event.outcome is not PlacementOutcome.PLACED or event.uid in self._deleted:
             return NO_CHANGE
-        self._facts(event.uid).placements.setdefault(event.decision_id, event)
+        facts = self._facts(event.uid)
+        if event.decision_id in facts.placements:
+            return NO_CHANGE
+        before = facts.nodes()
+        facts.placements[event.decision_id] = event
+        self._moved(event.uid, facts, before)
         return NO_CHANGE
 
     def _apply_binding(self, event: BindingEvent) -> ViewChange:
-        if event.outcome not in (BindingOutcome.BOUND, *DROPPING_OUTCOMES):
+        if event.outcome not in (BindingOutcome.BOUND, *DROPPING_OUTCOMES) or event.uid in self._deleted:
             return NO_CHANGE
         facts = self._facts(event.uid)
         if event.decision_id in facts.outcomes:
@@ -254,7 +339,9 @@ class ClusterView:
             facts.outcomes[event.decision_id] = event.outcome
             return NO_CHANGE  # confirms a holding: nothing freed
         held_before = facts.holdings()
+        before = facts.nodes()
         facts.outcomes[event.decision_id] = event.outcome
+        self._moved(event.uid, facts, before)
         freed = _devices_freed(held_before, facts.holdings())
         settled = facts.deleted or facts.lifecycle is not None
         return ViewChange(capacity_grew=freed, dropped=() if settled else (event,))
@@ -265,6 +352,27 @@ class ClusterView:
             facts = self._pods[uid] = _PodFacts()
         return facts
 
+    def _moved(self, uid: str, facts: _PodFacts, before: set[str]) -> None:
+        """The pod's nodes changed (or what it holds on them): mark them for a rebuild."""
+        after = facts.nodes()
+        for node in before - after:
+            on = self._on_node.get(node)
+            if on is not None:
+                on.discard(uid)
+                if not on:
+                    del self._on_node[node]
+        for node in after:
+            self._on_node.setdefault(node, set()).add(uid)
+        self._dirty.update(before)
+        self._dirty.update(after)
+
+    def _forget(self, uid: str) -> None:
+        """A deleted pod: keep only its uid (bounded), so memory does not grow with every pod ever seen."""
+        self._pods.pop(uid, None)
+        self._deleted[uid] = None
+        while len(self._deleted) > DELETED_BOUND:
+            self._deleted.popitem(last=False)
+
     # --- reading ---------------------------------------------------------------------------
 
     def holdings_of(self, uid: str) -> list[Holding]:
@@ -272,8 +380,14 @@ class ClusterView:
         return facts.holdings() if facts is not None else []
 
     def is_deleted(self, uid: str) -> bool:
+        return uid in self._deleted
+
+    def running_node(self, uid: str) -> str:
+        """The node the cluster reports the pod bound to ("" when not bound)."""
         facts = self._pods.get(uid)
-        return facts is not None and facts.deleted
+        if facts is None or facts.lifecycle is None or facts.deleted:
+            return ""
+        return facts.lifecycle.node
 
     def dropped_decisions(self, uid: str) -> int:
         """How many decisions for this pod the binder rejected (CONFLICT or FAILED)."""
@@ -301,24 +415,37 @@ class ClusterView:
         """Nodes with a topology but no status yet: offered to the engine as not ready."""
         return [n for n in sorted(self._topologies) if n not in self._statuses]
 
+    def index(self) -> ClusterIndex:
+        """The engine's cluster index, brought up to date with every event applied so far."""
+        for name in sorted(self._dirty):
+            if name in self._topologies:
+                self._index.upsert(self._node_state(name))
+            else:
+                self._index.remove(name)
+        self._dirty.clear()
+        return self._index
+
+    def network_tree(self) -> NetworkTree:
+        """The network tree of the hypernodes, topology levels and node labels (rebuilt when they change)."""
+        key = (self._labels_epoch, self._network_epoch)
+        if self._tree is None or self._tree[0] != key:
+            index = self.index()
+            labels = {node.name: node.labels for node in index.nodes()}
+            hypernodes = [from_event(self._hypernodes[name]) for name in sorted(self._hypernodes)]
+            self._tree = (key, build_tree(hypernodes, labels, topology_levels=self.topology_levels()).tree)
+        return self._tree[1]
+
+    def topology_levels(self) -> tuple[str, ...]:
+        """The label levels of the first Topology by name (Kueue / KAI); empty without one."""
+        for name in sorted(self._levels):
+            return self._levels[name].levels
+        return ()
+
     def snapshot(self) -> Snapshot:
         """The engine's input: every node with a topology, and who holds its devices."""
-        by_node: dict[str, list[Allocation]] = {}
-        for holding in self.holdings():
-            by_node.setdefault(holding.node, []).extend(
-                Allocation(
-                    pod_uid=holding.pod_uid,
-                    index=device.index,
-                    memory_mib=device.memory_mib,
-                    cores=device.cores,
-                    qos=holding.qos,
-                    app_class=holding.app_class,
-                )
-                for device in holding.devices
-            )
-        nodes = tuple(self._reused_node_state(name, tuple(by_node.get(name, ()))) for name in sorted(self._topologies))
-        hypernodes = tuple(self._hypernodes[name] for name in sorted(self._hypernodes))
-        return Snapshot(nodes=nodes, hypernodes=hypernodes)
+        index = self.index()
+        hypernodes = tuple(from_event(self._hypernodes[name]) for name in sorted(self._hypernodes))
+        return Snapshot(nodes=tuple(index.nodes()), hypernodes=hypernodes, topology_levels=self.topology_levels())
 
     def sizes(self) -> dict[str, int]:
         """Counts for the metrics: nodes, schedulable nodes, hypernodes, holdings by state."""
@@ -326,6 +453,8 @@ class ClusterView:
             "nodes": len(self._topologies),
             "schedulable_nodes": sum(1 for n in self._topologies if self.node_problem(n) is None),
             "hypernodes": len(self._hypernodes),
+            "pods_known": len(self._pods),
+            "pods_deleted_remembered": len(self._deleted),
         }
         for state in HoldingState:
             counts[f"pods_{state.value}"] = 0
@@ -333,26 +462,41 @@ class ClusterView:
             counts[f"pods_{holding.state.value}"] += 1
         return counts
 
-    def _reused_node_state(self, name: str, allocations: tuple[Allocation, ...]) -> NodeState:
-        sources = (self._topologies[name], self._statuses.get(name), self._usage.get(name))
-        built = self._built.get(name)
-        if (
-            built is not None
-            and all(a is b for a, b in zip(built[0], sources, strict=True))
-            and built[1] == allocations
-        ):
-            return built[2]
-        state = self._node_state(name, allocations)
-        self._built[name] = (sources, allocations, state)
-        return state
-
-    def _node_state(self, name: str, allocations: tuple[Allocation, ...]) -> NodeState:
+    def _node_state(self, name: str) -> NodeState:
         topology = self._topologies[name]
         status = self._statuses.get(name)
         unhealthy = self._unhealthy(name)
-        devices = tuple(
-            msgspec.structs.replace(d, healthy=False) if d.index in unhealthy else d for d in topology.devices
-        )
+        devices = topology.devices
+        if unhealthy:
+            devices = tuple(
+                msgspec.structs.replace(d, healthy=False) if d.index in unhealthy else d for d in topology.devices
+            )
+        allocations: list[Allocation] = []
+        requested: dict[str, Decimal] = {}
+        pods = 0
+        for uid in sorted(self._on_node.get(name, ())):
+            facts = self._pods.get(uid)
+            if facts is None:
+                continue
+            for holding in facts.holdings():
+                if holding.node != name:
+                    continue
+                allocations.extend(
+                    Allocation(
+                        pod_uid=holding.pod_uid,
+                        index=device.index,
+                        memory_mib=device.memory_mib,
+                        cores=device.cores,
+                        qos=holding.qos,
+                        app_class=holding.app_class,
+                    )
+                    for device in holding.devices
+                )
+            where = facts.requests_on()
+            if where is not None and where[0] == name:
+                pods += 1
+                _add_requests(requested, where[1])
+        allocatable = dict(status.allocatable) if status is not None and status.allocatable else None
         return NodeState(
             name=name,
             machine_type=topology.machine_type,
@@ -360,10 +504,14 @@ class ClusterView:
             links=topology.links,
             labels=dict(status.labels) if status is not None else {},
             annotations=dict(status.annotations) if status is not None else {},
+            taints=status.taints if status is not None else (),
             # Without its status we know neither cordon nor readiness: not a candidate.
             ready=status is not None and status.ready and not status.deleted,
             unschedulable=status is not None and status.unschedulable,
-            allocations=allocations,
+            allocatable=allocatable,
+            requested={k: _quantity_text(v) for k, v in sorted(requested.items())},
+            pods=pods,
+            allocations=tuple(allocations),
         )
 
     def _unhealthy(self, node: str) -> set[int]:
@@ -388,6 +536,18 @@ class ClusterView:
         if status.unschedulable:
             return "the node is cordoned"
         return None
+
+
+def _add_requests(into: dict[str, Decimal], requests: dict[str, str]) -> None:
+    for resource, text in requests.items():
+        try:
+            into[resource] = into.get(resource, Decimal(0)) + parse_quantity(text)
+        except QuantityError:
+            continue  # the pod's own decision reported it; a node's sum skips what cannot be read
+
+
+def _quantity_text(value: Decimal) -> str:
+    return format(value.normalize(), "f") if value != value.to_integral_value() else str(int(value))
 
 
 def _devices_freed(before: list[Holding], after: list[Holding]) -> bool:

@@ -11,9 +11,10 @@ from typing import Annotated
 
 import msgspec
 
-from schemas.events import DeviceAssignment, HyperNodeEvent
+from schemas.events import DeviceAssignment
 from schemas.kube import Affinity, Taint, Toleration
 from schemas.topology import Device, Link
+from services.placer.engine.network.objects import HyperNode
 
 
 class Allocation(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,7 +68,7 @@ class WorkloadClass(msgspec.Struct, frozen=True, kw_only=True):
 
 class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     nodes: tuple[NodeState, ...]
-    hypernodes: tuple[HyperNodeEvent, ...] = ()
+    hypernodes: tuple[HyperNode, ...] = ()  # Volcano HyperNodes, as `kubectl get hypernodes -o json` prints them
     # Node-label keys of a Kueue / KAI Topology, top level first (the network tree from labels).
     topology_levels: tuple[str, ...] = ()
     # The cluster's typical pod classes; empty = unknown (the fragmentation policy then binpacks).
