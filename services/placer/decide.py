@@ -17,23 +17,26 @@ duplicated or replayed pending event yields the same decision, never a second on
 from __future__ import annotations
 
 import enum
-import hashlib
 from collections.abc import Callable
 
 import msgspec
 
 from schemas.events import (
     BindingEvent,
-    DeviceAssignment,
     Event,
+    GangPlacementEvent,
+    PendingGangEvent,
     PendingPodEvent,
     PlacementEvent,
     PlacementOutcome,
 )
 from services.placer import engine
+from services.placer.decide_gang import GangResult, decide_gang
 from services.placer.engine import Decision, Mode, PodRequest, Snapshot, WorkloadClass
-from services.placer.engine.vendor import NODE_POLICY
-from services.placer.parking import ParkingLot, Ticket, TraceHeaders
+from services.placer.parking import GangTicket, ParkingLot, Ticket, TraceHeaders
+from services.placer.requests import decision_id as decision_id
+from services.placer.requests import pod_request as pod_request
+from services.placer.requests import request_error_text
 from services.placer.view import ClusterView, Holding, ViewChange
 from services.placer.workload_mix import WorkloadMix
 
@@ -56,7 +59,7 @@ class Cause(enum.StrEnum):
 class FollowUp(msgspec.Struct, frozen=True, kw_only=True):
     """A decision that a state event made possible."""
 
-    placement: PlacementEvent
+    placement: PlacementEvent | GangPlacementEvent
     cause: Cause
     origin: TraceHeaders = ()  # the pod's pending event's trace headers, when this replica has them
 
@@ -65,37 +68,6 @@ class DecideResult(msgspec.Struct, frozen=True, kw_only=True):
     placement: PlacementEvent | None  # None: nothing to publish (the pod is gone)
     repeated: bool = False  # an earlier decision re-emitted, not a new one
     note: str = ""
-
-
-def decision_id(
-    uid: str,
-    resource_version: str,
-    attempt: int,
-    node: str,
-    devices: tuple[DeviceAssignment, ...],
-) -> str:
-    shares = ",".join(f"{d.index}:{d.memory_mib}:{d.cores}" for d in devices)
-    text = "|".join((uid, resource_version, str(attempt), node, shares))
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
-
-
-def pod_request(pending: PendingPodEvent, *, node_policy: str | None = None, node_name: str = "") -> PodRequest:
-    """The engine's request; `node_policy` is the cluster's choice for a pod that names none."""
-    annotations = dict(pending.annotations)
-    if node_policy is not None:
-        annotations.setdefault(NODE_POLICY, node_policy)
-    return PodRequest(
-        uid=pending.uid,
-        namespace=pending.namespace,
-        name=pending.name,
-        requests=dict(pending.requests),
-        annotations=annotations,
-        labels=dict(pending.labels),
-        node_selector=dict(pending.node_selector),
-        affinity=pending.affinity,
-        tolerations=pending.tolerations,
-        node_name=node_name,
-    )
 
 
 def decide(
@@ -130,7 +102,7 @@ def decide(
                 snapshot = msgspec.structs.replace(snapshot, workload=workload)
             decision = place(snapshot, request, mode)
     except engine.RequestError as exc:
-        reason = f"invalid request: {_request_error_text(exc)}"
+        reason = f"invalid request: {request_error_text(exc)}"
         return DecideResult(placement=_unschedulable(pending, attempt, reason, 0, now))
 
     if decision.node is None:
@@ -205,6 +177,18 @@ class Decider:
         self._file(pending, result.placement, origin)
         return result
 
+    def on_gang(self, gang: PendingGangEvent, *, now: float = 0.0, origin: TraceHeaders = ()) -> GangResult:
+        for member in gang.members:
+            self.mix.observe(member)
+        result = self._decide_gang(gang, now)
+        self.parking.file_gang(gang, result.placement, origin)
+        return result
+
+    def _decide_gang(self, gang: PendingGangEvent, now: float) -> GangResult:
+        return decide_gang(
+            self.view, gang, mode=self.mode, now=now, node_policy=self.node_policy, workload=self.mix.classes()
+        )
+
     def on_event(self, event: Event, *, now: float = 0.0) -> list[FollowUp]:
         """Apply a state event; return the decisions it makes possible (re-plans, retries)."""
         return self._react(self.view.apply(event), now)
@@ -212,15 +196,27 @@ class Decider:
     def on_tombstone(self, topic: str, key: str, *, now: float = 0.0) -> list[FollowUp]:
         return self._react(self.view.apply_tombstone(topic, key), now)
 
-    def retract(self, placement: PlacementEvent) -> None:
-        """Undo a fresh decision that could not be published; its pod is read again later."""
+    def retract(self, placement: PlacementEvent | GangPlacementEvent) -> None:
+        """Undo a fresh decision that could not be published; its pod (or gang) is read again later."""
+        if isinstance(placement, GangPlacementEvent):
+            for member in placement.members:
+                self.view.retract(member)
+            self.parking.forget_gang(placement.name)
+            return
         self.view.retract(placement)
         self.parking.forget([placement.uid])
 
     def _react(self, change: ViewChange, now: float) -> list[FollowUp]:
         self.parking.forget(change.settled)
         out: list[FollowUp] = []
+        replanned: set[str] = set()
         for rejected in change.dropped:
+            gang_ticket = self.parking.gang_rejected(rejected.uid, rejected.decision_id)
+            if gang_ticket is not None:
+                if gang_ticket.gang.name not in replanned:
+                    replanned.add(gang_ticket.gang.name)
+                    out += self._replan_gang(gang_ticket, rejected, now)
+                continue
             ticket = self.parking.rejected(rejected.uid, rejected.decision_id)
             if ticket is not None:
                 out += [
@@ -229,7 +225,28 @@ class Decider:
                 ]
         if change.capacity_grew or change.dropped:
             out += self._retry_parked(now)
+            out += self._retry_parked_gangs(now)
         return out
+
+    def _replan_gang(self, ticket: GangTicket, rejected: BindingEvent, now: float) -> list[FollowUp]:
+        """A member's binding was refused: the whole gang is decided again (members bound meanwhile stay)."""
+        if ticket.rejections >= MAX_REJECTIONS:
+            self.parking.forget_gang(ticket.gang.name)
+            return []
+        result = self._decide_gang(ticket.gang, now)
+        self.parking.file_gang(ticket.gang, result.placement, ticket.origin)
+        if result.placement is None:
+            return []
+        return [FollowUp(placement=result.placement, cause=Cause.REPLAN, origin=ticket.origin)]
+
+    def _retry_parked_gangs(self, now: float) -> list[FollowUp]:
+        placed: list[FollowUp] = []
+        for ticket in self.parking.parked_gangs():
+            result = self._decide_gang(ticket.gang, now)
+            if result.placement is not None and result.placement.outcome is PlacementOutcome.PLACED:
+                self.parking.file_gang(ticket.gang, result.placement, ticket.origin)
+                placed.append(FollowUp(placement=result.placement, cause=Cause.RETRY, origin=ticket.origin))
+        return placed
 
     def _replan(self, ticket: Ticket, rejected: BindingEvent, now: float) -> list[PlacementEvent]:
         pending = ticket.pending
@@ -299,8 +316,3 @@ def _unschedulable(
         gang=pending.gang,
         decided_at=now,
     )
-
-
-def _request_error_text(exc: engine.RequestError) -> str:
-    reason = exc.reason or str(exc)
-    return f"{exc.field}: {reason}" if exc.field else reason

@@ -23,7 +23,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from schemas import topics
-from schemas.events import PendingPodEvent, PlacementEvent, PlacementOutcome
+from schemas.events import GangPlacementEvent, PendingGangEvent, PendingPodEvent, PlacementEvent, PlacementOutcome
 from services.placer import metrics
 from services.placer.decide import Cause, Decider, PlaceFn
 from services.placer.engine import Mode
@@ -51,11 +51,13 @@ FOLLOWED_TOPICS: tuple[topics.Topic, ...] = (
     topics.USAGE_DEVICES,
     topics.NODES_STATUS,
     topics.TOPOLOGY_NETWORK,
+    topics.TOPOLOGY_LEVELS,
     topics.PODS_LIFECYCLE,
     topics.PLACEMENTS,
+    topics.GANG_PLACEMENTS,
     topics.BINDINGS,
 )
-DECIDED_TOPICS: tuple[topics.Topic, ...] = (topics.PODS_PENDING,)
+DECIDED_TOPICS: tuple[topics.Topic, ...] = (topics.PODS_PENDING, topics.GANGS_PENDING)
 
 PUBLISH_ATTEMPTS = 8
 PUBLISH_BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 4.0)
@@ -100,6 +102,9 @@ class PlacerService:
 
     async def on_pending(self, received: Received) -> None:
         pending = received.event
+        if isinstance(pending, PendingGangEvent):
+            await self._on_gang(pending, received)
+            return
         if not isinstance(pending, PendingPodEvent):
             return  # no tombstones on pods.pending; nothing to decide
         with self._tracer.start_as_current_span("placer.decide", context=received.trace_context) as span:
@@ -121,6 +126,18 @@ class PlacerService:
                 cause=Cause.REPEATED if result.repeated else Cause.PENDING,
             )
 
+    async def _on_gang(self, gang: PendingGangEvent, received: Received) -> None:
+        with self._tracer.start_as_current_span("placer.decide_gang", context=received.trace_context) as span:
+            span.set_attribute("topoplace.gang", gang.name)
+            span.set_attribute("k8s.pod.uids", [m.uid for m in gang.members])
+            started = time.perf_counter()
+            result = self.decider.on_gang(gang, now=time.time(), origin=received.headers)
+            metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
+            if result.placement is None:
+                span.set_attribute("topoplace.outcome", "skipped")
+                return
+            await self._publish(result.placement, span, cause=Cause.REPEATED if result.repeated else Cause.PENDING)
+
     async def on_state(self, received: Received) -> None:
         now = time.time()
         if received.event is None:
@@ -138,17 +155,24 @@ class PlacerService:
             else:
                 parent = received.trace_context if follow_up.cause is Cause.REPLAN else Context()
             with self._tracer.start_as_current_span("placer.decide", context=parent) as span:
-                span.set_attributes(_pod_attributes(placement))
+                if isinstance(placement, PlacementEvent):
+                    span.set_attributes(_pod_attributes(placement))
+                else:
+                    span.set_attribute("topoplace.gang", placement.name)
                 await self._publish(placement, span, cause=follow_up.cause)
 
-    async def _publish(self, placement: PlacementEvent, span: trace.Span, *, cause: Cause) -> None:
+    async def _publish(self, placement: PlacementEvent | GangPlacementEvent, span: trace.Span, *, cause: Cause) -> None:
         span.set_attributes(_decision_attributes(placement))
         span.set_attribute("topoplace.cause", cause.value)
-        key = placement.node if placement.outcome is PlacementOutcome.PLACED else placement.uid
+        if isinstance(placement, GangPlacementEvent):
+            topic, key = topics.GANG_PLACEMENTS, placement.name
+        else:
+            topic = topics.PLACEMENTS
+            key = placement.node if placement.outcome is PlacementOutcome.PLACED else placement.uid
         started = time.perf_counter()
         for attempt in range(1, PUBLISH_ATTEMPTS + 1):
             try:
-                await self.producer.send(topics.PLACEMENTS, key, placement)
+                await self.producer.send(topic, key, placement)
                 break
             except Exception as exc:
                 if attempt == PUBLISH_ATTEMPTS or self._stopping.is_set():
@@ -162,7 +186,7 @@ class PlacerService:
                     "placement.publish_retry",
                     extra={
                         "fields": {
-                            "uid": placement.uid,
+                            "key": key,
                             "attempt": attempt,
                             "error": repr(exc),
                         }
@@ -171,6 +195,22 @@ class PlacerService:
                 await asyncio.sleep(PUBLISH_BACKOFF_S[min(attempt - 1, len(PUBLISH_BACKOFF_S) - 1)])
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
         metrics.DECISIONS.labels(outcome=placement.outcome.value, cause=cause.value).inc()
+        if isinstance(placement, GangPlacementEvent):
+            log.info(
+                "gang.placed" if placement.outcome is PlacementOutcome.PLACED else "gang.unschedulable",
+                extra={
+                    "fields": {
+                        "gang": placement.name,
+                        "decision_id": placement.decision_id,
+                        "members": {m.name: m.node for m in placement.members},
+                        "hypernode": placement.hypernode,
+                        "tier": placement.tier,
+                        "reason": placement.reason,
+                        "cause": cause.value,
+                    }
+                },
+            )
+            return
         log.info(
             "pod.placed" if placement.outcome is PlacementOutcome.PLACED else "pod.unschedulable",
             extra={
@@ -197,8 +237,18 @@ def _pod_attributes(pod: PendingPodEvent | PlacementEvent) -> dict[str, str]:
 
 
 def _decision_attributes(
-    placement: PlacementEvent,
-) -> dict[str, str | int | float | Sequence[int]]:
+    placement: PlacementEvent | GangPlacementEvent,
+) -> dict[str, str | int | float | Sequence[int] | Sequence[str]]:
+    if isinstance(placement, GangPlacementEvent):
+        return {
+            "topoplace.decision_id": placement.decision_id,
+            "topoplace.outcome": placement.outcome.value,
+            "topoplace.gang": placement.name,
+            "topoplace.hypernode": placement.hypernode,
+            "topoplace.tier": placement.tier if placement.tier is not None else -1,
+            "topoplace.nodes": [m.node for m in placement.members],
+            "topoplace.reason": placement.reason,
+        }
     return {
         "topoplace.decision_id": placement.decision_id,
         "topoplace.outcome": placement.outcome.value,

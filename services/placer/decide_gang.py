@@ -1,0 +1,195 @@
+"""One gang's decision against the view; pure and synchronous (the service does the I/O).
+
+A gang arrives whole (`gangs.pending`). Its members are read against the view:
+a member the cluster reports bound, or that already holds a decision of ours,
+is *running* for the engine (never placed again; the rest stay near it); the
+others are placed together or not at all. The answer is one GangPlacementEvent
+whose members are ordinary PlacementEvents, so the view, the binder and the
+decision ids treat a member like any single pod; each PLACED member is assumed
+in the view before anything is published.
+
+Gang decision_id: the first 24 hex digits of SHA-256 over the gang name and its
+members' decision ids (UNSCHEDULABLE: over the gang name, the pending members'
+uid:resource_version and the gang's rejected-decision count), so a replayed gang
+event yields the same decision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import msgspec
+
+from schemas.events import (
+    GangPlacementEvent,
+    PendingGangEvent,
+    PendingPodEvent,
+    PlacementEvent,
+    PlacementOutcome,
+)
+from services.placer import engine
+from services.placer.engine import Mode, WorkloadClass
+from services.placer.engine.gang import GangDecision, GangRequest, MemberPlacement, place_gang
+from services.placer.engine.vendors import registry
+from services.placer.requests import decision_id, pod_request, request_error_text
+from services.placer.view import ClusterView
+
+
+class GangResult(msgspec.Struct, frozen=True, kw_only=True):
+    placement: GangPlacementEvent | None  # None: nothing to publish (every member is gone)
+    repeated: bool = False  # every pending member already held a decision: the same one again
+
+
+def gang_decision_id(name: str, parts: list[str]) -> str:
+    return hashlib.sha256("|".join([name, *parts]).encode()).hexdigest()[:24]
+
+
+def decide_gang(
+    view: ClusterView,
+    gang: PendingGangEvent,
+    *,
+    mode: Mode = Mode.DEFAULT,
+    now: float = 0.0,
+    node_policy: str | None = None,
+    workload: tuple[WorkloadClass, ...] = (),
+) -> GangResult:
+    """Decide every pending member of `gang` at once; PLACED members are assumed in the view."""
+    members = [m for m in gang.members if not view.is_deleted(m.uid)]
+    if not members:
+        return GangResult(placement=None)
+    held = {m.uid: view.holdings_of(m.uid) for m in members}
+    fresh = [m for m in members if not held[m.uid]]
+    if not fresh:
+        return GangResult(placement=_existing(gang, members, view, now), repeated=True)
+    attempt = sum(view.dropped_decisions(m.uid) for m in members)
+    pods = [pod_request(m, node_policy=node_policy) for m in fresh]
+    pods += [pod_request(m, node_policy=node_policy, node_name=held[m.uid][0].node) for m in members if held[m.uid]]
+    pods += [
+        engine.PodRequest(uid=r.uid, name=r.name, namespace=gang.namespace, node_name=r.node) for r in gang.running
+    ]
+    request = GangRequest(
+        name=gang.name, min_member=gang.min_member, network=gang.network, sub_groups=gang.sub_groups, pods=tuple(pods)
+    )
+    try:
+        decision = place_gang(registry, view.index(), view.network_tree(), request, mode, workload=workload)
+    except engine.RequestError as exc:
+        return GangResult(
+            placement=_unschedulable(gang, fresh, attempt, f"invalid gang: {request_error_text(exc)}", now)
+        )
+    if not decision.placed:
+        return GangResult(placement=_unschedulable(gang, fresh, attempt, decision.reason, now))
+    by_uid = {p.uid: p for p in decision.pods}
+    placements = [_member(m, by_uid[m.uid], attempt, now) for m in fresh]
+    for placement in placements:
+        view.assume(placement)  # before anything is published: the next decision cannot reuse them
+    placements += [_held_decision(view, m, now) for m in members if held[m.uid]]
+    return GangResult(placement=_gang_event(gang, placements, decision, now))
+
+
+def _member(
+    pending: PendingPodEvent, placed: MemberPlacement, attempt: int, now: float
+) -> PlacementEvent:
+    node = placed.node or ""
+    return PlacementEvent(
+        decision_id=decision_id(pending.uid, pending.resource_version, attempt, node, placed.devices),
+        uid=pending.uid,
+        namespace=pending.namespace,
+        name=pending.name,
+        pod_resource_version=pending.resource_version,
+        outcome=PlacementOutcome.PLACED,
+        node=node,
+        devices=placed.devices,
+        score=placed.score,
+        score_parts=dict(placed.score_parts),
+        gang=pending.gang,
+        qos=placed.qos,
+        app_class=placed.app_class,
+        requests=dict(pending.requests),
+        decided_at=now,
+    )
+
+
+def _held_decision(view: ClusterView, pending: PendingPodEvent, now: float) -> PlacementEvent:
+    holding = view.holdings_of(pending.uid)[0]
+    if holding.decision is not None:
+        return holding.decision
+    return PlacementEvent(
+        decision_id=decision_id(pending.uid, pending.resource_version, 0, holding.node, holding.devices),
+        uid=pending.uid,
+        namespace=pending.namespace,
+        name=pending.name,
+        pod_resource_version=pending.resource_version,
+        outcome=PlacementOutcome.PLACED,
+        node=holding.node,
+        devices=holding.devices,
+        gang=pending.gang,
+        qos=holding.qos,
+        app_class=holding.app_class,
+        requests=dict(pending.requests),
+        decided_at=now,
+    )
+
+
+def _existing(
+    gang: PendingGangEvent, members: list[PendingPodEvent], view: ClusterView, now: float
+) -> GangPlacementEvent:
+    placements = [_held_decision(view, m, now) for m in members]
+    tree = view.network_tree()
+    nodes = [p.node for p in placements if tree.is_node(p.node)] + [
+        r.node for r in gang.running if tree.is_node(r.node)
+    ]
+    hypernode = tree.lca(nodes) if nodes else None
+    return GangPlacementEvent(
+        decision_id=gang_decision_id(gang.name, sorted(p.decision_id for p in placements)),
+        name=gang.name,
+        namespace=gang.namespace,
+        outcome=PlacementOutcome.PLACED,
+        members=tuple(sorted(placements, key=lambda p: (p.name, p.uid))),
+        hypernode=hypernode or "",
+        tier=tree.tier_of(hypernode) if hypernode else None,
+        decided_at=now,
+    )
+
+
+def _gang_event(
+    gang: PendingGangEvent, placements: list[PlacementEvent], decision: GangDecision, now: float
+) -> GangPlacementEvent:
+    return GangPlacementEvent(
+        decision_id=gang_decision_id(gang.name, sorted(p.decision_id for p in placements)),
+        name=gang.name,
+        namespace=gang.namespace,
+        outcome=PlacementOutcome.PLACED,
+        members=tuple(sorted(placements, key=lambda p: (p.name, p.uid))),
+        hypernode=decision.hypernode or "",
+        tier=decision.tier,
+        decided_at=now,
+    )
+
+
+def _unschedulable(
+    gang: PendingGangEvent, pending: list[PendingPodEvent], attempt: int, reason: str, now: float
+) -> GangPlacementEvent:
+    members = tuple(
+        PlacementEvent(
+            decision_id=decision_id(m.uid, m.resource_version, attempt, "", ()),
+            uid=m.uid,
+            namespace=m.namespace,
+            name=m.name,
+            pod_resource_version=m.resource_version,
+            outcome=PlacementOutcome.UNSCHEDULABLE,
+            reason=reason,
+            gang=m.gang,
+            decided_at=now,
+        )
+        for m in sorted(pending, key=lambda m: (m.name, m.uid))
+    )
+    parts = [f"{m.uid}:{m.pod_resource_version}" for m in members] + [str(attempt)]
+    return GangPlacementEvent(
+        decision_id=gang_decision_id(gang.name, parts),
+        name=gang.name,
+        namespace=gang.namespace,
+        outcome=PlacementOutcome.UNSCHEDULABLE,
+        members=members,
+        reason=reason,
+        decided_at=now,
+    )

@@ -1,0 +1,50 @@
+"""What a decision is made of: the engine's request for a pending pod, and the decision_id rule.
+
+decision_id: the first 24 hex digits of SHA-256 over
+`uid | pod resource_version | attempt | node | device shares` (see decide.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from schemas.events import DeviceAssignment, PendingPodEvent
+from services.placer import engine
+from services.placer.engine import PodRequest
+from services.placer.engine.vendor import NODE_POLICY
+
+
+def decision_id(
+    uid: str,
+    resource_version: str,
+    attempt: int,
+    node: str,
+    devices: tuple[DeviceAssignment, ...],
+) -> str:
+    shares = ",".join(f"{d.index}:{d.memory_mib}:{d.cores}" for d in devices)
+    text = "|".join((uid, resource_version, str(attempt), node, shares))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def pod_request(pending: PendingPodEvent, *, node_policy: str | None = None, node_name: str = "") -> PodRequest:
+    """The engine's request; `node_policy` is the cluster's choice for a pod that names none."""
+    annotations = dict(pending.annotations)
+    if node_policy is not None:
+        annotations.setdefault(NODE_POLICY, node_policy)
+    return PodRequest(
+        uid=pending.uid,
+        namespace=pending.namespace,
+        name=pending.name,
+        requests=dict(pending.requests),
+        annotations=annotations,
+        labels=dict(pending.labels),
+        node_selector=dict(pending.node_selector),
+        affinity=pending.affinity,
+        tolerations=pending.tolerations,
+        node_name=node_name,
+    )
+
+
+def request_error_text(exc: engine.RequestError) -> str:
+    reason = exc.reason or str(exc)
+    return f"{exc.field}: {reason}" if exc.field else reason
