@@ -73,3 +73,18 @@ async def test_namespaced_bindings_endpoint(core: CoreApi) -> None:
     await core.create_namespaced_pod("default", pod_body("b5"))
     await core.create_namespaced_binding("default", binding("b5", "node-3"))
     assert (await core.read_namespaced_pod("b5", "default")).spec.node_name == "node-3"
+
+
+async def test_binding_replaces_an_unschedulable_condition_by_type(core: CoreApi) -> None:
+    await core.create_namespaced_pod("default", pod_body("b6"))
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no GPUs"}
+    other = {"type": "example.com/Checked", "status": "True"}
+    await core.patch_namespaced_pod_status("b6", "default", {"status": {"conditions": [unschedulable, other]}})
+    await core.create_namespaced_pod_binding("b6", "default", binding("b6", "node-1"))
+    conditions = (await core.read_namespaced_pod("b6", "default")).status.conditions
+    by_type = {c.type: c for c in conditions}
+    assert [c.type for c in conditions].count("PodScheduled") == 1
+    assert by_type["PodScheduled"].status == "True"
+    assert by_type["PodScheduled"].reason is None
+    assert by_type["PodScheduled"].last_transition_time is not None
+    assert by_type["example.com/Checked"].status == "True"  # other conditions stay
