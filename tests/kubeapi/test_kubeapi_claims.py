@@ -12,7 +12,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from topoplace.kubeapi import KubeApiServer
 from topoplace.kubeapi.controllers import POD_CLAIM_NAME_ANNOTATION, claim_name_base
 
-TEMPLATE = {
+TEMPLATE: dict[str, Any] = {
     "metadata": {"name": "one-gpu"},
     "spec": {
         "metadata": {"labels": {"team": "a"}},
