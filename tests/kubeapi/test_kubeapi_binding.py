@@ -88,3 +88,33 @@ async def test_binding_replaces_an_unschedulable_condition_by_type(core: CoreApi
     assert by_type["PodScheduled"].reason is None
     assert by_type["PodScheduled"].last_transition_time is not None
     assert by_type["example.com/Checked"].status == "True"  # other conditions stay
+
+
+async def test_binding_a_gated_pod_is_409(core: CoreApi) -> None:
+    await core.create_namespaced_pod("default", pod_body("b7", schedulingGates=[{"name": "kueue.x-k8s.io/topology"}]))
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_pod_binding("b7", "default", binding("b7", "node-1"))
+    assert err.value.status == 409
+    assert status_of(err.value)["message"].endswith("pod b7 has non-empty .spec.schedulingGates")
+    await core.patch_namespaced_pod(
+        "b7", "default", {"spec": {"schedulingGates": None}}, _content_type="application/merge-patch+json"
+    )
+    await core.create_namespaced_pod_binding("b7", "default", binding("b7", "node-1"))
+    assert (await core.read_namespaced_pod("b7", "default")).spec.node_name == "node-1"
+
+
+async def test_binding_a_pod_being_deleted_is_409(core: CoreApi) -> None:
+    await core.create_namespaced_pod(
+        "default", {**pod_body("b8"), "metadata": {"name": "b8", "finalizers": ["x.io/y"]}}
+    )
+    await core.delete_namespaced_pod("b8", "default")
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_pod_binding("b8", "default", binding("b8", "node-1"))
+    assert err.value.status == 409 and "is being deleted" in status_of(err.value)["message"]
+
+
+async def test_binding_clears_the_nominated_node(core: CoreApi) -> None:
+    await core.create_namespaced_pod("default", pod_body("b9"))
+    await core.patch_namespaced_pod_status("b9", "default", {"status": {"nominatedNodeName": "node-2"}})
+    await core.create_namespaced_pod_binding("b9", "default", binding("b9", "node-1"))
+    assert (await core.read_namespaced_pod("b9", "default")).status.nominated_node_name is None

@@ -297,11 +297,16 @@ class ObjectStore:
             )
         if meta.get("resourceVersion") and meta["resourceVersion"] != pod["metadata"]["resourceVersion"]:
             raise stale_version("pods", name)
+        if pod["metadata"].get("deletionTimestamp"):
+            raise conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
         current = (pod.get("spec") or {}).get("nodeName")
         if current:
             raise conflict("pods/binding", name, f'pod {name} is already assigned to node "{current}"')
+        if (pod.get("spec") or {}).get("schedulingGates"):
+            raise conflict("pods/binding", name, f"pod {name} has non-empty .spec.schedulingGates")
         new = _clone(pod)
         new["spec"]["nodeName"] = node
+        (new.get("status") or {}).pop("nominatedNodeName", None)  # a stale hint once bound
         if meta.get("annotations"):
             new["metadata"].setdefault("annotations", {}).update(meta["annotations"])
         new["status"] = validation.running_status(new.get("status") or {}, _now())
