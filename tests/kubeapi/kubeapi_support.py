@@ -13,8 +13,6 @@ CoreApi = Any
 CustomApi = Any
 
 
-
-
 def pod_body(
     name: str = "", *, scheduler: str = "topoplace", labels: dict[str, str] | None = None, **spec: object
 ) -> dict[str, Any]:

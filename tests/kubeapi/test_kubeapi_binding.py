@@ -73,3 +73,48 @@ async def test_namespaced_bindings_endpoint(core: CoreApi) -> None:
     await core.create_namespaced_pod("default", pod_body("b5"))
     await core.create_namespaced_binding("default", binding("b5", "node-3"))
     assert (await core.read_namespaced_pod("b5", "default")).spec.node_name == "node-3"
+
+
+async def test_binding_replaces_an_unschedulable_condition_by_type(core: CoreApi) -> None:
+    await core.create_namespaced_pod("default", pod_body("b6"))
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no GPUs"}
+    other = {"type": "example.com/Checked", "status": "True"}
+    await core.patch_namespaced_pod_status("b6", "default", {"status": {"conditions": [unschedulable, other]}})
+    await core.create_namespaced_pod_binding("b6", "default", binding("b6", "node-1"))
+    conditions = (await core.read_namespaced_pod("b6", "default")).status.conditions
+    by_type = {c.type: c for c in conditions}
+    assert [c.type for c in conditions].count("PodScheduled") == 1
+    assert by_type["PodScheduled"].status == "True"
+    assert by_type["PodScheduled"].reason is None
+    assert by_type["PodScheduled"].last_transition_time is not None
+    assert by_type["example.com/Checked"].status == "True"  # other conditions stay
+
+
+async def test_binding_a_gated_pod_is_409(core: CoreApi) -> None:
+    await core.create_namespaced_pod("default", pod_body("b7", schedulingGates=[{"name": "kueue.x-k8s.io/topology"}]))
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_pod_binding("b7", "default", binding("b7", "node-1"))
+    assert err.value.status == 409
+    assert status_of(err.value)["message"].endswith("pod b7 has non-empty .spec.schedulingGates")
+    await core.patch_namespaced_pod(
+        "b7", "default", {"spec": {"schedulingGates": None}}, _content_type="application/merge-patch+json"
+    )
+    await core.create_namespaced_pod_binding("b7", "default", binding("b7", "node-1"))
+    assert (await core.read_namespaced_pod("b7", "default")).spec.node_name == "node-1"
+
+
+async def test_binding_a_pod_being_deleted_is_409(core: CoreApi) -> None:
+    await core.create_namespaced_pod(
+        "default", {**pod_body("b8"), "metadata": {"name": "b8", "finalizers": ["x.io/y"]}}
+    )
+    await core.delete_namespaced_pod("b8", "default")
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_pod_binding("b8", "default", binding("b8", "node-1"))
+    assert err.value.status == 409 and "is being deleted" in status_of(err.value)["message"]
+
+
+async def test_binding_clears_the_nominated_node(core: CoreApi) -> None:
+    await core.create_namespaced_pod("default", pod_body("b9"))
+    await core.patch_namespaced_pod_status("b9", "default", {"status": {"nominatedNodeName": "node-2"}})
+    await core.create_namespaced_pod_binding("b9", "default", binding("b9", "node-1"))
+    assert (await core.read_namespaced_pod("b9", "default")).status.nominated_node_name is None

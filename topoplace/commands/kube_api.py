@@ -8,7 +8,16 @@ import sys
 from typing import Any
 
 from topoplace.commands.signals import run_until_signalled
+from topoplace.config import ConfigError
 from topoplace.kubeapi import KubeApiServer
+from topoplace.kubeapi.faults import KINDS, VERBS, FaultPlan, parse_kinds
+
+SERVES = (
+    "core/v1 nodes, pods, pods/binding, events; events.k8s.io/v1 events; "
+    "scheduling.volcano.sh/v1beta1 podgroups; topology.volcano.sh/v1alpha1 hypernodes; "
+    "kueue.x-k8s.io/v1beta2,v1beta1 topologies; resource.k8s.io/v1 resourceslices, resourceclaims, "
+    "resourceclaimtemplates, deviceclasses"
+)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -18,16 +27,46 @@ def add_parser(subparsers: Any) -> None:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="0 = pick a free port")
     serve.add_argument("--bookmark-interval", type=float, default=10.0, help="seconds between watch bookmarks")
+    serve.add_argument("--no-claim-controller", action="store_true", help="do not create claims from templates")
+    faults = serve.add_argument_group("fault injection")
+    faults.add_argument("--fault-rate", type=float, default=0.0, help="fraction of API requests that fail (0-1)")
+    faults.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draws")
+    faults.add_argument("--fault-kinds", default=",".join(KINDS), help=f"comma-separated among {','.join(KINDS)}")
+    faults.add_argument("--fault-verbs", default=",".join(VERBS), help=f"comma-separated among {','.join(VERBS)}")
     serve.set_defaults(func=_serve)
 
 
 def _serve(args: argparse.Namespace) -> int:
-    run_until_signalled(lambda stop: _serve_until_stopped(args.host, args.port, args.bookmark_interval, stop))
+    try:
+        plan = FaultPlan(
+            rate=args.fault_rate,
+            seed=args.fault_seed,
+            kinds=parse_kinds(args.fault_kinds),
+            verbs=parse_kinds(args.fault_verbs),
+        )
+    except ValueError as exc:  # "fault rate: ..." names the flag --fault-rate
+        field, _, reason = str(exc).partition(": ")
+        raise ConfigError("--" + field.replace(" ", "-"), reason) from None  # one line, exit 2
+    server = KubeApiServer(
+        args.host,
+        args.port,
+        bookmark_interval=args.bookmark_interval,
+        faults=plan if plan.rate > 0 else None,
+        claim_controller=not args.no_claim_controller,
+    )
+    run_until_signalled(lambda stop: _serve_until_stopped(server, stop))
     return 0
 
 
-async def _serve_until_stopped(host: str, port: int, bookmark_interval: float, stop: asyncio.Event) -> None:
-    async with KubeApiServer(host, port, bookmark_interval=bookmark_interval) as server:
+async def _serve_until_stopped(server: KubeApiServer, stop: asyncio.Event) -> None:
+    async with server:
         print(server.url, flush=True)  # the first line: scripts read the URL from it
-        print("serving core/v1 nodes, pods, pods/binding, events and topology.volcano.sh hypernodes", file=sys.stderr)
+        print(f"serving {SERVES}", file=sys.stderr)
+        if server.faults is not None:
+            plan = server.faults.plan
+            print(
+                f"injecting faults into {plan.rate:.1%} of requests ({','.join(plan.verbs)}): "
+                f"{','.join(plan.kinds)}, seed {plan.seed}; counts at {server.url}/debug/faults",
+                file=sys.stderr,
+            )
         await stop.wait()

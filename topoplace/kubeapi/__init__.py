@@ -1,10 +1,23 @@
-"""A small Kubernetes API server (core/v1 nodes, pods, pods/binding, events; Volcano HyperNodes)
-for tests and demos, speaking what kubernetes-asyncio sends. See docs/kube-api.md."""
+"""A small Kubernetes API server for tests and demos, speaking what kubernetes-asyncio sends: core/v1
+nodes, pods, pods/binding, events; Volcano HyperNodes and PodGroups; Kueue Topologies; DRA
+(resource.k8s.io/v1); finalizers, garbage collection, the ResourceClaim controller, fault injection.
+See docs/kube-api.md."""
 
 from topoplace.kubeapi.errors import ApiError
+from topoplace.kubeapi.faults import FaultPlan, FaultReport
 from topoplace.kubeapi.resources import ResourceType
 from topoplace.kubeapi.selectors import Selector, parse_selector
 from topoplace.kubeapi.server import KubeApiServer
 from topoplace.kubeapi.store import Change, ObjectStore
 
-__all__ = ["ApiError", "Change", "KubeApiServer", "ObjectStore", "ResourceType", "Selector", "parse_selector"]
+__all__ = [
+    "ApiError",
+    "Change",
+    "FaultPlan",
+    "FaultReport",
+    "KubeApiServer",
+    "ObjectStore",
+    "ResourceType",
+    "Selector",
+    "parse_selector",
+]

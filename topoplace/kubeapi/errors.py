@@ -74,7 +74,7 @@ def stale_version(plural: str, name: str) -> ApiError:
     )
 
 
-def invalid(kind: str, name: str, field: str, detail: str) -> ApiError:
+def invalid(kind: str, name: str, field: str, detail: str, *, reason: str = "FieldValueInvalid") -> ApiError:
     """422: `<Kind> "<name>" is invalid: <field>: <detail>`, the real server's wording."""
     return ApiError(
         422,
@@ -82,7 +82,7 @@ def invalid(kind: str, name: str, field: str, detail: str) -> ApiError:
         f'{kind} "{name}" is invalid: {field}: {detail}',
         name=name,
         kind=kind,
-        causes=[{"reason": "FieldValueInvalid", "message": detail, "field": field}],
+        causes=[{"reason": reason, "message": detail, "field": field}],
     )
 
 

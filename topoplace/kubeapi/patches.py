@@ -18,6 +18,9 @@ _MERGE_KEYS: dict[str, str] = {
     "conditions": "type",
     "tolerations": "key",
     "ownerReferences": "uid",
+    "resourceClaims": "name",  # pod spec
+    "resourceClaimStatuses": "name",  # pod status
+    "reservedFor": "uid",  # ResourceClaim status
     "finalizers": "",  # a set of scalars
 }
 

@@ -14,6 +14,8 @@ class ResourceType(msgspec.Struct, frozen=True, kw_only=True):
     has_status: bool  # a /status subresource: the main resource's writes keep the old status
     field_labels: frozenset[str]  # what fieldSelector may name, as the real server allows
     custom: bool = False  # a CRD: no strategic merge patch, like the real server
+    # more versions served from the same objects (a CRD with several served versions of one schema)
+    other_versions: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -21,7 +23,22 @@ class ResourceType(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def base_path(self) -> str:
-        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        return self.base_path_of(self.version)
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        return (self.version, *self.other_versions)
+
+    @property
+    def qualified_kind(self) -> str:
+        """How the real server names the kind in messages: `ResourceClaim.resource.k8s.io`, `Pod`."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+    def api_version_of(self, version: str) -> str:
+        return f"{self.group}/{version}" if self.group else version
+
+    def base_path_of(self, version: str) -> str:
+        return f"/apis/{self.group}/{version}" if self.group else f"/api/{version}"
 
     @property
     def key(self) -> str:
@@ -101,5 +118,77 @@ HYPERNODES = ResourceType(
     custom=True,
 )
 
-ALL: tuple[ResourceType, ...] = (PODS, NODES, CORE_EVENTS, EVENTS_V1, HYPERNODES)
+PODGROUPS = ResourceType(
+    plural="podgroups",
+    kind="PodGroup",
+    group="scheduling.volcano.sh",
+    version="v1beta1",
+    namespaced=True,
+    has_status=True,
+    field_labels=_META,
+    custom=True,
+)
+# Kueue serves Topology as v1beta2 (the storage version) and v1beta1, one schema.
+TOPOLOGIES = ResourceType(
+    plural="topologies",
+    kind="Topology",
+    group="kueue.x-k8s.io",
+    version="v1beta2",
+    other_versions=("v1beta1",),
+    namespaced=False,
+    has_status=False,
+    field_labels=_META,
+    custom=True,
+)
+_DRA = "resource.k8s.io"
+RESOURCESLICES = ResourceType(
+    plural="resourceslices",
+    kind="ResourceSlice",
+    group=_DRA,
+    version="v1",
+    namespaced=False,
+    has_status=False,
+    field_labels=_META | {"spec.nodeName", "spec.driver"},
+)
+RESOURCECLAIMS = ResourceType(
+    plural="resourceclaims",
+    kind="ResourceClaim",
+    group=_DRA,
+    version="v1",
+    namespaced=True,
+    has_status=True,
+    field_labels=_META,
+)
+RESOURCECLAIMTEMPLATES = ResourceType(
+    plural="resourceclaimtemplates",
+    kind="ResourceClaimTemplate",
+    group=_DRA,
+    version="v1",
+    namespaced=True,
+    has_status=False,
+    field_labels=_META,
+)
+DEVICECLASSES = ResourceType(
+    plural="deviceclasses",
+    kind="DeviceClass",
+    group=_DRA,
+    version="v1",
+    namespaced=False,
+    has_status=False,
+    field_labels=_META,
+)
+
+ALL: tuple[ResourceType, ...] = (
+    PODS,
+    NODES,
+    CORE_EVENTS,
+    EVENTS_V1,
+    HYPERNODES,
+    PODGROUPS,
+    TOPOLOGIES,
+    RESOURCESLICES,
+    RESOURCECLAIMS,
+    RESOURCECLAIMTEMPLATES,
+    DEVICECLASSES,
+)
 BY_KEY: dict[str, ResourceType] = {r.key: r for r in ALL}

@@ -12,7 +12,9 @@ import msgspec
 from aiohttp import web
 
 from topoplace.kubeapi import resources
+from topoplace.kubeapi.controllers import GarbageCollector, ResourceClaimController
 from topoplace.kubeapi.errors import ApiError, bad_request, success_status
+from topoplace.kubeapi.faults import FaultInjector, FaultPlan, FaultReport
 from topoplace.kubeapi.resources import ResourceType
 from topoplace.kubeapi.selectors import Selector, parse_selector
 from topoplace.kubeapi.store import Change, ObjectStore, Subscription, visible_change
@@ -50,6 +52,28 @@ async def _status_errors(request: web.Request, handler: Handler) -> web.StreamRe
         return _json(err.status(), 405)
 
 
+class _View:
+    """A resource type as one of its served versions shows it: objects are stored in the type's
+    own version; another served version of the same schema only changes their apiVersion."""
+
+    def __init__(self, rtype: ResourceType, version: str) -> None:
+        self.rtype = rtype
+        self.version = version
+        self.api_version = rtype.api_version_of(version)
+        self.is_storage = version == rtype.version
+
+    def out(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return obj if self.is_storage else {**obj, "apiVersion": self.api_version}
+
+    def list_body(self, items: list[dict[str, Any]], revision: int) -> dict[str, Any]:
+        return {
+            "kind": f"{self.rtype.kind}List",
+            "apiVersion": self.api_version,
+            "metadata": {"resourceVersion": str(revision)},
+            "items": items if self.is_storage else [self.out(o) for o in items],
+        }
+
+
 class KubeApiServer:
     """A small Kubernetes API server for tests and demos (see docs/kube-api.md for its limits)."""
 
@@ -61,14 +85,29 @@ class KubeApiServer:
         store: ObjectStore | None = None,
         bookmark_interval: float = 10.0,
         served: Sequence[ResourceType] = resources.ALL,
+        faults: FaultPlan | None = None,
+        claim_controller: bool = True,
+        garbage_collector: bool = True,
     ) -> None:
         self.host = host
         self.port = port
         self.store = store or ObjectStore()
         self.bookmark_interval = bookmark_interval
         self.served = tuple(served)  # a subset answers 404 for the rest, like a cluster without a CRD
+        # what kube-controller-manager would do on a real cluster
+        if garbage_collector:
+            GarbageCollector().install(self.store)
+        if claim_controller:
+            ResourceClaimController().install(self.store)
+        self.faults = FaultInjector(faults) if faults is not None else None
         self._runner: web.AppRunner | None = None
         self.url = ""
+
+    def fault_report(self) -> FaultReport:
+        """Requests the fault plan considered and the faults it injected, by kind (zeros without a plan)."""
+        if self.faults is None:
+            return FaultInjector(FaultPlan()).report()
+        return self.faults.report()
 
     async def __aenter__(self) -> KubeApiServer:
         await self.start()
@@ -78,7 +117,8 @@ class KubeApiServer:
         await self.stop()
 
     async def start(self) -> str:
-        app = web.Application(middlewares=[_status_errors])
+        middlewares = [_status_errors] if self.faults is None else [self.faults.middleware, _status_errors]
+        app = web.Application(middlewares=middlewares)
         self._add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -90,6 +130,8 @@ class KubeApiServer:
 
     async def stop(self) -> None:
         self.store.close_watches()  # lets open watch streams end before the runner waits on them
+        if self.faults is not None:
+            self.faults.stop()  # ends hanging `timeout` faults
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -102,28 +144,39 @@ class KubeApiServer:
         r.add_get("/healthz", self._ok)
         r.add_get("/readyz", self._ok)
         r.add_get("/livez", self._ok)
+        r.add_get("/debug/faults", self._debug_faults)
         for rtype in self.served:
-            on = functools.partial
-            if rtype.namespaced:
-                r.add_get(f"{rtype.base_path}/{rtype.plural}", on(self._collection_get, rtype, False))
-                coll = f"{rtype.base_path}/namespaces/{{namespace}}/{rtype.plural}"
-            else:
-                coll = f"{rtype.base_path}/{rtype.plural}"
-            item = coll + "/{name}"
-            r.add_get(coll, on(self._collection_get, rtype, rtype.namespaced))
-            r.add_post(coll, on(self._create, rtype))
-            r.add_delete(coll, on(self._delete_collection, rtype))
-            r.add_get(item, on(self._get, rtype))
-            r.add_put(item, on(self._replace, rtype, False))
-            r.add_patch(item, on(self._patch, rtype, False))
-            r.add_delete(item, on(self._delete, rtype))
-            if rtype.has_status:
-                r.add_get(item + "/status", on(self._get, rtype))
-                r.add_put(item + "/status", on(self._replace, rtype, True))
-                r.add_patch(item + "/status", on(self._patch, rtype, True))
+            for version in rtype.versions:
+                self._add_resource_routes(r, _View(rtype, version))
         if resources.PODS in self.served:
             r.add_post("/api/v1/namespaces/{namespace}/pods/{name}/binding", self._bind)
             r.add_post("/api/v1/namespaces/{namespace}/bindings", self._bind)
+
+    def _add_resource_routes(self, r: web.UrlDispatcher, view: _View) -> None:
+        on, rtype = functools.partial, view.rtype
+        base = rtype.base_path_of(view.version)
+        if rtype.namespaced:
+            r.add_get(f"{base}/{rtype.plural}", on(self._collection_get, view, False))
+            coll = f"{base}/namespaces/{{namespace}}/{rtype.plural}"
+        else:
+            coll = f"{base}/{rtype.plural}"
+        item = coll + "/{name}"
+        r.add_get(coll, on(self._collection_get, view, rtype.namespaced))
+        r.add_post(coll, on(self._create, view))
+        r.add_delete(coll, on(self._delete_collection, view))
+        r.add_get(item, on(self._get, view))
+        r.add_put(item, on(self._replace, view, False))
+        r.add_patch(item, on(self._patch, view, False))
+        r.add_delete(item, on(self._delete, view))
+        if rtype.has_status:
+            r.add_get(item + "/status", on(self._get, view))
+            r.add_put(item + "/status", on(self._replace, view, True))
+            r.add_patch(item + "/status", on(self._patch, view, True))
+
+    async def _debug_faults(self, request: web.Request) -> web.Response:
+        report = self.fault_report()
+        plan = self.faults.plan if self.faults is not None else None
+        return _json({"plan": plan, "considered": report.considered, "injected": report.injected})
 
     async def _version(self, request: web.Request) -> web.Response:
         return _json({"major": "1", "minor": "31", "gitVersion": "v1.31.0-topoplace", "platform": "linux/amd64"})
@@ -137,47 +190,50 @@ class KubeApiServer:
     def _namespace(request: web.Request, rtype: ResourceType) -> str | None:
         return request.match_info.get("namespace") if rtype.namespaced else None
 
-    async def _create(self, rtype: ResourceType, request: web.Request) -> web.Response:
-        obj = self.store.create(rtype, await _read_body(request), namespace=self._namespace(request, rtype))
-        return _json(obj, 201)
+    async def _create(self, view: _View, request: web.Request) -> web.Response:
+        body = await _read_body(request)
+        obj = self.store.create(view.rtype, body, namespace=self._namespace(request, view.rtype))
+        return _json(view.out(obj), 201)
 
-    async def _get(self, rtype: ResourceType, request: web.Request) -> web.Response:
-        return _json(self.store.get(rtype, request.match_info["name"], self._namespace(request, rtype)))
+    async def _get(self, view: _View, request: web.Request) -> web.Response:
+        obj = self.store.get(view.rtype, request.match_info["name"], self._namespace(request, view.rtype))
+        return _json(view.out(obj))
 
-    async def _replace(self, rtype: ResourceType, status_only: bool, request: web.Request) -> web.Response:
+    async def _replace(self, view: _View, status_only: bool, request: web.Request) -> web.Response:
         obj = self.store.replace(
-            rtype,
+            view.rtype,
             request.match_info["name"],
             await _read_body(request),
-            namespace=self._namespace(request, rtype),
+            namespace=self._namespace(request, view.rtype),
             status_only=status_only,
         )
-        return _json(obj)
+        return _json(view.out(obj))
 
-    async def _patch(self, rtype: ResourceType, status_only: bool, request: web.Request) -> web.Response:
+    async def _patch(self, view: _View, status_only: bool, request: web.Request) -> web.Response:
         obj = self.store.patch(
-            rtype,
+            view.rtype,
             request.match_info["name"],
             request.headers.get("Content-Type", ""),
             await _read_body(request),
-            namespace=self._namespace(request, rtype),
+            namespace=self._namespace(request, view.rtype),
             status_only=status_only,
         )
-        return _json(obj)
+        return _json(view.out(obj))
 
-    async def _delete(self, rtype: ResourceType, request: web.Request) -> web.Response:
+    async def _delete(self, view: _View, request: web.Request) -> web.Response:
+        rtype = view.rtype
         obj = self.store.delete(rtype, request.match_info["name"], namespace=self._namespace(request, rtype))
         if rtype is resources.NODES:
             # the real server answers a node deletion with a Status, other kinds with the object
             body = success_status(200)
             body["details"] = {"name": obj["metadata"]["name"], "kind": "nodes", "uid": obj["metadata"]["uid"]}
             return _json(body)
-        return _json(obj)
+        return _json(view.out(obj))
 
-    async def _delete_collection(self, rtype: ResourceType, request: web.Request) -> web.Response:
-        selector = self._selector(rtype, request)
-        deleted = self.store.delete_collection(rtype, self._namespace(request, rtype), selector)
-        return _json(self._list_body(rtype, deleted, self.store.revision))
+    async def _delete_collection(self, view: _View, request: web.Request) -> web.Response:
+        selector = self._selector(view.rtype, request)
+        deleted = self.store.delete_collection(view.rtype, self._namespace(request, view.rtype), selector)
+        return _json(view.list_body(deleted, self.store.revision))
 
     async def _bind(self, request: web.Request) -> web.Response:
         body = await _read_body(request)
@@ -194,29 +250,18 @@ class KubeApiServer:
         q = request.query
         return parse_selector(q.get("labelSelector", ""), q.get("fieldSelector", ""), rtype.field_labels)
 
-    @staticmethod
-    def _list_body(rtype: ResourceType, items: list[dict[str, Any]], revision: int) -> dict[str, Any]:
-        return {
-            "kind": f"{rtype.kind}List",
-            "apiVersion": rtype.api_version,
-            "metadata": {"resourceVersion": str(revision)},
-            "items": items,
-        }
-
-    async def _collection_get(
-        self, rtype: ResourceType, in_namespace: bool, request: web.Request
-    ) -> web.StreamResponse:
+    async def _collection_get(self, view: _View, in_namespace: bool, request: web.Request) -> web.StreamResponse:
         namespace = request.match_info["namespace"] if in_namespace else None
-        selector = self._selector(rtype, request)
+        selector = self._selector(view.rtype, request)
         if request.query.get("watch") in _TRUE:
-            return await self._watch(rtype, namespace, selector, request)
-        items, revision = self.store.list(rtype, namespace, selector)
-        return _json(self._list_body(rtype, items, revision))
+            return await self._watch(view, namespace, selector, request)
+        items, revision = self.store.list(view.rtype, namespace, selector)
+        return _json(view.list_body(items, revision))
 
     # --- watch ----------------------------------------------------------------------------------
 
     async def _watch(
-        self, rtype: ResourceType, namespace: str | None, selector: Selector, request: web.Request
+        self, view: _View, namespace: str | None, selector: Selector, request: web.Request
     ) -> web.StreamResponse:
         q = request.query
         since = _parse_revision(q.get("resourceVersion", ""))
@@ -225,7 +270,7 @@ class KubeApiServer:
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         resp.enable_chunked_encoding()
         try:
-            initial, sub = self.store.subscribe(rtype, namespace, since)
+            initial, sub = self.store.subscribe(view.rtype, namespace, since)
         except ApiError as exc:
             # a too-old resourceVersion is reported inside the stream, as the real server does
             await resp.prepare(request)
@@ -234,7 +279,7 @@ class KubeApiServer:
             return resp
         try:
             await resp.prepare(request)
-            await self._stream(resp, rtype, selector, initial, sub, timeout, bookmarks)
+            await self._stream(resp, view, selector, initial, sub, timeout, bookmarks)
             await resp.write_eof()
         except ConnectionResetError:
             pass  # the client went away; nothing to clean up but the subscription
@@ -245,7 +290,7 @@ class KubeApiServer:
     async def _stream(
         self,
         resp: web.StreamResponse,
-        rtype: ResourceType,
+        view: _View,
         selector: Selector,
         initial: list[Change],
         sub: Subscription,
@@ -254,13 +299,13 @@ class KubeApiServer:
     ) -> None:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        await _write_changes(resp, initial, selector)
+        await _write_changes(resp, initial, selector, view)
         while not (sub.closed or sub.overflowed):
             sub.wakeup.clear()
             if sub.pending:
                 batch = list(sub.pending)
                 sub.pending.clear()
-                await _write_changes(resp, batch, selector)
+                await _write_changes(resp, batch, selector, view)
                 continue
             remaining = None if deadline is None else deadline - loop.time()
             if remaining is not None and remaining <= 0:
@@ -274,19 +319,20 @@ class KubeApiServer:
                 if bookmarks and not sub.pending:
                     # nothing is queued, so every change up to the current revision was delivered
                     mark = {
-                        "kind": rtype.kind,
-                        "apiVersion": rtype.api_version,
+                        "kind": view.rtype.kind,
+                        "apiVersion": view.api_version,
                         "metadata": {"resourceVersion": str(self.store.revision)},
                     }
                     await resp.write(_encoder.encode({"type": "BOOKMARK", "object": mark}) + b"\n")
 
 
-async def _write_changes(resp: web.StreamResponse, changes: list[Change], selector: Selector) -> None:
+async def _write_changes(resp: web.StreamResponse, changes: list[Change], selector: Selector, view: _View) -> None:
     lines: list[bytes] = []
     for change in changes:
         kind = visible_change(change, selector)
         if kind is not None:
-            lines.append(b'{"type":"' + kind.encode() + b'","object":' + change.object_json() + b"}\n")
+            encoded = change.object_json() if view.is_storage else _encoder.encode(view.out(change.obj))
+            lines.append(b'{"type":"' + kind.encode() + b'","object":' + encoded + b"}\n")
     if lines:
         await resp.write(b"".join(lines))
 

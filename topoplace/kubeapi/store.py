@@ -13,7 +13,7 @@ import random
 import time
 import uuid
 from collections import deque
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -58,6 +58,16 @@ class Change(msgspec.Struct):
 
 
 Changes = list[Change]  # an alias: inside ObjectStore, `list` names its method
+
+
+class Controller(Protocol):
+    """What kube-controller-manager would do, run in the same step as each committed change.
+
+    It may write through the store (its writes are changes too, committed after this one);
+    it must not raise: a failure is the controller's to remember and retry.
+    """
+
+    def on_change(self, store: ObjectStore, change: Change) -> None: ...
 
 
 class Subscription:
@@ -127,6 +137,10 @@ class ObjectStore:
         self._compacted_through = 0  # changes up to this revision are no longer in the log
         self._subscriptions: dict[str, set[Subscription]] = {r.key: set() for r in resources.ALL}
         self._watch_buffer = watch_buffer
+        self._controllers: list[Controller] = []
+
+    def add_controller(self, controller: Controller) -> None:
+        self._controllers.append(controller)
 
     @property
     def revision(self) -> int:
@@ -238,11 +252,19 @@ class ObjectStore:
         return self._update(rtype, old, new, status_only)
 
     def delete(self, resource: ResourceType | str, name: str, *, namespace: str | None = None) -> Object:
+        """Remove the object, or, while it has finalizers, mark it with a deletionTimestamp (MODIFIED);
+        it goes when an update empties its finalizers. No grace period otherwise."""
         rtype = _rtype(resource)
         key = self._key(rtype, namespace, name)
         old = self._objects[rtype.key].get(key)
         if old is None:
             raise not_found(rtype.plural, name)
+        if old["metadata"].get("finalizers"):
+            if old["metadata"].get("deletionTimestamp"):
+                return old  # already being deleted: nothing changes
+            marked = copy.copy(old)
+            marked["metadata"] = {**old["metadata"], "deletionTimestamp": _now(), "deletionGracePeriodSeconds": 0}
+            return self._commit(rtype, key, MODIFIED, marked, old)
         gone_obj = copy.copy(old)
         gone_obj["metadata"] = dict(old["metadata"])
         return self._commit(rtype, key, DELETED, gone_obj, old)
@@ -275,11 +297,16 @@ class ObjectStore:
             )
         if meta.get("resourceVersion") and meta["resourceVersion"] != pod["metadata"]["resourceVersion"]:
             raise stale_version("pods", name)
+        if pod["metadata"].get("deletionTimestamp"):
+            raise conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
         current = (pod.get("spec") or {}).get("nodeName")
         if current:
             raise conflict("pods/binding", name, f'pod {name} is already assigned to node "{current}"')
+        if (pod.get("spec") or {}).get("schedulingGates"):
+            raise conflict("pods/binding", name, f"pod {name} has non-empty .spec.schedulingGates")
         new = _clone(pod)
         new["spec"]["nodeName"] = node
+        (new.get("status") or {}).pop("nominatedNodeName", None)  # a stale hint once bound
         if meta.get("annotations"):
             new["metadata"].setdefault("annotations", {}).update(meta["annotations"])
         new["status"] = validation.running_status(new.get("status") or {}, _now())
@@ -337,6 +364,7 @@ class ObjectStore:
         if status_only:
             new = {**old, "status": new.get("status")}
             new["metadata"] = dict(old["metadata"])
+            validation.check_status_update(rtype, old, new)
         else:
             meta = new["metadata"] = dict(new["metadata"])  # never write into the old object's metadata
             for field in ("uid", "creationTimestamp", "namespace", "deletionTimestamp"):
@@ -352,6 +380,8 @@ class ObjectStore:
             validation.validate(rtype, new)
             validation.check_update(rtype, old, new)
         key = self._key(rtype, old["metadata"].get("namespace"), old["metadata"]["name"])
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            return self._commit(rtype, key, DELETED, new, old)  # the last finalizer went: the object goes
         return self._commit(rtype, key, MODIFIED, new, old)
 
     def _commit(self, rtype: ResourceType, key: ObjectKey, kind: str, obj: Object, old: Object | None) -> Object:
@@ -367,6 +397,8 @@ class ObjectStore:
         self._log.append(change)
         for sub in self._subscriptions[rtype.key]:
             sub.offer(change)
+        for controller in self._controllers:
+            controller.on_change(self, change)
         return obj
 
     def _key(self, rtype: ResourceType, namespace: str | None, name: str) -> ObjectKey:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from topoplace.kubeapi import resources
+from topoplace.kubeapi import dra, resources
 from topoplace.kubeapi.errors import ApiError, invalid
 from topoplace.kubeapi.resources import ResourceType
 
@@ -59,6 +59,36 @@ def validate(rtype: ResourceType, obj: dict[str, Any]) -> None:
         for field in ("eventTime", "reportingController", "reportingInstance", "action", "reason"):
             if not obj.get(field):
                 raise invalid(rtype.kind, name, field, "Required value")
+    elif rtype is resources.TOPOLOGIES:
+        _validate_topology(rtype, name, obj.get("spec"))
+    elif rtype is resources.PODGROUPS:
+        min_member = (obj.get("spec") or {}).get("minMember", 0)
+        if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 0:
+            raise invalid(rtype.kind, name, "spec.minMember", "Invalid value: must be a non-negative integer")
+    elif rtype.group == resources.RESOURCECLAIMS.group:
+        dra.validate(rtype, obj)
+
+
+def _validate_topology(rtype: ResourceType, name: str, spec: Any) -> None:
+    """Kueue's CRD schema: 1 to 16 levels, each with a nodeLabel, no label twice."""
+    levels = spec.get("levels") if isinstance(spec, dict) else None
+    if not isinstance(levels, list) or not levels:
+        raise invalid(rtype.kind, name, "spec.levels", "Required value")
+    if len(levels) > 16:
+        raise invalid(rtype.kind, name, "spec.levels", f"Too many: {len(levels)}: must have at most 16 items")
+    labels = [level.get("nodeLabel") if isinstance(level, dict) else None for level in levels]
+    for i, label in enumerate(labels):
+        if not isinstance(label, str) or not label:
+            raise invalid(rtype.kind, name, f"spec.levels[{i}].nodeLabel", "Required value")
+    if len(set(labels)) != len(labels):
+        raise invalid(rtype.kind, name, "spec.levels", "Invalid value: must be unique")
+    if "kubernetes.io/hostname" in labels[:-1]:
+        raise invalid(
+            rtype.kind,
+            name,
+            "spec.levels",
+            "Invalid value: the kubernetes.io/hostname label can only be used at the lowest level of topology",
+        )
 
 
 def prepare_create(rtype: ResourceType, obj: dict[str, Any], now: str) -> None:
@@ -76,15 +106,33 @@ def prepare_create(rtype: ResourceType, obj: dict[str, Any], now: str) -> None:
 
 
 def running_status(status: dict[str, Any], now: str) -> dict[str, Any]:
-    """What a pod looks like once a (simulated, KWOK-style) kubelet started it."""
-    conditions = [
+    """What a pod looks like once bound (PodScheduled, as the real server sets it) and a simulated,
+    KWOK-style kubelet started it. Conditions merge by `type`: a PodScheduled=False is replaced."""
+    started = [
         {"type": t, "status": "True", "lastTransitionTime": now}
         for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
     ]
-    return {**status, "phase": "Running", "startTime": now, "conditions": conditions}
+    return {**status, "phase": "Running", "startTime": now, "conditions": merge_conditions(status, started)}
+
+
+def merge_conditions(status: dict[str, Any], updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The status's conditions with `updates` put in place of those of the same type, others kept."""
+    merged = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+    at = {c.get("type"): i for i, c in enumerate(merged)}
+    for condition in updates:
+        if condition["type"] in at:
+            merged[at[condition["type"]]] = condition
+        else:
+            merged.append(condition)
+    return merged
 
 
 def check_update(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> None:
+    check_finalizers(rtype, old, new)
+    if rtype is resources.TOPOLOGIES and (old.get("spec") or {}).get("levels") != (new.get("spec") or {}).get("levels"):
+        raise invalid(rtype.kind, new["metadata"]["name"], "spec.levels", "Invalid value: field is immutable")
+    if rtype.group == resources.RESOURCECLAIMS.group:
+        dra.check_update(rtype, old, new)
     if rtype is not resources.PODS:
         return
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
@@ -97,6 +145,29 @@ def check_update(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any]) 
             "(only additions to existing tolerations) or `spec.terminationGracePeriodSeconds`",
             name=new["metadata"]["name"],
             kind="Pod",
+        )
+
+
+def check_status_update(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """A write through /status; only the status differs from the old object here."""
+    if rtype.group == resources.RESOURCECLAIMS.group:
+        dra.check_status_update(rtype, old, new)
+
+
+def check_finalizers(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """An object being deleted may lose finalizers but gain none, as the real server enforces."""
+    if not old["metadata"].get("deletionTimestamp"):
+        return
+    added = [f for f in new["metadata"].get("finalizers") or [] if f not in (old["metadata"].get("finalizers") or [])]
+    if added:
+        quoted = " ".join(f'"{f}"' for f in added)  # Go's %q of a []string
+        raise invalid(
+            rtype.kind,
+            new["metadata"]["name"],
+            "metadata.finalizers",
+            "Forbidden: no new finalizers can be added if the object is being deleted, "
+            f"found new finalizers [{quoted}]",
+            reason="FieldValueForbidden",
         )
 
 
