@@ -176,7 +176,9 @@ class NvidiaPlugin:
 
     # --- filter -------------------------------------------------------------------------
 
-    def filter_device(self, scratch: NodeScratch, request: DeviceRequest, device: Device) -> str | Rejection | None:
+    def filter_device(
+        self, scratch: NodeScratch, request: DeviceRequest, device: Device
+    ) -> str | Rejection | None:
         assert isinstance(request, NvidiaRequest)
         if not device.healthy:
             return "unhealthy"
