@@ -210,7 +210,9 @@ class NvidiaPlugin:
 
     # --- search -------------------------------------------------------------------------
 
-    def search(self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]) -> SetChoice | Unfit:
+    def search(
+        self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]
+    ) -> SetChoice | Unfit:
         assert isinstance(request, NvidiaRequest)
         table = _node_pair_table(scratch)
         for note in table.notes:
