@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from bench import search_speed
 from bench.device_replay import DevicePolicyResult
 from bench.engine_speed import SpeedRun
 from bench.pipeline_speed import PipelineFigures
@@ -184,6 +185,7 @@ def build_figures(
                 detail=f"{s.sets} sets; exact={s.exact}; same answer as exhaustive={s.same_answer}",
             )
         )
+    figures += search_speed.speedup_figures(search)
     for placers, p in zip((1, 2), pipeline, strict=True):
         for key, unit in (
             ("sustained_pods_per_s", "pods/s"),

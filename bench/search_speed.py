@@ -18,14 +18,17 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from math import comb
 
 import msgspec
 
+from bench.results import Figure
 from schemas.topology import Device, Link, PcieLevel, Vendor
-from services.placer.engine import Allocation, Mode, NodeState, PodRequest, choose_devices
+from services.placer.engine import Allocation, Mode, NodeState, PodRequest, cache, choose_devices
 from services.placer.engine.search import brute_force
+from services.placer.engine.vendor import NodeScratch, Unfit
+from services.placer.engine.vendors.nvidia import plugin
 from services.placer.engine.vendors.nvidia_links import pair_table
 
 EXHAUSTIVE_LIMIT = 700_000  # sets; above this the exhaustive column is left empty
@@ -45,6 +48,11 @@ class SearchFigure(msgspec.Struct, frozen=True, kw_only=True):
     sets: int  # C(free, request): what enumeration must look at
     exhaustive_ms: float | None = None  # None: not run (too many sets)
     same_answer: bool | None = None  # the search's set == the enumeration's set
+    # The vendor's search step alone (candidates given), against enumeration of the same problem:
+    step_cold_ms: float = 0.0  # per-topology tables (pair scores, subset table) built afresh
+    step_warm_ms: float = 0.0  # tables kept from an earlier decision on the same topology
+    enumeration_ms: float | None = None  # every C(free, k) set scored on the same weights and key
+    optimum_pct: float = 100.0  # the step's set score / the best set's (proven by enumeration or exactness)
 
 
 def _gpu(index: int, numa: int, nvswitch: int = 0) -> Device:
@@ -147,6 +155,41 @@ def _exhaustive(node: NodeState, k: int) -> tuple[tuple[int, ...], float]:
     return tuple(free[p].index for p in best.positions), elapsed * 1000
 
 
+def _step(node: NodeState, k: int, repeats: int) -> tuple[float, float, float]:
+    """Median ms of the NVIDIA search step, cold and warm, and the chosen set's score."""
+    claimed = plugin.parse_request(_request(k))
+    assert claimed is not None
+    held = {a.index for a in node.allocations}
+    candidates = tuple(d for d in sorted(node.devices, key=lambda d: d.index) if d.index not in held)
+
+    def once() -> tuple[float, float]:
+        scratch = NodeScratch.build(node, Mode.DEFAULT)
+        started = time.perf_counter()
+        choice = plugin.search(scratch, claimed, candidates)
+        elapsed = (time.perf_counter() - started) * 1000
+        assert not isinstance(choice, Unfit)
+        return elapsed, choice.set_score
+
+    with cache.disabled():
+        cold = [once() for _ in range(repeats)]
+    once()  # builds the tables the warm runs reuse
+    warm = [once() for _ in range(max(repeats, 20))]
+    return statistics.median(t for t, _ in cold), statistics.median(t for t, _ in warm), warm[0][1]
+
+
+def _enumeration(node: NodeState, k: int) -> tuple[float, float]:
+    """ms to score every set of k free GPUs on the search step's weights and key; the best score."""
+    held = {a.index for a in node.allocations}
+    free = [d for d in sorted(node.devices, key=lambda d: d.index) if d.index not in held]
+    table = pair_table(sorted(node.devices, key=lambda d: d.index), {(lk.src, lk.dst): lk for lk in node.links})
+    pos = [table.position(d.index) for d in free]
+    weights = [[table.scores[p][q] for q in pos] for p in pos]
+    degree = [sum(weights[x][y] for y in range(len(free)) if y != x) for x in range(len(free))]
+    started = time.perf_counter()
+    best = brute_force(weights, k, cut_degree=degree, idle=[True] * len(free))
+    return (time.perf_counter() - started) * 1000, float(best.internal)
+
+
 def measure(label: str, node: NodeState, k: int, repeats: int, exhaustive_limit: int) -> SearchFigure:
     request = _request(k)
     times = []
@@ -160,9 +203,13 @@ def measure(label: str, node: NodeState, k: int, repeats: int, exhaustive_limit:
     sets = comb(free, k)
     exhaustive_ms: float | None = None
     same: bool | None = None
+    cold_ms, warm_ms, step_score = _step(node, k, repeats)
+    enumeration_ms: float | None = None
+    optimum = choice.score if choice.score_parts.get("exact", 1.0) == 1.0 else None
     if sets <= exhaustive_limit:
         devices, exhaustive_ms = _exhaustive(node, k)
         same = devices == choice.devices
+        enumeration_ms, optimum = _enumeration(node, k)
     return SearchFigure(
         topology=label,
         devices=len(node.devices),
@@ -173,7 +220,54 @@ def measure(label: str, node: NodeState, k: int, repeats: int, exhaustive_limit:
         sets=sets,
         exhaustive_ms=round(exhaustive_ms, 3) if exhaustive_ms is not None else None,
         same_answer=same,
+        step_cold_ms=round(cold_ms, 4),
+        step_warm_ms=round(warm_ms, 4),
+        enumeration_ms=round(enumeration_ms, 4) if enumeration_ms is not None else None,
+        optimum_pct=round(100.0 * step_score / optimum, 3) if optimum else 100.0,
     )
+
+
+def speedup_figures(figures: Sequence[SearchFigure]) -> list[Figure]:
+    """`search.speedup_vs_exhaustive.<devices>`: enumeration time / warm search step, at the largest request
+    measured (the smallest ratio of every request size is in `detail`); per request size as `.k<k>`."""
+    out: list[Figure] = []
+    for devices in sorted({f.devices for f in figures}):
+        rows = [f for f in figures if f.devices == devices and f.enumeration_ms is not None and f.step_warm_ms > 0]
+        if not rows:
+            continue
+        ratios = {f.request: f.enumeration_ms / f.step_warm_ms for f in rows if f.enumeration_ms is not None}
+        cold = {f.request: f.enumeration_ms / f.step_cold_ms for f in rows if f.enumeration_ms and f.step_cold_ms}
+        detail = "; ".join(f"k={k}: warm x{ratios[k]:.1f}, cold x{cold.get(k, 0.0):.1f}" for k in sorted(ratios))
+        top = max(ratios)
+        out.append(
+            Figure(
+                name=f"search.speedup_vs_exhaustive.{devices}",
+                value=round(ratios[top], 2),
+                unit="x",
+                baselines={f"cold.k{top}": round(cold.get(top, 0.0), 2)},
+                detail=f"k={top}, {rows[0].topology}; {detail}",
+            )
+        )
+        for k, ratio in sorted(ratios.items()):
+            out.append(
+                Figure(
+                    name=f"search.speedup_vs_exhaustive.{devices}.k{k}",
+                    value=round(ratio, 2),
+                    unit="x",
+                    baselines={"cold": round(cold.get(k, 0.0), 2)},
+                )
+            )
+    for f in figures:
+        out.append(
+            Figure(
+                name=f"search.step_warm_ms.{f.topology}.{f.devices}dev.k{f.request}",
+                value=f.step_warm_ms,
+                unit="ms",
+                baselines={"cold": f.step_cold_ms, **({"enumeration": f.enumeration_ms} if f.enumeration_ms else {})},
+                detail=f"set score {f.optimum_pct}% of the optimum",
+            )
+        )
+    return out
 
 
 def run(quick: bool) -> list[SearchFigure]:
@@ -194,7 +288,8 @@ def _print(figures: list[SearchFigure]) -> None:
     from rich.table import Table
 
     table = Table(title="per-node device search: branch-and-bound vs exhaustive (same run)")
-    for column in ("topology", "GPUs", "k", "search ms", "branches", "exact", "C(free,k)", "exhaustive ms", "same"):
+    columns = ("topology", "GPUs", "k", "search ms", "branches", "exact", "C(free,k)", "exhaustive ms", "same")
+    for column in (*columns, "step cold ms", "step warm ms", "enum ms", "x warm", "% opt"):
         table.add_column(column, justify="right")
     for f in figures:
         table.add_row(
@@ -207,8 +302,13 @@ def _print(figures: list[SearchFigure]) -> None:
             f"{f.sets:,}",
             f"{f.exhaustive_ms:.1f}" if f.exhaustive_ms is not None else "-",
             {True: "yes", False: "NO", None: "-"}[f.same_answer],
+            f"{f.step_cold_ms:.3f}",
+            f"{f.step_warm_ms:.3f}",
+            f"{f.enumeration_ms:.2f}" if f.enumeration_ms is not None else "-",
+            f"{f.enumeration_ms / f.step_warm_ms:.0f}" if f.enumeration_ms and f.step_warm_ms else "-",
+            f"{f.optimum_pct:.1f}",
         )
-    Console(width=140).print(table)
+    Console(width=200).print(table)
 
 
 def main() -> None:

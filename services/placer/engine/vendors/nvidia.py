@@ -21,13 +21,14 @@ from math import comb
 
 from schemas.events import DeviceAssignment
 from schemas.topology import Device, Vendor
-from services.placer.engine import cache
+from services.placer.engine import cache, search_table
 from services.placer.engine.cache import BoundedCache
 from services.placer.engine.fragmentation import DIGITS, FreeShare, fragmentation
 from services.placer.engine.model import MILLI, Mode, PodRequest
 from services.placer.engine.node_key import topology_key
 from services.placer.engine.quantities import optional_int, parse_bool, split_list
-from services.placer.engine.search import DEFAULT_CAP, best_subset
+from services.placer.engine.search import DEFAULT_CAP, SearchResult, best_subset
+from services.placer.engine.search_table import TABLE_DEVICES, SubsetTable, table_best, uniform_best
 from services.placer.engine.vendor import (
     NODE_POLICY,
     DeviceRequest,
@@ -408,14 +409,8 @@ def _best_in_group(
 ) -> SetChoice:
     k = request.count
     pos = [table.position(d.index) for d in group]
-    weights = [[table.scores[p][q] for q in pos] for p in pos]
     idle_positions = [table.position(i) for i in sorted(idle)]
-    is_idle = [d.index in idle for d in group]
-    cut_degree = [
-        sum(table.scores[p][q] for q in idle_positions if q != p) if is_idle[x] and protect else 0
-        for x, p in enumerate(pos)
-    ]
-    result = best_subset(weights, k, cut_degree=cut_degree, idle=is_idle if protect else None, cap=DEFAULT_CAP)
+    result = _search_sets(scratch, table, pos, k, idle_positions if protect else None)
     chosen = sorted((group[p] for p in result.best.positions), key=lambda d: d.index)
     idle_before = table.set_score(sorted(idle))
     if not result.exact:
@@ -442,6 +437,53 @@ def _best_in_group(
         runners_up=runners,
         considered=result.expanded,
     )
+
+
+class _TopologySets:
+    """What the set search keeps per topology: whether every pair scores the same, and the subset table."""
+
+    def __init__(self, pairs: PairTable) -> None:
+        self.pairs = pairs
+        values = {score for p, row in enumerate(pairs.scores) for q, score in enumerate(row) if q != p}
+        self.uniform: int | None = next(iter(values)) if len(values) == 1 else None
+        self._table: SubsetTable | None = None  # built on first need: uniform nodes never need it
+
+    def table(self) -> SubsetTable:
+        if self._table is None:
+            self._table = SubsetTable(self.pairs.scores)
+        return self._table
+
+
+# ~5 MB per 16-GPU topology once every request size was asked; a fleet has a few machine types.
+TOPOLOGY_SETS_BOUND = 32
+_topology_sets: BoundedCache[tuple[int, int], _TopologySets] = BoundedCache(TOPOLOGY_SETS_BOUND)
+
+
+def _search_sets(
+    scratch: NodeScratch, table: PairTable, members: list[int], k: int, idle_positions: list[int] | None
+) -> SearchResult:
+    """The best k of `members` (pair-table positions, in preference order) by search.py's key.
+
+    `idle_positions`: the node's idle GPUs whose links the remainder keeps (None: no remainder term).
+    Uniform nodes and nodes of at most TABLE_DEVICES GPUs are answered by lookup (search_table.py);
+    larger ones by the bounded branch-and-bound, which is also the reference for both."""
+    if search_table.fast_enabled():
+        sets = cache.remembered(_topology_sets, lambda: topology_key(scratch.node), lambda: _TopologySets(table))
+        if sets.uniform is not None:
+            idle = set(idle_positions or ())
+            count = len(idle) if idle_positions is not None else None
+            return uniform_best(sets.uniform, k, [p in idle for p in members], count)
+        if len(table.indices) <= TABLE_DEVICES:
+            idle_mask = sum(1 << p for p in idle_positions) if idle_positions is not None else None
+            return table_best(sets.table(), k, members, idle_mask)
+    weights = [[table.scores[p][q] for q in members] for p in members]
+    if idle_positions is None:
+        return best_subset(weights, k, cap=DEFAULT_CAP)
+    idle = set(idle_positions)
+    is_idle = [p in idle for p in members]
+    cut_degree = [sum(table.scores[p][q] for q in idle_positions if q != p) if is_idle[x] else 0
+                  for x, p in enumerate(members)]  # fmt: skip
+    return best_subset(weights, k, cut_degree=cut_degree, idle=is_idle, cap=DEFAULT_CAP)
 
 
 def _cut(table: PairTable, chosen: list[Device], idle: set[int]) -> int:
@@ -525,9 +567,7 @@ def _hami_search(
         return _hami_choice(request, picked, table, walked)
     if k == 1:
         return _hami_choice(request, [_hami_worst_single(picked, table)], table, walked)
-    pos = [table.position(d.index) for d in picked]
-    weights = [[table.scores[p][q] for q in pos] for p in pos]
-    result = best_subset(weights, k, cap=DEFAULT_CAP)
+    result = _search_sets(scratch, table, [table.position(d.index) for d in picked], k, None)
     if not result.exact:
         scratch.warn(f"search bound hit after {result.expanded} branches: best set found, not proven optimal")
     chosen = [picked[p] for p in result.best.positions]
