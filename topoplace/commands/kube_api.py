@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topoplace.commands.signals import run_until_signalled
-from topoplace.kubeapi import KubeApiServer
+
+if TYPE_CHECKING:  # imported by the command that runs: building the parser stays cheap
+    import asyncio
 
 
 def add_parser(subparsers: Any) -> None:
@@ -27,6 +28,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 async def _serve_until_stopped(host: str, port: int, bookmark_interval: float, stop: asyncio.Event) -> None:
+    from topoplace.kubeapi import KubeApiServer
+
     async with KubeApiServer(host, port, bookmark_interval=bookmark_interval) as server:
         print(server.url, flush=True)  # the first line: scripts read the URL from it
         print("serving core/v1 nodes, pods, pods/binding, events and topology.volcano.sh hypernodes", file=sys.stderr)
