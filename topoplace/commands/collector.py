@@ -7,7 +7,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from topoplace.commands.options import positive_float
+from topoplace.commands.options import positive_float, positive_int
 from topoplace.commands.signals import run_until_signalled
 from topoplace.config import Settings
 
@@ -29,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     node.add_argument("--interval", type=positive_float, default=10.0, help="seconds between usage reports")
     node.add_argument("--model", default=None, help="GPU model of a topo print (sets the device memory too)")
-    node.add_argument("--memory-mib", type=int, default=None, help="device memory of a topo print, in MiB")
+    node.add_argument("--memory-mib", type=positive_int, default=None, help="device memory of a topo print, in MiB")
     node.set_defaults(func=_run_node)
 
     cluster = sub.add_parser("cluster", help="watch pods, nodes and HyperNodes of the cluster")
