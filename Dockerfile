@@ -1,10 +1,13 @@
 # One image for every topoplace service; the command picks the service.
-FROM python:3.11-slim
+# Base pinned by version; tag the image with the package version (see docs/deploy.md).
+FROM python:3.11.13-slim-bookworm
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY schemas ./schemas
 COPY services ./services
 COPY topoplace ./topoplace
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir . && useradd --uid 10001 --no-create-home --shell /usr/sbin/nologin topoplace
 COPY deploy/compose /etc/topoplace
+# The manifests run it as this user with a read-only root file system.
+USER 10001
 ENTRYPOINT ["topoplace"]

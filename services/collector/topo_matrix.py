@@ -57,7 +57,8 @@ class TopoMatrixError(ValueError):
         self.token = token
         self.reason = reason
         where = f"line {line}: " if line is not None else ""
-        super().__init__(f"{where}{reason} (token {token!r})")
+        what = f" (token {token!r})" if token else ""
+        super().__init__(f"{where}{reason}{what}")
 
 
 class _Header(msgspec.Struct, frozen=True, kw_only=True):
@@ -136,6 +137,8 @@ def source_line(text: str) -> str:
 
 
 def _find_header(lines: Sequence[str]) -> _Header:
+    if not any(line.strip() for line in lines):
+        raise TopoMatrixError(None, "", "the print is empty")
     for number, raw in enumerate(lines, start=1):
         tokens = raw.split()
         # The header starts with GPU0; GPU0's own row starts with "GPU0 X".

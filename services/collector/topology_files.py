@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 
 from schemas.topology import Device, Link, NodeTopology, Vendor
-from services.collector.topo_matrix import parse_topo_matrix, source_line, synthetic_uuid
+from services.collector.topo_matrix import TopoMatrixError, parse_topo_matrix, source_line, synthetic_uuid
 
 FIXTURE_PACKAGE = "services.collector.fixtures"
 
@@ -31,6 +31,8 @@ GPU_MODEL_MEMORY_MIB: dict[str, int] = {
     "Tesla V100-SXM2-32GB": 32 * 1024,
     "NVIDIA L40S": 48 * 1024,
 }
+# The model of a print's GPUs when nobody names it: whole-GPU choices do not depend on it.
+PLACEHOLDER_MODEL = "unknown NVIDIA GPU"
 _MEMORY_IN_NAME = re.compile(r"(\d+)\s*GB", re.IGNORECASE)
 
 
@@ -144,10 +146,14 @@ def load_topology(
     node: str = "node-0",
     model: str | None = None,
     memory_mib: int | None = None,
+    require_model: bool = True,
 ) -> NodeTopology:
     """A shipped fixture by name, or a file: JSON fixture (*.json) or a topo print (anything else).
 
     `model` / `memory_mib` override what a topo print's table says (JSON fixtures name their own).
+    A print file with no model is refused when `require_model` (a node agent publishes the
+    memory); otherwise its GPUs get PLACEHOLDER_MODEL and `memory_mib` (0 when not given),
+    which is all a whole-GPU choice needs.
     """
     if source in PRINT_FIXTURES:
         spec = PRINT_FIXTURES[source]
@@ -168,15 +174,21 @@ def load_topology(
             f"topology source {source!r}: not a shipped fixture ({', '.join(fixture_names())}) nor an existing file"
         )
     text = path.read_text(encoding="utf-8", errors="replace")
+    origin = f"file {path.name}"
     if path.suffix.lower() == ".json":
-        return _from_json(text, node=node, origin=f"file {path.name}")
-    if not model:
+        return _from_json(text, node=node, origin=origin)
+    # Read the print first: a print that does not parse is reported for what it is
+    # (the line and why), whether or not a model was given.
+    placeholder = _from_print(
+        text, node=node, machine_type=path.stem, model=PLACEHOLDER_MODEL, memory_mib=memory_mib or 0, origin=origin
+    )
+    if model:
+        return _from_print(text, node=node, machine_type=path.stem, model=model, memory_mib=memory_mib, origin=origin)
+    if require_model:
         raise FixtureError(
             f"topology source {source!r}: a topo print does not name the GPU model; pass model (--model)"
         )
-    return _from_print(
-        text, node=node, machine_type=path.stem, model=model, memory_mib=memory_mib, origin=f"file {path.name}"
-    )
+    return placeholder
 
 
 def read_fixture(name: str) -> TopologyFixture:
@@ -262,17 +274,20 @@ def _from_print(
     text: str, *, node: str, machine_type: str, model: str, memory_mib: int | None, origin: str
 ) -> NodeTopology:
     memory = memory_mib if memory_mib is not None else model_memory_mib(model)
-    if memory <= 0:
+    if memory < 0 or (memory == 0 and model != PLACEHOLDER_MODEL):
         raise FixtureError(f"{origin}: memory_mib must be positive, got {memory}")
     cited = source_line(text)
-    return parse_topo_matrix(
-        text,
-        node=node,
-        machine_type=machine_type,
-        model=model,
-        memory_mib=memory,
-        source=f"{origin}: {cited}" if cited else origin,
-    )
+    try:
+        return parse_topo_matrix(
+            text,
+            node=node,
+            machine_type=machine_type,
+            model=model,
+            memory_mib=memory,
+            source=f"{origin}: {cited}" if cited else origin,
+        )
+    except TopoMatrixError as exc:
+        raise FixtureError(f"{origin}: {exc}") from exc
 
 
 def _from_json(text: str, *, node: str, origin: str) -> NodeTopology:

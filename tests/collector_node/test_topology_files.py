@@ -14,6 +14,7 @@ from schemas.topology import PcieLevel, Vendor
 from services.collector.topology_files import (
     GPU_MODEL_MEMORY_MIB,
     METAX_DEVICES_ANNOTATION,
+    PLACEHOLDER_MODEL,
     FixtureError,
     MetaxDeviceInfo,
     fixture_names,
@@ -241,3 +242,22 @@ def test_bad_json_fixtures_say_which_field_and_why(tmp_path: Path, overrides: di
 def test_an_unknown_source_lists_the_fixtures() -> None:
     with pytest.raises(FixtureError, match=r"not a shipped fixture .*dgx-h100.*nor an existing file"):
         load_topology("no-such-machine")
+
+
+def test_a_print_with_no_model_gets_a_placeholder_when_the_caller_allows(tmp_path: Path) -> None:
+    path = tmp_path / "box.txt"
+    path.write_text(print_text("pcie-4gpu"))
+    topology = load_topology(str(path), require_model=False)
+    assert {d.model for d in topology.devices} == {PLACEHOLDER_MODEL}
+    assert {d.memory_mib for d in topology.devices} == {0}  # nobody said: no memory is claimed
+    assert {d.memory_mib for d in load_topology(str(path), require_model=False, memory_mib=1024).devices} == {1024}
+
+
+@pytest.mark.parametrize("model", [None, "NVIDIA A100-PCIE-40GB"])
+def test_a_print_that_does_not_parse_is_reported_as_such_with_or_without_a_model(
+    tmp_path: Path, model: str | None
+) -> None:
+    path = tmp_path / "box.txt"
+    path.write_text("\tGPU0\tGPU1\nGPU0\t X \tQPI\nGPU1\tNV1\t X \n")
+    with pytest.raises(FixtureError, match=r"^file box.txt: line 2: unknown link code .*'QPI'"):
+        load_topology(str(path), model=model)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +42,8 @@ def test_place_explain_prints_a_table(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_place_unschedulable_example(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["engine", "place", "--snapshot", str(UNSCHEDULABLE)]) == 0
+    # Exit code 1, as `engine pick` when nothing fits: the decision is printed all the same.
+    assert main(["engine", "place", "--snapshot", str(UNSCHEDULABLE)]) == 1
     decision = json.loads(capsys.readouterr().out)
     assert decision["node"] is None
     assert decision["reason"] == (
@@ -102,6 +106,183 @@ def test_topo_show_unknown_node(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES.glob("snapshot-*.json")), ids=lambda p: p.name)
 def test_every_example_snapshot_is_placed(example: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["engine", "place", "--snapshot", str(example)]) == 0
+    code = main(["engine", "place", "--snapshot", str(example)])
     decision = json.loads(capsys.readouterr().out)
+    assert (code, decision["node"] is not None) in {(0, True), (1, False)}
     assert decision["node"] is not None or decision["reason"].startswith("0/")
+
+
+# --- a plain `nvidia-smi topo -m` print, no model -------------------------------------------------
+
+PRINTS = Path(__file__).resolve().parents[2] / "services" / "collector" / "fixtures"
+LABEL_SCORES = {"PIX": 50, "PXB": 40, "PHB": 30, "NODE": 20, "SYS": 10}
+
+
+def printed_labels(text: str) -> dict[tuple[int, int], str]:
+    """The GPU-to-GPU labels of a print, read here independently of the collector's parser."""
+    lines = [line.split() for line in text.splitlines()]
+    header = next(t for t in lines if t[:1] == ["GPU0"] and t[1:2] != ["X"])
+    gpu_columns = {j: int(name[3:]) for j, name in enumerate(header) if re.fullmatch(r"GPU\d+", name)}
+    labels: dict[tuple[int, int], str] = {}
+    for tokens in lines:
+        if tokens and re.fullmatch(r"GPU\d+", tokens[0]) and tokens is not header:
+            for j, peer in gpu_columns.items():
+                labels[(int(tokens[0][3:]), peer)] = tokens[1 + j]
+    return labels
+
+
+def label_score(label: str) -> int:
+    return 100 * int(label[2:]) if label.startswith("NV") else LABEL_SCORES[label]
+
+
+@pytest.mark.parametrize("print_file", sorted(PRINTS.glob("*.txt")), ids=lambda p: p.name)
+def test_pick_answers_on_every_real_print_with_no_flag_but_count(
+    print_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A copy under another name: a file the user pasted, not a shipped fixture with a model table.
+    pasted = tmp_path / "my-box.txt"
+    pasted.write_text(print_file.read_text())
+    assert main(["engine", "pick", "--topology", str(pasted), "--count", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    labels = printed_labels(print_file.read_text())
+    a, b = out["devices"]
+    best = max(label_score(label) for (i, j), label in labels.items() if i != j)
+    assert label_score(labels[(a, b)]) == best == out["score"]
+
+
+def test_pick_takes_a_model_and_memory_for_a_print(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pasted = tmp_path / "rtx3090-4gpu-nv4.txt"
+    pasted.write_text((PRINTS / "pcie-4gpu.txt").read_text())
+    args = ["engine", "pick", "--topology", str(pasted), "--count", "2"]
+    assert main([*args, "--model", "NVIDIA GeForce RTX 3090", "--memory-mib", "24576"]) == 0
+    assert json.loads(capsys.readouterr().out)["devices"] == [0, 1]  # the NV12 pair
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--memory-mib", "0"])
+    assert exited.value.code == 2
+    assert "--memory-mib: must be positive" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "file box.txt: the print is empty"),
+        ("hello\nworld\n", "file box.txt: no header line starting with GPU0"),
+        ("\tGPU0\tGPU1\nGPU0\t X \tQPI\nGPU1\tNV1\t X \n", "file box.txt: line 2: unknown link code in row GPU0"),
+        ("\tGPU0\tGPU1\tGPU2\nGPU0\t X \tNV1\n", "file box.txt: line 2: ragged row GPU0"),
+    ],
+    ids=["empty", "not-a-print", "unknown-code", "ragged"],
+)
+def test_a_print_that_does_not_parse_names_the_line_and_why(
+    text: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pasted = tmp_path / "box.txt"
+    pasted.write_text(text)
+    for command in (["engine", "pick", "--count", "1"], ["topo", "show"]):
+        assert main([*command, "--topology", str(pasted)]) == 2
+        err = capsys.readouterr().err
+        assert message in err
+        assert "--model" not in err  # the print is the problem, not a missing model
+
+
+def test_topo_show_takes_a_print_with_no_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pasted = tmp_path / "box.txt"
+    pasted.write_text((PRINTS / "dgx1-v100.txt").read_text())
+    assert main(["topo", "show", "--topology", str(pasted)]) == 0
+    assert "NV2 200" in capsys.readouterr().out
+
+
+# --- topo show at 80 columns --------------------------------------------------------------------------
+
+
+def sixteen_gpu_print() -> str:
+    """16 GPUs: pairs on NVLink (NV4), PIX within a group of 4, NODE within a socket, SYS across."""
+
+    def label(i: int, j: int) -> str:
+        if i == j:
+            return " X "
+        if i // 2 == j // 2:
+            return "NV4"
+        if i // 4 == j // 4:
+            return "PIX"
+        return "NODE" if i // 8 == j // 8 else "SYS"
+
+    names = [f"GPU{i}" for i in range(16)]
+    rows = ["\t" + "\t".join(names) + "\tCPU Affinity\tNUMA Affinity"]
+    for i in range(16):
+        cpus = "0-31" if i < 8 else "32-63"
+        rows.append("\t".join([names[i], *(label(i, j) for j in range(16)), cpus, str(i // 8)]))
+    return "\n".join(rows) + "\n"
+
+
+def read_back(lines: list[str]) -> dict[tuple[int, int], str]:
+    """The label matrix from `topo show`'s blocks (header lines start with blanks, rows with GPU<n>)."""
+    found: dict[tuple[int, int], str] = {}
+    columns: list[int] = []
+    for line in lines:
+        tokens = line.split()
+        if line.startswith(" ") and tokens[0] == "NUMA":
+            columns = [int(t[3:]) for t in tokens[1:]]
+        elif tokens and re.fullmatch(r"GPU\d+", tokens[0]):
+            cells: list[str] = []
+            for token in tokens[2:]:  # a cell is a label, maybe followed by its score
+                if token.isdigit() and cells:
+                    cells[-1] += f" {token}"
+                else:
+                    cells.append(token)
+            for column, value in zip(columns, cells, strict=True):
+                found[(int(tokens[0][3:]), column)] = value.split()[0]
+    return found
+
+
+def test_topo_show_of_a_16_gpu_node_fits_80_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pasted = tmp_path / "sixteen.txt"
+    pasted.write_text(sixteen_gpu_print())
+    assert main(["topo", "show", "--topology", str(pasted)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    expected = {(i, j): label.strip() for (i, j), label in printed_labels(sixteen_gpu_print()).items()}
+    assert read_back(lines) == expected  # every pair once, each under its own column
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 120])
+def test_topo_show_fits_any_width_it_is_given(width: int, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topo", "show", "--topology", "dgx1-v100", "--width", str(width)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert len(read_back(lines)) == 64
+
+
+# --- engine place: a snapshot that contradicts itself is refused, naming the field --------------------
+
+
+def broken_cluster(path: Path, break_it: Callable[[dict[str, Any]], None]) -> Path:
+    given = json.loads(CLUSTER.read_text())
+    break_it(given["snapshot"]["nodes"][0])
+    path.write_text(json.dumps(given))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("break_it", "field"),
+    [
+        (lambda n: n["devices"].append(dict(n["devices"][0])), "snapshot.nodes[0].devices[8].index"),
+        (lambda n: n["links"].append({"src": 0, "dst": 42, "nvlinks": 1}), ".dst: no device 42"),
+        (lambda n: n["allocations"].append({"pod_uid": "p", "index": 42}), ".index: no device 42"),
+        (lambda n: n["devices"][1].update(memory_mib=-1), "snapshot.nodes[0].devices[1].memory_mib"),
+    ],
+    ids=["duplicate-index", "link-to-nothing", "allocation-on-nothing", "negative-memory"],
+)
+def test_place_refuses_an_inconsistent_snapshot(
+    break_it: Callable[[dict[str, Any]], None], field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = broken_cluster(tmp_path / "bad.json", break_it)
+    assert main(["engine", "place", "--snapshot", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert field in err and "bad.json" in err
+
+
+def test_the_parser_knows_every_engine_mode() -> None:
+    from services.placer.engine import Mode
+    from topoplace.commands.engine import MODES
+
+    assert set(MODES) == {m.value for m in Mode}

@@ -70,3 +70,11 @@ async def test_serve_with_a_fault_plan_fails_the_planned_requests() -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+def test_the_command_lists_the_same_fault_kinds_and_verbs_as_the_server() -> None:
+    from topoplace.commands import kube_api
+    from topoplace.kubeapi import faults
+
+    assert kube_api.FAULT_KINDS == faults.KINDS
+    assert kube_api.FAULT_VERBS == faults.VERBS

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topoplace.commands.signals import run_until_signalled
 from topoplace.config import ConfigError, Settings
+
+if TYPE_CHECKING:  # imported by the command that runs: building the parser stays cheap
+    import asyncio
 
 
 def add_parser(subparsers: Any) -> None:

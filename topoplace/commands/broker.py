@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
+from typing import TYPE_CHECKING
 
-from topoplace.broker import BrokerError, EmbeddedBroker, ensure_topics
 from topoplace.commands.signals import run_until_signalled
 from topoplace.config import ConfigError, Settings
-from topoplace.logs import configure_logging
+
+if TYPE_CHECKING:  # imported by the command that runs: building the parser stays cheap
+    import asyncio
 
 log = logging.getLogger("topoplace.commands.broker")
 
 
 async def serve(host: str, port: int, stop: asyncio.Event) -> int:
+    import asyncio
+
+    from topoplace.broker import EmbeddedBroker, ensure_topics
+
     async with EmbeddedBroker(host=host, port=port) as broker:
         await ensure_topics(broker.bootstrap)
         # The first stdout line is the contract with scripts: the address, nothing else.
@@ -42,6 +47,10 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"topoplace broker: {exc}", file=sys.stderr)
         return 2
+    # Imported here: building the parser of every command must stay cheap.
+    from topoplace.broker import BrokerError
+    from topoplace.logs import configure_logging
+
     configure_logging("topoplace-broker", settings.log_level)
     try:
         return run_until_signalled(lambda stop: serve(args.host, args.port, stop))

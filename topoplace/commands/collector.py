@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
+from topoplace.commands.options import positive_float, positive_int
 from topoplace.commands.signals import run_until_signalled
 from topoplace.config import Settings
+
+if TYPE_CHECKING:  # imported by the command that runs: building the parser stays cheap
+    import asyncio
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,19 +27,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="'nvml', a shipped fixture name (see `topoplace collector fixtures`), "
         "or a file: a JSON fixture or a `nvidia-smi topo -m` print",
     )
-    node.add_argument("--interval", type=_positive_float, default=10.0, help="seconds between usage reports")
+    node.add_argument("--interval", type=positive_float, default=10.0, help="seconds between usage reports")
     node.add_argument("--model", default=None, help="GPU model of a topo print (sets the device memory too)")
-    node.add_argument("--memory-mib", type=int, default=None, help="device memory of a topo print, in MiB")
+    node.add_argument("--memory-mib", type=positive_int, default=None, help="device memory of a topo print, in MiB")
     node.set_defaults(func=_run_node)
 
     cluster = sub.add_parser("cluster", help="watch pods, nodes and HyperNodes of the cluster")
-    cluster.add_argument("--resync", type=_positive_float, default=300.0, help="seconds between full relists")
+    cluster.add_argument("--resync", type=positive_float, default=300.0, help="seconds between full relists")
     cluster.add_argument("--hypernodes-file", default=None, help="a YAML/JSON file of HyperNodes to publish")
     cluster.set_defaults(func=_run_cluster)
 
     fleet = sub.add_parser("fleet", help="publish many simulated nodes from one process")
     fleet.add_argument("--fleet", required=True, help='a JSON file: {"members": [{"node": ..., "source": ...}]}')
-    fleet.add_argument("--interval", type=_positive_float, default=10.0, help="seconds between usage reports")
+    fleet.add_argument("--interval", type=positive_float, default=10.0, help="seconds between usage reports")
     fleet.set_defaults(func=_run_fleet)
 
     fixtures = sub.add_parser("fixtures", help="list the shipped topology fixtures and their sources")
@@ -113,13 +117,3 @@ def _list_fixtures(args: argparse.Namespace) -> int:
         if note:
             print(f"    note: {note}")
     return 0
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value

@@ -1,34 +1,34 @@
-"""`topoplace engine place|pick`: ask the engine directly, no services needed."""
+"""`topoplace engine place|pick`: ask the engine directly, no services needed.
+
+Exit codes (as every command): 0 a placement, 1 the engine answered that
+nothing fits, 2 bad input. The engine and rich are imported by the command
+that runs, not when the parser is built.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
-from rich.console import Console
-from rich.table import Table
+from topoplace.commands.exit_codes import BAD_INPUT, NO_PLACE, OK
+from topoplace.commands.options import positive_int
 
-from schemas.topology import NodeTopology, Vendor
-from services.placer.engine import (
-    Allocation,
-    Decision,
-    Mode,
-    NodeState,
-    PlaceInput,
-    PodRequest,
-    RequestError,
-    choose_devices,
-    place,
-)
+if TYPE_CHECKING:
+    from rich.console import Console
 
-# The count resource `engine pick` asks for, per vendor of the box.
-COUNT_RESOURCE: dict[Vendor, str] = {
-    Vendor.NVIDIA: "nvidia.com/gpu",
-    Vendor.METAX: "metax-tech.com/gpu",
-    Vendor.NEURON: "aws.amazon.com/neuron",
+    from schemas.topology import NodeTopology
+    from services.placer.engine import Decision, NodeState, PlaceInput
+
+# Engine modes, spelled out so that building the parser does not import the engine
+# (tests/engine/test_cli.py checks they match services.placer.engine.Mode).
+MODES: tuple[str, ...] = ("default", "hami")
+# The count resource `engine pick` asks for, per vendor of the box (Vendor values).
+COUNT_RESOURCE: dict[str, str] = {
+    "nvidia": "nvidia.com/gpu",
+    "metax": "metax-tech.com/gpu",
+    "neuron": "aws.amazon.com/neuron",
 }
 TOPOLOGY_POLICY = {"hami.io/gpu-scheduler-policy": "topology-aware"}
 
@@ -40,51 +40,83 @@ def add_parser(subparsers: Any) -> None:
     place_parser = sub.add_parser(
         "place",
         help="place one pod on a snapshot: {'snapshot': ..., 'request': ...} -> decision JSON",
+        description="Exit code 0: placed; 1: unschedulable (the decision still printed); 2: bad input.",
     )
     place_parser.add_argument("--snapshot", required=True, help="JSON file: {snapshot, request} (PlaceInput)")
-    place_parser.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.DEFAULT.value)
+    place_parser.add_argument("--mode", choices=MODES, default=MODES[0])
     place_parser.add_argument("--explain", action="store_true", help="print a table instead of JSON")
     place_parser.set_defaults(func=_place)
 
-    pick_parser = sub.add_parser("pick", help="which K devices of this box should my job get?")
+    pick_parser = sub.add_parser(
+        "pick",
+        help="which K devices of this box should my job get?",
+        description="Exit code 0: devices chosen; 1: not enough free devices (the answer still printed); 2: bad input.",
+    )
     pick_parser.add_argument("--topology", required=True, help="fixture name, JSON fixture or nvidia-smi topo -m print")
     pick_parser.add_argument("--count", type=int, required=True, help="devices wanted")
     pick_parser.add_argument("--free", default=None, help="free device indices, e.g. 0,2,5 (default: all)")
-    pick_parser.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.DEFAULT.value)
+    pick_parser.add_argument("--mode", choices=MODES, default=MODES[0])
+    add_model_options(pick_parser)
     pick_parser.set_defaults(func=_pick)
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """--model / --memory-mib: what a `nvidia-smi topo -m` print does not say (only memory requests need it)."""
+    parser.add_argument(
+        "--model", default=None, help="GPU model of a topo print (default: a placeholder; whole-GPU picks need none)"
+    )
+    parser.add_argument("--memory-mib", type=positive_int, default=None, help="device memory of a topo print, in MiB")
 
 
 def _fail(message: str) -> int:
     print(f"topoplace engine: {message}", file=sys.stderr)
-    return 2
+    return BAD_INPUT
 
 
 def read_place_input(path: str) -> PlaceInput:
     """Raises ValueError naming the file, the field and the reason."""
+    import msgspec
+
+    from services.placer.engine import PlaceInput, RequestError
+    from services.placer.engine.validate import validate_snapshot
+
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise ValueError(f"{path}: {exc.strerror}") from None
     try:
-        return msgspec.json.decode(data, type=PlaceInput)
+        given = msgspec.json.decode(data, type=PlaceInput)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise ValueError(f"{path}: {exc}") from None
+    try:
+        validate_snapshot(given.snapshot)
+    except RequestError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return given
 
 
 def _place(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from services.placer.engine import Mode, RequestError, place
+
     try:
         given = read_place_input(args.snapshot)
         decision = place(given.snapshot, given.request, Mode(args.mode), explain=True)
     except (ValueError, RequestError) as exc:
         return _fail(str(exc))
     if args.explain:
+        from rich.console import Console
+
         print_explanation(decision, Console())
     else:
         print(msgspec.json.format(msgspec.json.encode(decision).decode(), indent=2))
-    return 0
+    return OK if decision.node is not None else NO_PLACE
 
 
 def print_explanation(decision: Decision, console: Console) -> None:
+    from rich.table import Table
+
     if decision.node is None:
         console.print(f"[bold red]unschedulable[/]: {decision.reason}")
     else:
@@ -122,9 +154,20 @@ def parse_free(text: str | None, topology: NodeTopology) -> tuple[int, ...]:
     return free
 
 
+def load_box(source: str, model: str | None, memory_mib: int | None, node: str = "node-0") -> NodeTopology:
+    """The topology of `source`; a topo print with no model gets a placeholder one.
+
+    Raises ValueError naming the source, the line and the reason.
+    """
+    from services.collector.topology_files import load_topology
+
+    return load_topology(source, node=node, model=model, memory_mib=memory_mib, require_model=False)
+
+
 def pick_node(source: str, topology: NodeTopology, free: tuple[int, ...]) -> NodeState:
     """The box as a node on which every device not in `free` is held by another pod."""
     from services.collector.topology_files import fixture_names, fixture_node_annotations, fixture_node_labels
+    from services.placer.engine import Allocation, NodeState
 
     is_fixture = source in fixture_names()
     return NodeState(
@@ -139,20 +182,23 @@ def pick_node(source: str, topology: NodeTopology, free: tuple[int, ...]) -> Nod
 
 
 def _pick(args: argparse.Namespace) -> int:
-    from services.collector.topology_files import load_topology
-
+    if args.count < 1:
+        return _fail("--count: must be at least 1")
     try:
-        topology = load_topology(args.topology)
+        topology = load_box(args.topology, args.model, args.memory_mib)
         free = parse_free(args.free, topology)
     except ValueError as exc:
         return _fail(str(exc))
     if not topology.devices:
         return _fail(f"{args.topology}: no devices")
-    if args.count < 1:
-        return _fail("--count: must be at least 1")
+
+    import msgspec
+
+    from services.placer.engine import Mode, PodRequest, RequestError, choose_devices
+
     vendor = topology.devices[0].vendor
     request = PodRequest(
-        uid="pick", name="pick", requests={COUNT_RESOURCE[vendor]: str(args.count)}, annotations=TOPOLOGY_POLICY
+        uid="pick", name="pick", requests={COUNT_RESOURCE[vendor.value]: str(args.count)}, annotations=TOPOLOGY_POLICY
     )
     try:
         choice = choose_devices(pick_node(args.topology, topology, free), request, Mode(args.mode))
@@ -168,4 +214,4 @@ def _pick(args: argparse.Namespace) -> int:
     if choice.warnings:
         out["warnings"] = list(choice.warnings)
     print(msgspec.json.format(msgspec.json.encode(out).decode(), indent=2))
-    return 0 if not choice.reason else 1
+    return OK if not choice.reason else NO_PLACE

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topoplace.commands.signals import run_until_signalled
 from topoplace.config import ConfigError
-from topoplace.kubeapi import KubeApiServer
-from topoplace.kubeapi.faults import KINDS, VERBS, FaultPlan, parse_kinds
+
+if TYPE_CHECKING:  # imported by the command that runs: building the parser stays cheap
+    import asyncio
+
+    from topoplace.kubeapi import KubeApiServer
+
+# The fault kinds and verbs of topoplace.kubeapi.faults (a test keeps the two lists equal).
+FAULT_KINDS = ("429", "500", "503", "timeout", "reset", "lost")
+FAULT_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 
 SERVES = (
     "core/v1 nodes, pods, pods/binding, events; events.k8s.io/v1 events; "
@@ -31,12 +37,16 @@ def add_parser(subparsers: Any) -> None:
     faults = serve.add_argument_group("fault injection")
     faults.add_argument("--fault-rate", type=float, default=0.0, help="fraction of API requests that fail (0-1)")
     faults.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draws")
-    faults.add_argument("--fault-kinds", default=",".join(KINDS), help=f"comma-separated among {','.join(KINDS)}")
-    faults.add_argument("--fault-verbs", default=",".join(VERBS), help=f"comma-separated among {','.join(VERBS)}")
+    kinds, verbs = ",".join(FAULT_KINDS), ",".join(FAULT_VERBS)
+    faults.add_argument("--fault-kinds", default=kinds, help=f"comma-separated among {kinds}")
+    faults.add_argument("--fault-verbs", default=verbs, help=f"comma-separated among {verbs}")
     serve.set_defaults(func=_serve)
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from topoplace.kubeapi import KubeApiServer
+    from topoplace.kubeapi.faults import FaultPlan, parse_kinds
+
     try:
         plan = FaultPlan(
             rate=args.fault_rate,

@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from schemas import generate
-
 
 def _generate(args: argparse.Namespace) -> int:
+    from schemas import generate
+
     for path in generate.write():
         print(path.name)
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
+    from schemas import generate
+
     stale = generate.drift()
     if stale:
         print("schemas out of date (run `topoplace schemas generate`): " + ", ".join(stale), file=sys.stderr)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:  # imported when a service runs: building the parser of every command stays cheap
+    import asyncio
 
 T = TypeVar("T")
 
 
 def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[T]]) -> T:
     """Run main(stop) on a fresh loop; SIGINT and SIGTERM set `stop` so the service ends cleanly."""
+    import asyncio
 
     async def runner() -> T:
         stop = asyncio.Event()

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
-from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio.client.exceptions import ApiException
-
+from topoplace.commands.options import positive_float, positive_int
 from topoplace.config import Settings
-from topoplace.demo import cluster as demo_cluster
-from topoplace.demo import workload
-from topoplace.kube import api_client
 
 
 async def _seed(settings: Settings, with_hypernodes: bool) -> int:
+    from kubernetes_asyncio import client as k8s
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from topoplace.demo import cluster as demo_cluster
+    from topoplace.kube import api_client
+
     cluster = demo_cluster.default_cluster()
     async with await api_client(settings) as api:
         core = k8s.CoreV1Api(api)
@@ -39,6 +41,13 @@ async def _seed(settings: Settings, with_hypernodes: bool) -> int:
 
 
 async def _submit(settings: Settings, pods: int, seed: int, rate: float, namespace: str) -> int:
+    import asyncio
+
+    from kubernetes_asyncio import client as k8s
+
+    from topoplace.demo import workload
+    from topoplace.kube import api_client
+
     async with await api_client(settings) as api:
         core = k8s.CoreV1Api(api)
         for pod in workload.generate(pods, seed):
@@ -54,10 +63,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     sub = parser.add_subparsers(dest="workload_command", required=True)
     seed = sub.add_parser("seed-cluster", help="create the demo cluster's nodes in the API server")
     seed.add_argument("--hypernodes", action="store_true", help="also create Volcano HyperNode objects")
-    seed.set_defaults(func=lambda a: asyncio.run(_seed(Settings.from_env(), a.hypernodes)))
+    seed.set_defaults(func=lambda a: _run(_seed(Settings.from_env(), a.hypernodes)))
     submit = sub.add_parser("submit", help="submit the mixed demo workload")
-    submit.add_argument("--pods", type=int, default=200)
+    submit.add_argument("--pods", type=positive_int, default=200)
     submit.add_argument("--seed", type=int, default=7)
-    submit.add_argument("--rate", type=float, default=20.0, help="pods per second")
+    submit.add_argument("--rate", type=positive_float, default=20.0, help="pods per second")
     submit.add_argument("--namespace", default="default")
-    submit.set_defaults(func=lambda a: asyncio.run(_submit(Settings.from_env(), a.pods, a.seed, a.rate, a.namespace)))
+    submit.set_defaults(func=lambda a: _run(_submit(Settings.from_env(), a.pods, a.seed, a.rate, a.namespace)))
+
+
+def _run(main: Coroutine[Any, Any, int]) -> int:
+    import asyncio
+
+    return asyncio.run(main)
