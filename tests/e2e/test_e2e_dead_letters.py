@@ -55,7 +55,26 @@ MALFORMED: tuple[Malformed, ...] = (
         names="members",
         readers=frozenset({PLACER}),
     ),
+    Malformed(
+        topic=topics.TOPOLOGY_LEVELS,
+        value=b'{"schema_version": 1, "name": "x"}',
+        names="levels",
+        readers=frozenset({PLACER}),
+    ),
     Malformed(topic=topics.PODS_PENDING, value=b"pending pod, not JSON", names="JSON", readers=frozenset({PLACER})),
+    Malformed(
+        topic=topics.GANGS_PENDING,
+        value=b'{"schema_version": 1, "name": "ns/g", "namespace": "ns", "members": "all of them"}',
+        names="members",
+        readers=frozenset({PLACER}),
+    ),
+    Malformed(
+        topic=topics.GANG_PLACEMENTS,
+        value=b'{"schema_version": 1, "decision_id": "d", "name": "ns/g", "namespace": "ns", "outcome": "maybe",'
+        b' "members": []}',
+        names="outcome",
+        readers=frozenset({PLACER}),
+    ),
     Malformed(
         topic=topics.PODS_LIFECYCLE,
         value=b'{"schema_version": 1, "uid": "x", "namespace": "default", "name": "x", "phase": "exploded"}',
