@@ -47,7 +47,8 @@ def test_place_unschedulable_example(capsys: pytest.CaptureFixture[str]) -> None
     decision = json.loads(capsys.readouterr().out)
     assert decision["node"] is None
     assert decision["reason"] == (
-        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were not ready, 1 node(s) were unschedulable."
+        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were not ready,"
+        " 1 node(s) were unschedulable."
     )
 
 
@@ -286,3 +287,46 @@ def test_the_parser_knows_every_engine_mode() -> None:
     from topoplace.commands.engine import MODES
 
     assert set(MODES) == {m.value for m in Mode}
+
+
+@pytest.mark.parametrize(
+    ("example", "tier", "hypernode"),
+    [
+        ("gang-volcano.json", 2, "spine-1"),
+        ("gang-kueue.json", 1, "block-0/rack-1"),
+        ("gang-nvl72.json", 0, "nvlink:nvl72-rack1.0"),
+    ],
+)
+def test_gang_examples_are_placed_in_one_domain(
+    example: str, tier: int, hypernode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = Path(__file__).resolve().parents[2] / "examples" / example
+    assert main(["engine", "place", "--snapshot", str(path)]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["placed"] is True
+    assert (answer["tier"], answer["hypernode"]) == (tier, hypernode)
+    nodes = [p["node"] for p in answer["pods"]]
+    assert len(set(nodes)) == len(nodes)  # every member on a node of its own (whole nodes or whole trays)
+    assert all(p["devices"] for p in answer["pods"])
+
+
+def test_a_gang_that_cannot_fit_exits_1_with_every_member_unplaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    given = json.loads((Path(__file__).resolve().parents[2] / "examples" / "gang-volcano.json").read_text())
+    given["gang"]["podgroup"]["spec"]["networkTopology"]["highestTierAllowed"] = 1
+    path = tmp_path / "gang.json"
+    path.write_text(json.dumps(given))
+    assert main(["engine", "place", "--snapshot", str(path)]) == 1
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["placed"] is False
+    assert all(p["node"] is None for p in answer["pods"])
+    assert "no hypernode of tier <= 1" in answer["reason"]
+
+
+def test_a_snapshot_with_both_a_request_and_a_gang_is_refused(tmp_path: Path) -> None:
+    given = json.loads((Path(__file__).resolve().parents[2] / "examples" / "gang-kueue.json").read_text())
+    given["request"] = given["gang"]["pods"][0]
+    path = tmp_path / "both.json"
+    path.write_text(json.dumps(given))
+    assert main(["engine", "place", "--snapshot", str(path)]) == 2

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from schemas.topology import NodeTopology
-    from services.placer.engine import Decision, NodeState, PlaceInput
+    from services.placer.engine import Decision, Mode, NodeState, PlaceInput
 
 # Engine modes, spelled out so that building the parser does not import the engine
 # (tests/engine/test_cli.py checks they match services.placer.engine.Mode).
@@ -78,6 +78,7 @@ def read_place_input(path: str) -> PlaceInput:
     import msgspec
 
     from services.placer.engine import PlaceInput, RequestError
+    from services.placer.engine.network import decode_hypernodes
     from services.placer.engine.validate import validate_snapshot
 
     try:
@@ -85,9 +86,16 @@ def read_place_input(path: str) -> PlaceInput:
     except OSError as exc:
         raise ValueError(f"{path}: {exc.strerror}") from None
     try:
-        given = msgspec.json.decode(data, type=PlaceInput)
+        raw = msgspec.json.decode(data)
+        # HyperNodes come in either form (kubectl's objects, or the topic's flattened events).
+        snapshot = raw.get("snapshot") if isinstance(raw, dict) else None
+        hypernodes = decode_hypernodes(snapshot.pop("hypernodes", [])) if isinstance(snapshot, dict) else ()
+        given = msgspec.convert(raw, type=PlaceInput)
+        given = msgspec.structs.replace(given, snapshot=msgspec.structs.replace(given.snapshot, hypernodes=hypernodes))
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise ValueError(f"{path}: {exc}") from None
+    if (given.request is None) == (given.gang is None):
+        raise ValueError(f"{path}: give either `request` (one pod) or `gang`, not both or neither")
     try:
         validate_snapshot(given.snapshot)
     except RequestError as exc:
@@ -102,6 +110,9 @@ def _place(args: argparse.Namespace) -> int:
 
     try:
         given = read_place_input(args.snapshot)
+        if given.gang is not None:
+            return _place_gang(given, Mode(args.mode), args.explain)
+        assert given.request is not None
         decision = place(given.snapshot, given.request, Mode(args.mode), explain=True)
     except (ValueError, RequestError) as exc:
         return _fail(str(exc))
@@ -112,6 +123,64 @@ def _place(args: argparse.Namespace) -> int:
     else:
         print(msgspec.json.format(msgspec.json.encode(decision).decode(), indent=2))
     return OK if decision.node is not None else NO_PLACE
+
+
+def _place_gang(given: PlaceInput, mode: Mode, explain: bool) -> int:
+    """A gang's decision: {gang, placed, hypernode, tier, pods: [{name, node, devices, score}], reason}."""
+    import msgspec
+
+    from services.placer.engine import index_of
+    from services.placer.engine.gang import place_gang
+    from services.placer.engine.gang_input import gang_request
+    from services.placer.engine.network import build_tree
+    from services.placer.engine.vendors import registry
+
+    assert given.gang is not None
+    snapshot = given.snapshot
+    tree = build_tree(
+        snapshot.hypernodes, {n.name: n.labels for n in snapshot.nodes}, topology_levels=snapshot.topology_levels
+    )
+    gang = gang_request(given.gang)
+    decision = place_gang(registry, index_of(snapshot), tree.tree, gang, mode, workload=snapshot.workload)
+    answer = {
+        "gang": decision.gang,
+        "placed": decision.placed,
+        "hypernode": decision.hypernode,
+        "tier": decision.tier,
+        "pods": [
+            {"name": p.name, "node": p.node, "devices": [msgspec.to_builtins(d) for d in p.devices], "score": p.score}
+            | ({"running": True} if p.running else {})
+            for p in decision.pods
+        ],
+        "reason": decision.reason,
+        "problems": [f"{p.object}: {p.field}: {p.reason}" for p in tree.problems],
+    }
+    if explain:
+        from rich.console import Console
+
+        _print_gang(answer, Console())
+    else:
+        print(msgspec.json.format(msgspec.json.encode(answer).decode(), indent=2))
+    return OK if decision.placed else NO_PLACE
+
+
+def _print_gang(answer: dict[str, Any], console: Console) -> None:
+    from rich.table import Table
+
+    if answer["placed"]:
+        console.print(f"[bold green]gang {answer['gang']}[/] in {answer['hypernode']} (tier {answer['tier']})")
+    else:
+        console.print(f"[bold red]gang {answer['gang']} unschedulable[/]: {answer['reason']}")
+    table = Table()
+    for column in ("pod", "node", "devices", "score"):
+        table.add_column(column)
+    for pod in answer["pods"]:
+        devices = ",".join(str(d["index"]) for d in pod["devices"])
+        note = " (running)" if pod.get("running") else ""
+        table.add_row(pod["name"], f"{pod['node'] or ''}{note}", devices, f"{pod['score']:g}")
+    console.print(table)
+    for problem in answer["problems"]:
+        console.print(f"[yellow]network tree[/]: {problem}")
 
 
 def print_explanation(decision: Decision, console: Console) -> None:

@@ -12,6 +12,7 @@ from typing import Annotated
 import msgspec
 
 from schemas.events import DeviceAssignment
+from schemas.gangs import PodGroup
 from schemas.kube import Affinity, Taint, Toleration
 from schemas.topology import Device, Link
 from services.placer.engine.network.objects import HyperNode
@@ -119,8 +120,16 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     app_class: str = ""  # MetaX online/offline class, likewise
 
 
+class GangInput(msgspec.Struct, frozen=True, kw_only=True):
+    """A gang for `topoplace engine place`: Volcano's PodGroup (or none: Kueue's pod annotations say it)."""
+
+    podgroup: PodGroup | None = None
+    pods: tuple[PodRequest, ...]
+
+
 class PlaceInput(msgspec.Struct, frozen=True, kw_only=True):
-    """A snapshot file for `topoplace engine place`: the cluster and one pod."""
+    """A snapshot file for `topoplace engine place`: the cluster, and one pod (`request`) or a `gang`."""
 
     snapshot: Snapshot
-    request: PodRequest
+    request: PodRequest | None = None
+    gang: GangInput | None = None

@@ -1,0 +1,144 @@
+"""Gangs as Volcano and Kueue describe them, read into the event contract's terms.
+
+- Volcano: a PodGroup (`scheduling.volcano.sh/v1beta1`), members joined by the
+  pod annotation `scheduling.k8s.io/group-name`; `spec.minMember`,
+  `spec.networkTopology` {mode hard|soft, highestTierAllowed | highestTierName},
+  `spec.subGroupPolicy[]` {name, subGroupSize, minSubGroups, matchLabelKeys,
+  networkTopology}.
+- Kueue: pod annotations `kueue.x-k8s.io/pod-group-name`,
+  `kueue.x-k8s.io/pod-group-total-count` (the gang's size), and the topology
+  requests `kueue.x-k8s.io/podset-required-topology` (hard),
+  `podset-preferred-topology` (soft), `podset-slice-required-topology` with
+  `podset-slice-size` (slices of that many pods, each within that level). A
+  level is named by its node-label key, which is also the tier's name in a
+  tree built from Kueue's levels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from schemas.errors import FieldError
+from schemas.events import NetworkConstraint, SubGroupPolicy, TopologyMode
+
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"
+KUEUE_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
+KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+KUEUE_SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
+KUEUE_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+
+
+class NetworkTopologySpec(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    mode: str = "hard"
+    highest_tier_allowed: int | None = None
+    highest_tier_name: str = ""
+
+
+class SubGroupPolicySpec(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    name: str = ""
+    network_topology: NetworkTopologySpec | None = None
+    sub_group_size: int | None = None
+    min_sub_groups: int | None = None
+    match_label_keys: tuple[str, ...] = ()
+
+
+class PodGroupSpec(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    min_member: int = 1
+    min_resources: dict[str, str] = {}
+    network_topology: NetworkTopologySpec | None = None
+    sub_group_policy: tuple[SubGroupPolicySpec, ...] = ()
+
+
+class PodGroupMeta(msgspec.Struct, frozen=True, kw_only=True):
+    name: str = ""
+    namespace: str = "default"
+
+
+class PodGroup(msgspec.Struct, frozen=True, kw_only=True):
+    """A Volcano PodGroup as `kubectl get podgroup -o json` prints it (the fields read)."""
+
+    metadata: PodGroupMeta = PodGroupMeta()
+    spec: PodGroupSpec = PodGroupSpec()
+
+
+def network_constraint(spec: NetworkTopologySpec | None, field: str) -> NetworkConstraint | None:
+    """Volcano's networkTopology as the contract's NetworkConstraint; FieldError names a bad field."""
+    if spec is None:
+        return None
+    try:
+        mode = TopologyMode(spec.mode or "hard")
+    except ValueError:
+        raise FieldError(f"{field}.mode", f"must be hard or soft, got {spec.mode!r}") from None
+    if spec.highest_tier_allowed is not None and spec.highest_tier_name:
+        raise FieldError(field, "highestTierAllowed and highestTierName cannot both be set")
+    # Tier 0 is allowed: a multi-node NVLink domain sits one tier below the lowest switch tier.
+    if spec.highest_tier_allowed is not None and spec.highest_tier_allowed < 0:
+        raise FieldError(f"{field}.highestTierAllowed", f"must not be negative, got {spec.highest_tier_allowed}")
+    return NetworkConstraint(
+        mode=mode, highest_tier=spec.highest_tier_allowed, highest_tier_name=spec.highest_tier_name
+    )
+
+
+def volcano_policy(group: PodGroup) -> tuple[NetworkConstraint | None, tuple[SubGroupPolicy, ...]]:
+    """A PodGroup's network constraint and subgroup policies."""
+    network = network_constraint(group.spec.network_topology, "spec.networkTopology")
+    policies: list[SubGroupPolicy] = []
+    for i, spec in enumerate(group.spec.sub_group_policy):
+        field = f"spec.subGroupPolicy[{i}]"
+        if spec.sub_group_size is not None and spec.sub_group_size < 1:
+            raise FieldError(f"{field}.subGroupSize", f"must be at least 1, got {spec.sub_group_size}")
+        policies.append(
+            SubGroupPolicy(
+                name=spec.name,
+                sub_group_size=spec.sub_group_size or 0,
+                min_sub_groups=spec.min_sub_groups or 0,
+                match_label_keys=spec.match_label_keys,
+                network=network_constraint(spec.network_topology, f"{field}.networkTopology"),
+            )
+        )
+    return network, tuple(policies)
+
+
+def kueue_group(annotations: Mapping[str, str]) -> tuple[str, int] | None:
+    """(group name, total count) of a pod in a Kueue pod group; None when it is in none."""
+    name = annotations.get(KUEUE_GROUP)
+    if not name:
+        return None
+    text = annotations.get(KUEUE_TOTAL, "")
+    try:
+        total = int(text)
+    except ValueError:
+        raise FieldError(f"metadata.annotations[{KUEUE_TOTAL}]", f"must be a whole number, got {text!r}") from None
+    if total < 1:
+        raise FieldError(f"metadata.annotations[{KUEUE_TOTAL}]", f"must be at least 1, got {total}")
+    return name, total
+
+
+def kueue_policy(annotations: Mapping[str, str]) -> tuple[NetworkConstraint | None, tuple[SubGroupPolicy, ...]]:
+    """A Kueue pod set's topology request: required = hard, preferred = soft, a slice = a subgroup."""
+    network: NetworkConstraint | None = None
+    if annotations.get(KUEUE_REQUIRED):
+        network = NetworkConstraint(mode=TopologyMode.HARD, highest_tier_name=annotations[KUEUE_REQUIRED])
+    elif annotations.get(KUEUE_PREFERRED):
+        network = NetworkConstraint(mode=TopologyMode.SOFT, highest_tier_name=annotations[KUEUE_PREFERRED])
+    level = annotations.get(KUEUE_SLICE_REQUIRED)
+    if not level:
+        return network, ()
+    text = annotations.get(KUEUE_SLICE_SIZE, "")
+    field = f"metadata.annotations[{KUEUE_SLICE_SIZE}]"
+    try:
+        size = int(text)
+    except ValueError:
+        raise FieldError(field, f"must be a whole number with {KUEUE_SLICE_REQUIRED}, got {text!r}") from None
+    if size < 1:
+        raise FieldError(field, f"must be at least 1, got {size}")
+    slice_policy = SubGroupPolicy(
+        name="slice",
+        sub_group_size=size,
+        network=NetworkConstraint(mode=TopologyMode.HARD, highest_tier_name=level),
+    )
+    return network, (slice_policy,)
