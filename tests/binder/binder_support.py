@@ -41,13 +41,11 @@ class FaultProxy:
         self.url = ""
         self.log: list[Seen] = []
         self._faults: list[Fault] = []
-        self._before: list[tuple[str, str, Callable[[], None]]] = []
+        self._before: list[tuple[str, str, Callable[[], object]]] = []
         self._runner: web.AppRunner | None = None
         self._session: ClientSession | None = None
 
-    def fail(
-        self, method: str, path_suffix: str, status: int, times: int = 1, *, forward_first: bool = False
-    ) -> None:
+    def fail(self, method: str, path_suffix: str, status: int, times: int = 1, *, forward_first: bool = False) -> None:
         self._faults.append(
             Fault(
                 method=method,
@@ -58,7 +56,7 @@ class FaultProxy:
             )
         )
 
-    def before(self, method: str, path_suffix: str, hook: Callable[[], None]) -> None:
+    def before(self, method: str, path_suffix: str, hook: Callable[[], object]) -> None:
         """Run `hook` once, right before the first matching request is forwarded."""
         self._before.append((method, path_suffix, hook))
 
@@ -84,11 +82,7 @@ class FaultProxy:
 
     def _fault_for(self, request: web.Request) -> Fault | None:
         for fault in self._faults:
-            if (
-                fault.times > 0
-                and fault.method == request.method
-                and request.path.endswith(fault.path_suffix)
-            ):
+            if fault.times > 0 and fault.method == request.method and request.path.endswith(fault.path_suffix):
                 fault.times -= 1
                 return fault
         return None
@@ -126,8 +120,6 @@ class FaultProxy:
         }
         headers = {"Retry-After": "1"} if status == 429 else {}
         return web.json_response(body, status=status, headers=headers)
-
-
 
 
 def placement_for(

@@ -33,9 +33,7 @@ async def core(proxy: FaultProxy) -> AsyncIterator[client.CoreV1Api]:
 def make_pod(kube_api: KubeApiServer) -> PodFactory:
     """Create a pending pod of ours in the test server; returns the stored object (uid, resourceVersion)."""
 
-    def create(
-        name: str | None = None, namespace: str = "default", node: str | None = None
-    ) -> dict[str, Any]:
+    def create(name: str | None = None, namespace: str = "default", node: str | None = None) -> dict[str, Any]:
         spec: dict[str, Any] = {
             "schedulerName": "topoplace",
             "containers": [{"name": "main", "image": "busybox"}],
