@@ -71,23 +71,39 @@ def ledger_feed(ledger: DeviceLedger) -> Callable[[Received], Awaitable[None]]:
 
 
 def watch_cluster(
-    core: client.CoreV1Api, cluster: ClusterView, ledger: DeviceLedger
+    core: client.CoreV1Api,
+    cluster: ClusterView,
+    ledger: DeviceLedger,
+    *,
+    applied: Callable[[], None] = lambda: None,
 ) -> list[ApiWatch[PodObject] | ApiWatch[NodeObject]]:
-    """The API server's pods (into the view and the ledger) and nodes (allocatable)."""
+    """The API server's pods (into the view and the ledger) and nodes (allocatable).
+
+    `applied()` is called after each list or change is applied (tests wait on it)."""
 
     def pods_listed(objects: list[PodObject]) -> None:
         for change in cluster.replace_pods(objects):
             count_note(ledger.apply_api_pod(change.uid, change.now), change.uid, "api")
         LEDGER_PODS.set(ledger.pod_count())
+        applied()
 
     def pod_changed(event_type: str, obj: PodObject) -> None:
         change = cluster.apply_pod(event_type, obj)
         count_note(ledger.apply_api_pod(change.uid, change.now), change.uid, "api")
         LEDGER_PODS.set(ledger.pod_count())
+        applied()
+
+    def nodes_listed(objects: list[NodeObject]) -> None:
+        cluster.replace_nodes(objects)
+        applied()
+
+    def node_changed(event_type: str, obj: NodeObject) -> None:
+        cluster.apply_node(event_type, obj)
+        applied()
 
     return [
         ApiWatch("pods", core.list_pod_for_all_namespaces, PodObject, on_list=pods_listed, on_event=pod_changed),
-        ApiWatch("nodes", core.list_node, NodeObject, on_list=cluster.replace_nodes, on_event=cluster.apply_node),
+        ApiWatch("nodes", core.list_node, NodeObject, on_list=nodes_listed, on_event=node_changed),
     ]
 
 
