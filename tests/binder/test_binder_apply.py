@@ -394,3 +394,27 @@ async def test_binding_carries_the_uid_so_a_recreated_pod_is_not_bound(
     assert outcome.outcome is BindingOutcome.FAILED
     assert binding_calls(proxy) == [409]
     assert not stored_pod(kube_api, recreated[0])["spec"].get("nodeName")
+
+
+async def test_the_unschedulable_condition_is_retried_and_keeps_the_other_conditions(
+    harness: Harness, kube_api: KubeApiServer, proxy: FaultProxy, make_pod: PodFactory
+) -> None:
+    pod = make_pod()
+    name = pod["metadata"]["name"]
+    kube_api.store.patch(  # a condition someone else wrote; the strategic merge must leave it
+        "pods",
+        name,
+        "application/strategic-merge-patch+json",
+        {"status": {"conditions": [{"type": "DisruptionTarget", "status": "False"}]}},
+        namespace="default",
+        status_only=True,
+    )
+    proxy.fail("PATCH", f"/pods/{name}/status", 503, times=2)
+    placement = placement_for(pod, "", (), outcome=PlacementOutcome.UNSCHEDULABLE, reason="too few GPUs")
+    outcome = await harness.handle(placement)
+
+    assert outcome.outcome is BindingOutcome.UNSCHEDULABLE
+    assert [s.status for s in proxy.calls("PATCH", f"/pods/{name}/status")] == [503, 503, 200]
+    conditions = {c["type"]: c for c in stored_pod(kube_api, pod)["status"]["conditions"]}
+    assert set(conditions) == {"DisruptionTarget", "PodScheduled"}
+    assert (conditions["PodScheduled"]["status"], conditions["PodScheduled"]["message"]) == ("False", "too few GPUs")

@@ -24,8 +24,10 @@ from schemas.events import (
     BindingOutcome,
     DeadLetterEvent,
     DeviceAssignment,
+    GangPlacementEvent,
     LifecyclePhase,
     NodeTopologyEvent,
+    PlacementOutcome,
     PodLifecycleEvent,
 )
 from schemas.topology import Device, Vendor
@@ -275,3 +277,43 @@ async def _health_port_once_ready(process: asyncio.subprocess.Process) -> int:
         raise AssertionError(f"the binder exited ({await process.wait()}) before it was ready")
 
     return await asyncio.wait_for(read(), WAIT)
+
+
+async def test_gang_decision_through_kafka_binds_every_member(
+    kube_api: KubeApiServer, producer: EventProducer, outcomes: Collected, start_binder: StartBinder
+) -> None:
+    node = f"node-{uuid.uuid4().hex[:8]}"
+    new_node(kube_api, node, 4)
+    pods = [new_pod(kube_api) for _ in range(3)]
+    members = tuple(placement_for(pod, node, (DeviceAssignment(index=i),)) for i, pod in enumerate(pods))
+    gang = GangPlacementEvent(
+        decision_id="g-1", name="default/job", namespace="default", outcome=PlacementOutcome.PLACED, members=members
+    )
+    await start_binder()
+    await producer.send(topics.GANG_PLACEMENTS, gang.name, gang)
+    for member in members:
+        (outcome,) = await outcomes.wait_for(member.uid)
+        assert outcome.outcome is BindingOutcome.BOUND
+        assert kube_api.store.get("pods", member.name, "default")["spec"]["nodeName"] == node
+
+
+async def test_a_forged_lifecycle_delete_on_the_topic_frees_nothing_at_start(
+    kube_api: KubeApiServer, producer: EventProducer, outcomes: Collected, start_binder: StartBinder
+) -> None:
+    node = f"node-{uuid.uuid4().hex[:8]}"
+    new_node(kube_api, node, 2)
+    running = new_pod(kube_api)
+    name, uid = running["metadata"]["name"], running["metadata"]["uid"]
+    notes = {pod_annotations.DEVICES: pod_annotations.encode_devices((DeviceAssignment(index=0),))}
+    kube_api.store.bind("default", name, {"metadata": {"uid": uid, "annotations": notes}, "target": {"name": node}})
+    forged = PodLifecycleEvent(uid=uid, namespace="default", name=name, phase=LifecyclePhase.DELETED)
+    await producer.send(topics.PODS_LIFECYCLE, uid, forged)
+    await start_binder()
+
+    taker = new_pod(kube_api)
+    placement = placement_for(taker, node, (DeviceAssignment(index=0),))
+    await producer.send(topics.PLACEMENTS, node, placement)
+    (outcome,) = await outcomes.wait_for(placement.uid)
+    assert outcome.outcome is BindingOutcome.CONFLICT
+    assert uid in outcome.reason  # still held by the running pod the forged event named
+    assert not kube_api.store.get("pods", taker["metadata"]["name"], "default")["spec"].get("nodeName")
