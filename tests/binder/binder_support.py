@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 from aiohttp import ClientSession, web
+from kubernetes_asyncio import client
 from opentelemetry import trace
 
 from schemas.events import DeviceAssignment, PlacementEvent, PlacementOutcome
 from schemas.topics import Topic
+from services.binder.cluster_view import ClusterView
+from services.binder.ledger import DeviceLedger
+from services.binder.service import watch_cluster
 
 
 class Fault(msgspec.Struct, kw_only=True):
@@ -167,3 +172,32 @@ class RecordingProducer:
         ctx = trace.get_current_span().get_span_context()
         name = topic if isinstance(topic, str) else topic.name
         self.sent.append(Sent(topic=name, key=key, event=event, span_id=ctx.span_id, trace_id=ctx.trace_id))
+
+
+class WatchedCluster:
+    """The binder's view of the test API server and its ledger, fed by the binder's own watches."""
+
+    def __init__(self, core: client.CoreV1Api) -> None:
+        self.cluster = ClusterView()
+        self.ledger = DeviceLedger(pod_gone=self.cluster.knows_gone)
+        self._applied = asyncio.Event()
+        self.watches = watch_cluster(core, self.cluster, self.ledger, applied=self._applied.set)
+        self._tasks = [asyncio.create_task(w.run()) for w in self.watches]
+
+    async def synced(self) -> None:
+        await self.until(lambda: self.cluster.pods_synced and self.cluster.nodes_synced)
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        """Wait until the watches have applied what makes `condition` true (checked after each change)."""
+
+        async def wait() -> None:
+            while not condition():
+                self._applied.clear()
+                await self._applied.wait()
+
+        await asyncio.wait_for(wait(), 10)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from binder_support import FaultProxy, PodFactory
+from binder_support import FaultProxy, PodFactory, WatchedCluster
 from kube_clients import client_for
 from kubernetes_asyncio import client
 
-from services.binder.cluster_view import ClusterView
-from services.binder.ledger import DeviceLedger
-from services.binder.service import watch_cluster
 from topoplace.kubeapi import KubeApiServer
 
 
@@ -51,35 +47,6 @@ def make_pod(kube_api: KubeApiServer) -> PodFactory:
         return kube_api.store.create("pods", body, namespace=namespace)
 
     return create
-
-
-class WatchedCluster:
-    """The binder's view of the test API server and its ledger, fed by the binder's own watches."""
-
-    def __init__(self, core: client.CoreV1Api) -> None:
-        self.cluster = ClusterView()
-        self.ledger = DeviceLedger(pod_gone=self.cluster.knows_gone)
-        self._applied = asyncio.Event()
-        self.watches = watch_cluster(core, self.cluster, self.ledger, applied=self._applied.set)
-        self._tasks = [asyncio.create_task(w.run()) for w in self.watches]
-
-    async def synced(self) -> None:
-        await self.until(lambda: self.cluster.pods_synced and self.cluster.nodes_synced)
-
-    async def until(self, condition: Callable[[], bool]) -> None:
-        """Wait until the watches have applied what makes `condition` true (checked after each change)."""
-
-        async def wait() -> None:
-            while not condition():
-                self._applied.clear()
-                await self._applied.wait()
-
-        await asyncio.wait_for(wait(), 10)
-
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
 @pytest.fixture

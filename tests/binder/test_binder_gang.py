@@ -7,8 +7,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from binder_support import FaultProxy, PodFactory, RecordingProducer, placement_for
-from conftest import WatchedCluster
+from binder_support import FaultProxy, PodFactory, RecordingProducer, WatchedCluster, placement_for
 from kubernetes_asyncio import client
 from opentelemetry import context as otel_context
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from binder_support import FaultProxy, PodFactory, RecordingProducer, placement_for
-from conftest import WatchedCluster
+from binder_support import FaultProxy, PodFactory, RecordingProducer, WatchedCluster, placement_for
 from kubernetes_asyncio import client
 from opentelemetry import context as otel_context
 
