@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import pytest
 from binder_support import FaultProxy, PodFactory, RecordingProducer, WatchedCluster, placement_for
+from kube_clients import client_for
 from kubernetes_asyncio import client
 from opentelemetry import context as otel_context
 
@@ -36,6 +38,7 @@ from services.binder.kube_objects import ObjectMeta, PodObject, PodSpec
 from services.binder.ledger import LedgerNote
 from services.binder.outcome import PodView
 from services.binder.reporting import PodReporter
+from services.binder.service import skip_proxy_lookups
 from topoplace.kubeapi import KubeApiServer
 
 NODE = "gpu-node-w"
@@ -201,3 +204,34 @@ def test_a_relist_removes_the_pods_it_no_longer_lists() -> None:
     changes = view.replace_pods([kept])
     assert [(c.uid, c.now is None) for c in changes] == [("u-a", False), ("u-b", True)]
     assert view.knows_gone("u-b") and not view.knows_gone("u-a")
+
+
+async def test_a_watch_whose_version_expired_lists_again_and_drops_what_went(
+    kube_api: KubeApiServer, make_pod: PodFactory, watched: WatchedCluster
+) -> None:
+    pod = await bound_pod(kube_api, make_pod, watched, (DeviceAssignment(index=3),))
+    uid = pod["metadata"]["uid"]
+    # All in one step, before the watch can come back: its stream ends, the pod goes,
+    # and the server forgets the history the watch would resume from (410 Gone).
+    kube_api.store.close_watches()
+    kube_api.store.delete("pods", pod["metadata"]["name"], namespace="default")
+    kube_api.store.compact()
+    await watched.until(lambda: watched.cluster.knows_gone(uid))
+    assert watched.ledger.holding(uid) is None
+    assert watched.ledger.holders(NODE, 3) == {}
+
+
+@pytest.mark.parametrize("proxy_env", [{}, {"HTTPS_PROXY": "http://proxy.invalid:3128"}])
+async def test_proxy_lookups_per_request_are_off_unless_a_proxy_is_configured(
+    kube_api: KubeApiServer, monkeypatch: pytest.MonkeyPatch, proxy_env: dict[str, str]
+) -> None:
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in proxy_env.items():
+        monkeypatch.setenv(name, value)
+    api = client_for(kube_api.url)
+    try:
+        skip_proxy_lookups(api)
+        assert api.rest_client.pool_manager.trust_env is bool(proxy_env)
+    finally:
+        await api.close()
