@@ -1,11 +1,21 @@
-"""Apply one placement to the cluster: annotate the pod, then create its Binding.
+"""Apply one placement to the cluster: ONE pods/binding request per pod.
 
-The order matters: the device annotation is on the pod before the pod has a
-node, so whatever starts the pod's containers never sees it bound without its
-devices. The pod is read first so that a pod already bound (a re-delivered
-placement, another scheduler) is never re-annotated with another decision.
-A 409 on the Binding is settled by reading the pod again: bound to our node
-is success (at-least-once delivery), bound elsewhere is a conflict.
+The Binding carries the device annotations in its metadata: the API server
+copies a Binding's `metadata.annotations` onto the pod in the same write that
+sets its node (the registry's assign-pod step), so the pod never has a node
+without its devices, and bind + annotate is one request. The Binding's
+`metadata.uid` is the precondition: a pod deleted and re-created under the
+same name since the placer saw it is refused (409).
+
+The pod is read only when the binding answers 409 or 404, to tell an earlier
+bind of ours whose reply was lost (bound here: success) from a pod bound
+elsewhere (conflict) or gone (failed). Before binding, the watch's view of
+the pod (when it has one) settles a pod already bound or being deleted
+without any request.
+
+Replies are read raw (`_preload_content=False`): the binder never needs a
+reply model, and building kubernetes-asyncio's models costs most of the
+client's CPU. The status is checked here instead.
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any
 
 import msgspec
 from kubernetes_asyncio import client
@@ -25,6 +35,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from schemas import annotations as pod_annotations
 from schemas.events import BindingOutcome, PlacementEvent
 from services.binder import metrics
+from services.binder.kube_objects import PodObject, status_message
 from services.binder.outcome import (
     ApiErrorKind,
     PodView,
@@ -42,11 +53,7 @@ from services.binder.retry import (
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-MERGE_PATCH = "application/merge-patch+json"
-# A pod changed between our read and our patch: read again and retry the patch this often.
-MAX_PATCH_CONFLICTS = 5
+_pod_decoder = msgspec.json.Decoder(PodObject)
 
 
 class BindResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,56 +64,54 @@ class BindResult(msgspec.Struct, frozen=True, kw_only=True):
     resource_version_changed: bool = False  # the pod changed since the placer saw it (informational)
 
 
-def pod_view(pod: client.V1Pod) -> PodView:
-    meta = pod.metadata
-    return PodView(
-        uid=meta.uid or "",
-        node_name=(pod.spec.node_name if pod.spec is not None else None) or "",
-        resource_version=meta.resource_version or "",
-        terminating=meta.deletion_timestamp is not None,
-        annotations=dict(meta.annotations or {}),
-    )
-
-
-def annotation_patch(placement: PlacementEvent, resource_version: str) -> dict[str, object]:
-    """Merge patch of the device annotations.
-
-    It carries the resourceVersion we read, so the server refuses it (409) if
-    the pod changed in between, e.g. another binder bound it.
-    """
-    metadata: dict[str, object] = {
-        "annotations": {
-            pod_annotations.DEVICES: pod_annotations.encode_devices(placement.devices),
-            pod_annotations.NODE: placement.node,
-            pod_annotations.DECISION: placement.decision_id,
-        }
+def device_annotations(placement: PlacementEvent) -> dict[str, str]:
+    return {
+        pod_annotations.DEVICES: pod_annotations.encode_devices(placement.devices),
+        pod_annotations.NODE: placement.node,
+        pod_annotations.DECISION: placement.decision_id,
     }
-    if resource_version:
-        metadata["resourceVersion"] = resource_version
-    return {"metadata": metadata}
 
 
-def binding_for(placement: PlacementEvent) -> client.V1Binding:
-    # The uid makes the server refuse the Binding if the pod was deleted and
-    # re-created under the same name since the placer saw it.
-    return client.V1Binding(
-        metadata=client.V1ObjectMeta(name=placement.name, namespace=placement.namespace, uid=placement.uid),
-        target=client.V1ObjectReference(api_version="v1", kind="Node", name=placement.node),
-    )
+def binding_body(placement: PlacementEvent) -> dict[str, Any]:
+    """The Binding as JSON: the uid is the precondition, the annotations go onto the pod with the node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {
+            "name": placement.name,
+            "namespace": placement.namespace,
+            "uid": placement.uid,
+            "annotations": device_annotations(placement),
+        },
+        "target": {"apiVersion": "v1", "kind": "Node", "name": placement.node},
+    }
 
 
 def api_error_text(exc: ApiException) -> str:
     """The server's Status message when it sent one, else the HTTP reason."""
     body: object = exc.body
-    if isinstance(body, (bytes, str)) and body:
-        try:
-            decoded = msgspec.json.decode(body)
-        except msgspec.DecodeError:
-            decoded = None
-        message = decoded.get("message") if isinstance(decoded, dict) else None
-        if message:
-            return f"HTTP {exc.status}: {message}"
+    if isinstance(body, str):
+        body = body.encode()
+    if isinstance(body, bytes) and body:
+        return status_message(body, int(exc.status or 0))
     return f"HTTP {exc.status} {exc.reason or ''}".strip()
+
+
+async def raw_call(call: Callable[[], Awaitable[Any]]) -> bytes:
+    """Run a kubernetes-asyncio call made with `_preload_content=False`; the body of a 2xx reply.
+
+    Any other status is raised as an ApiException carrying the body, as the client would.
+    """
+    reply = await call()
+    try:
+        body: bytes = await reply.read()
+    finally:
+        reply.release()
+    if not 200 <= reply.status <= 299:
+        exc = ApiException(status=reply.status, reason=reply.reason)
+        exc.body = body
+        raise exc
+    return body
 
 
 class PodBinder:
@@ -127,10 +132,14 @@ class PodBinder:
         self._clock = clock
         self._rand = rand
 
-    async def bind(self, placement: PlacementEvent) -> BindResult:
-        budget = RetryBudget(self._policy, clock=self._clock, rand=self._rand)
+    def budget(self) -> RetryBudget:
+        return RetryBudget(self._policy, clock=self._clock, rand=self._rand)
+
+    async def bind(self, placement: PlacementEvent, known: PodView | None = None) -> BindResult:
+        """Bind the placement's pod. `known`: the watch's view of the pod, when it has one."""
+        budget = self.budget()
         try:
-            return await self._bind(placement, budget)
+            return await self._bind(placement, known, budget)
         except RetriesExhausted as exc:
             return BindResult(outcome=BindingOutcome.FAILED, reason=str(exc), attempts=budget.attempts)
         except ApiException as exc:
@@ -141,9 +150,32 @@ class PodBinder:
                 attempts=budget.attempts,
             )
 
-    async def _bind(self, placement: PlacementEvent, budget: RetryBudget) -> BindResult:
-        pod = await self._read(placement, budget)
-        rv_changed = pod is not None and pod.resource_version != placement.pod_resource_version
+    async def current_pod(self, namespace: str, name: str) -> PodView | None:
+        """The pod read from the server with a budget of its own; raises when it cannot be read."""
+        return await self.read_pod(namespace, name, self.budget())
+
+    async def read_pod(self, namespace: str, name: str, budget: RetryBudget) -> PodView | None:
+        """The pod as the server has it now; None when there is none of that name."""
+        try:
+            body = await self._call(
+                "read pod",
+                functools.partial(
+                    self._core.read_namespaced_pod,
+                    name,
+                    namespace,
+                    _preload_content=False,
+                    _request_timeout=self._policy.request_timeout_seconds,
+                ),
+                budget,
+            )
+        except ApiException as exc:
+            if _status_kind(exc) is ApiErrorKind.NOT_FOUND:
+                return None
+            raise
+        return _pod_decoder.decode(body).view()
+
+    async def _bind(self, placement: PlacementEvent, known: PodView | None, budget: RetryBudget) -> BindResult:
+        rv_changed = known is not None and known.resource_version != placement.pod_resource_version
 
         def result(outcome: BindingOutcome, reason: str = "", *, bound_now: bool = False) -> BindResult:
             return BindResult(
@@ -154,36 +186,12 @@ class PodBinder:
                 resource_version_changed=rv_changed,
             )
 
-        for _ in range(MAX_PATCH_CONFLICTS):
-            judgement = judge_pod(pod, placement)
+        if known is not None:
+            # Settled without a request: bound and being-deleted never go back (attempts 0).
+            judgement = judge_pod(known, placement)
             settled = outcome_of(judgement.standing)
             if settled is not None:
-                return result(settled, judgement.reason)
-            assert pod is not None  # UNBOUND implies a pod
-            try:
-                await self._call(
-                    "patch pod annotations",
-                    functools.partial(
-                        self._core.patch_namespaced_pod,
-                        placement.name,
-                        placement.namespace,
-                        annotation_patch(placement, pod.resource_version),
-                        _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # the runtime takes it; the stub lacks it
-                        _request_timeout=self._policy.request_timeout_seconds,
-                    ),
-                    budget,
-                )
-                break
-            except ApiException as exc:
-                if not _answered_by_the_pod(exc):
-                    raise
-                pod = await self._read(placement, budget)
-        else:
-            return result(
-                BindingOutcome.FAILED,
-                f"pod {placement.namespace}/{placement.name} kept changing while its devices were annotated",
-            )
-
+                return BindResult(outcome=settled, reason=judgement.reason, attempts=0)
         try:
             await self._call(
                 "create binding",
@@ -191,52 +199,33 @@ class PodBinder:
                     self._core.create_namespaced_pod_binding,
                     placement.name,
                     placement.namespace,
-                    binding_for(placement),
+                    binding_body(placement),  # type: ignore[arg-type]  # a plain dict serialises as it is
+                    _preload_content=False,
                     _request_timeout=self._policy.request_timeout_seconds,
                 ),
                 budget,
             )
         except ApiException as exc:
-            if not _answered_by_the_pod(exc):
+            if _status_kind(exc) not in (ApiErrorKind.CONFLICT, ApiErrorKind.NOT_FOUND):
                 raise
             # 409: already bound (maybe by our own earlier try whose reply was lost), or
             # the uid no longer matches. 404: gone. The pod itself says which.
-            judgement = judge_pod(await self._read(placement, budget), placement)
+            pod = await self.read_pod(placement.namespace, placement.name, budget)
+            judgement = judge_pod(pod, placement)
             settled = outcome_of(judgement.standing)
             if settled is None:
                 return result(BindingOutcome.FAILED, f"binding refused: {api_error_text(exc)}")
             return result(settled, judgement.reason)
         return result(BindingOutcome.BOUND, bound_now=True)
 
-    async def _read(self, placement: PlacementEvent, budget: RetryBudget) -> PodView | None:
-        try:
-            pod = await self._call(
-                "read pod",
-                functools.partial(
-                    self._core.read_namespaced_pod,
-                    placement.name,
-                    placement.namespace,
-                    _request_timeout=self._policy.request_timeout_seconds,
-                ),
-                budget,
-            )
-        except ApiException as exc:
-            if _status_kind(exc) is ApiErrorKind.NOT_FOUND:
-                return None
-            raise
-        return pod_view(pod)
-
-    async def _call(self, operation: str, call: Callable[[], Awaitable[T]], budget: RetryBudget) -> T:
-        return await call_with_retry(operation, call, budget, sleep=self._sleep, on_retry=_count_retry)
+    async def _call(self, operation: str, call: Callable[[], Awaitable[Any]], budget: RetryBudget) -> bytes:
+        return await call_with_retry(
+            operation, functools.partial(raw_call, call), budget, sleep=self._sleep, on_retry=_count_retry
+        )
 
 
 def _status_kind(exc: ApiException) -> ApiErrorKind:
     return classify_status(int(exc.status or 0))
-
-
-def _answered_by_the_pod(exc: ApiException) -> bool:
-    """A 409 or a 404: what it means for the placement is read from the pod itself."""
-    return _status_kind(exc) in (ApiErrorKind.CONFLICT, ApiErrorKind.NOT_FOUND)
 
 
 def _count_retry(operation: str, error: str) -> None:

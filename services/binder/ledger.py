@@ -1,10 +1,19 @@
 """The binder's device ledger: which pod holds which share of which device, per node.
 
-Pure and synchronous. Rebuilt on start from `pods.lifecycle` (bound pods with
-their devices; deleted pods free theirs) and `topology.nodes` (device
-capacity), then kept current by the binder's own binds. Before a binding the
-binder asks `collisions()`: the last guard against handing a device out twice,
-even when the placer's view was stale.
+Pure and synchronous. Fed by the API server's pods (the binder's own watch:
+bound pods with their device annotation), by `pods.lifecycle` and
+`topology.nodes` (device capacity), and by the binder's own binds. Before a
+binding the binder asks `collisions()`: the last guard against handing a
+device out twice, even when the placer's view was stale.
+
+Two rules keep a forged or edited report from freeing a device still in use:
+- A pod's devices are freed when the API server says the pod is gone (or has
+  finished). A `pods.lifecycle` "deleted" frees them only if `pod_gone` (the
+  API watch's view) agrees; otherwise it is ignored and counted.
+- The devices a pod was bound with are what it holds until it is gone: a
+  later report of other devices for that bound pod on the same node (a user
+  edited its `topoplace.io/devices` annotation) changes nothing, because the
+  node gave the pod its devices when it started, not when the annotation changed.
 
 Share rules (the annotation format's meaning, schemas.annotations):
 - `memory_mib == 0` means the whole device's memory, so such a holder leaves
@@ -18,7 +27,8 @@ Share rules (the annotation format's meaning, schemas.annotations):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import enum
+from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
@@ -30,16 +40,25 @@ from schemas.events import (
     PodLifecycleEvent,
 )
 from schemas.topics import PODS_LIFECYCLE, TOPOLOGY_NODES
-from schemas.topology import Device
+from schemas.topology import Device, Vendor
+from services.binder.outcome import PodView, annotated_devices
 
 # A GPU's compute share is a percentage; used when a node's topology is unknown.
 DEFAULT_DEVICE_CORES = 100
+
+
+class LedgerNote(enum.Enum):
+    """Why a report was not followed."""
+
+    DELETE_REFUSED = "the API server still has the pod"
+    EDIT_IGNORED = "the pod is bound with other devices, which stay held"
 
 
 class DeviceCapacity(msgspec.Struct, frozen=True, kw_only=True):
     index: int
     memory_mib: int
     cores: int = DEFAULT_DEVICE_CORES
+    vendor: Vendor | None = None
 
 
 class Holding(msgspec.Struct, frozen=True, kw_only=True):
@@ -51,13 +70,22 @@ class Holding(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def capacities_of(devices: Iterable[Device]) -> dict[int, DeviceCapacity]:
-    return {d.index: DeviceCapacity(index=d.index, memory_mib=d.memory_mib, cores=d.cores) for d in devices}
+    return {
+        d.index: DeviceCapacity(index=d.index, memory_mib=d.memory_mib, cores=d.cores, vendor=d.vendor) for d in devices
+    }
+
+
+def _always_gone(uid: str) -> bool:
+    return True
 
 
 class DeviceLedger:
-    def __init__(self) -> None:
+    def __init__(self, *, pod_gone: Callable[[str], bool] = _always_gone) -> None:
+        """`pod_gone(uid)`: whether the API server agrees the pod is gone (default: trust the topic)."""
+        self._pod_gone = pod_gone
         self._capacity: dict[str, dict[int, DeviceCapacity]] = {}
         self._holdings: dict[str, Holding] = {}  # by pod uid
+        self._bound: set[str] = set()  # uids whose holding is a binding, not a hold before one
         # node -> device index -> pod uid -> share; derived from _holdings for fast checks
         self._shares: dict[str, dict[int, dict[str, DeviceAssignment]]] = {}
 
@@ -72,6 +100,10 @@ class DeviceLedger:
     def knows_node(self, node: str) -> bool:
         return node in self._capacity
 
+    def device_vendor(self, node: str, index: int) -> Vendor | None:
+        capacity = self._capacity.get(node, {}).get(index)
+        return None if capacity is None else capacity.vendor
+
     # --- holdings -----------------------------------------------------------------------
 
     def holding(self, pod_uid: str) -> Holding | None:
@@ -82,14 +114,36 @@ class DeviceLedger:
 
     def hold(self, holding: Holding) -> Holding | None:
         """Record a pod's devices (replacing what it held before); returns the previous holding."""
+        was_bound = holding.pod_uid in self._bound
         previous = self.release(holding.pod_uid)
+        if was_bound:
+            self._bound.add(holding.pod_uid)
         self._holdings[holding.pod_uid] = holding
         node_shares = self._shares.setdefault(holding.node, {})
         for share in holding.devices:
             node_shares.setdefault(share.index, {})[holding.pod_uid] = share
         return previous
 
+    def record_bound(self, holding: Holding) -> Holding | None:
+        """A pod reported bound with these devices. Returns the holding kept instead when the pod was
+        already bound on that node with other devices (those stay held: see the module's rules)."""
+        current = self._holdings.get(holding.pod_uid)
+        if current is not None and holding.pod_uid in self._bound and current.node == holding.node:
+            return None if _same_devices(current.devices, holding.devices) else current
+        self.hold(holding)
+        self._bound.add(holding.pod_uid)
+        return None
+
+    def mark_bound(self, pod_uid: str) -> None:
+        """The pod's current hold became its binding."""
+        if pod_uid in self._holdings:
+            self._bound.add(pod_uid)
+
+    def is_bound(self, pod_uid: str) -> bool:
+        return pod_uid in self._bound
+
     def release(self, pod_uid: str) -> Holding | None:
+        self._bound.discard(pod_uid)
         holding = self._holdings.pop(pod_uid, None)
         if holding is None:
             return None
@@ -105,34 +159,60 @@ class DeviceLedger:
         return holding
 
     def restore(self, pod_uid: str, previous: Holding | None) -> None:
-        """Undo a `hold` whose binding did not happen."""
+        """Undo a `hold` whose binding did not happen (a pod bound before stays bound)."""
+        was_bound = pod_uid in self._bound
         self.release(pod_uid)
         if previous is not None:
             self.hold(previous)
+            if was_bound:
+                self._bound.add(pod_uid)
 
     def pod_count(self) -> int:
         return len(self._holdings)
 
     # --- events from the topics ---------------------------------------------------------
 
-    def apply_message(self, topic: str, key: str | None, event: Event | None) -> None:
-        """One message from `pods.lifecycle` or `topology.nodes`; a tombstone (None) forgets its key."""
+    def apply_message(self, topic: str, key: str | None, event: Event | None) -> LedgerNote | None:
+        """One message from `pods.lifecycle` or `topology.nodes`; a tombstone (None) forgets its key.
+
+        Returns a note when the message was not followed (see the module's rules)."""
         if topic == PODS_LIFECYCLE.name:
             if isinstance(event, PodLifecycleEvent):
-                self.apply_lifecycle(event)
-            elif event is None and key:
-                self.release(key)
+                return self.apply_lifecycle(event)
+            if event is None and key:
+                return self.release_if_gone(key)
         elif topic == TOPOLOGY_NODES.name:
             if isinstance(event, NodeTopologyEvent):
                 self.apply_topology(event)
             elif event is None and key:
                 self.forget_node(key)
 
-    def apply_lifecycle(self, event: PodLifecycleEvent) -> None:
+        return None
+
+    def apply_lifecycle(self, event: PodLifecycleEvent) -> LedgerNote | None:
         if event.phase is LifecyclePhase.DELETED or not event.node:
-            self.release(event.uid)
-        else:
-            self.hold(Holding(pod_uid=event.uid, node=event.node, devices=event.devices))
+            return self.release_if_gone(event.uid)
+        kept = self.record_bound(Holding(pod_uid=event.uid, node=event.node, devices=event.devices))
+        return None if kept is None else LedgerNote.EDIT_IGNORED
+
+    def apply_api_pod(self, pod_uid: str, pod: PodView | None) -> LedgerNote | None:
+        """The API server's pod as the watch saw it (None: it left the cluster)."""
+        if pod is None or pod.finished:
+            self.release(pod_uid)
+            return None
+        devices = annotated_devices(pod)
+        if not pod.node_name or devices is None:
+            return None
+        kept = self.record_bound(Holding(pod_uid=pod_uid, node=pod.node_name, devices=devices))
+        return None if kept is None else LedgerNote.EDIT_IGNORED
+
+    def release_if_gone(self, pod_uid: str) -> LedgerNote | None:
+        if pod_uid not in self._holdings:
+            return None
+        if not self._pod_gone(pod_uid):
+            return LedgerNote.DELETE_REFUSED
+        self.release(pod_uid)
+        return None
 
     def apply_topology(self, event: NodeTopologyEvent) -> None:
         self.set_node_devices(event.node, event.devices)
@@ -203,3 +283,7 @@ def _device_collision(
 
 def _memory_of(share: DeviceAssignment, capacity: DeviceCapacity) -> int:
     return capacity.memory_mib if share.memory_mib == 0 else share.memory_mib
+
+
+def _same_devices(a: tuple[DeviceAssignment, ...], b: tuple[DeviceAssignment, ...]) -> bool:
+    return {(d.index, d.memory_mib, d.cores) for d in a} == {(d.index, d.memory_mib, d.cores) for d in b}

@@ -31,3 +31,25 @@ LEDGER_PODS = Gauge(
     "topoplace_binder_ledger_pods",
     "Pods the device ledger knows to hold devices.",
 )
+WATCH_RESTARTS = Counter(
+    "topoplace_binder_watch_restarts_total",
+    "Pod or Node watches that ended in an error or an expired version and were listed again.",
+    ["resource"],
+)
+WATCH_BAD_OBJECTS = Counter(
+    "topoplace_binder_watch_bad_objects_total",
+    "Pod or Node objects from the API server that did not decode (skipped).",
+    ["resource"],
+)
+LEDGER_DELETES_REFUSED = Counter(
+    "topoplace_binder_ledger_deletes_refused_total",
+    "pods.lifecycle 'deleted' events ignored because the API server still has the pod.",
+)
+LEDGER_EDITS_IGNORED = Counter(
+    "topoplace_binder_ledger_edits_ignored_total",
+    "Reports of other devices for a bound pod (an edited annotation): the devices bound stay held.",
+)
+CONDITIONS_FAILED = Counter(
+    "topoplace_binder_conditions_failed_total",
+    "PodScheduled=False conditions that could not be written (best effort, after retries).",
+)

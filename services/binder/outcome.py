@@ -44,6 +44,12 @@ class PodView(msgspec.Struct, frozen=True, kw_only=True):
     resource_version: str = ""
     terminating: bool = False
     annotations: dict[str, str] = {}
+    phase: str = ""  # Pending, Running, Succeeded, Failed ("" when not known)
+
+    @property
+    def finished(self) -> bool:
+        """A pod that ended holds no devices any more, as kube-scheduler's cache counts it."""
+        return self.phase in ("Succeeded", "Failed")
 
 
 class PodStanding(enum.Enum):
@@ -75,7 +81,7 @@ def judge_pod(pod: PodView | None, placement: PlacementEvent) -> Judgement:
                 standing=PodStanding.BOUND_ELSEWHERE,
                 reason=f"pod {pod_name} is already bound to node {pod.node_name}",
             )
-        held = _annotated_devices(pod)
+        held = annotated_devices(pod)
         if held is not None and _device_set(held) != _device_set(placement.devices):
             return Judgement(
                 standing=PodStanding.BOUND_ELSEWHERE,
@@ -131,7 +137,7 @@ def describe_devices(devices: tuple[DeviceAssignment, ...]) -> str:
     return ",".join(parts) if parts else "none"
 
 
-def _annotated_devices(pod: PodView) -> tuple[DeviceAssignment, ...] | None:
+def annotated_devices(pod: PodView) -> tuple[DeviceAssignment, ...] | None:
     """The devices the pod's annotation gives it, or None when it has no readable annotation."""
     raw = pod.annotations.get(pod_annotations.DEVICES)
     if raw is None:

@@ -1,9 +1,11 @@
 """The binder service: wiring only.
 
 Start-up order matters: tracing before the Kubernetes client (the aiohttp
-instrumentation only reaches sessions created after it), and the device
-ledger caught up with `pods.lifecycle` and `topology.nodes` before the first
-placement is taken (a half-built ledger would let a device go out twice).
+instrumentation only reaches sessions created after it); the API server's
+pods and nodes listed before the ledger replays `pods.lifecycle` (a
+"deleted" there frees devices only if the API server agrees, so it must know
+the cluster first); the ledger caught up before the first placement is taken
+(a half-built ledger would let a device go out twice).
 """
 
 from __future__ import annotations
@@ -11,16 +13,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import urllib.request
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from kubernetes_asyncio import client
 
 from schemas import topics
+from services.binder.api_watch import ApiWatch
 from services.binder.apply import PodBinder
-from services.binder.handler import PlacementHandler
+from services.binder.cluster_view import ClusterView
+from services.binder.conditions import ConditionWriter
+from services.binder.gang import GangHandler
+from services.binder.handler import BindingSteps, PlacementHandler
 from services.binder.kube_events import EventRecorder
-from services.binder.ledger import DeviceLedger
-from services.binder.metrics import LEDGER_PODS
+from services.binder.kube_objects import NodeObject, PodObject
+from services.binder.ledger import DeviceLedger, LedgerNote
+from services.binder.metrics import LEDGER_DELETES_REFUSED, LEDGER_EDITS_IGNORED, LEDGER_PODS
+from services.binder.reporting import PodReporter
 from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
 from topoplace import kube, telemetry
 from topoplace.broker import kafka_bootstrap
@@ -31,6 +41,7 @@ from topoplace.logs import configure_logging
 
 SERVICE = "topoplace-binder"
 LEDGER_TOPICS = (topics.PODS_LIFECYCLE, topics.TOPOLOGY_NODES)
+DECISION_TOPICS = (topics.PLACEMENTS, topics.GANG_PLACEMENTS)
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +50,72 @@ log = logging.getLogger(__name__)
 CONCURRENCY = 16
 
 
+def count_note(note: LedgerNote | None, uid: str, source: str) -> None:
+    if note is LedgerNote.DELETE_REFUSED:
+        LEDGER_DELETES_REFUSED.inc()
+    elif note is LedgerNote.EDIT_IGNORED:
+        LEDGER_EDITS_IGNORED.inc()
+    if note is not None:
+        log.warning("binder.ledger_report_ignored", extra={"fields": {"uid": uid, "source": source, "why": note.value}})
+
+
 def ledger_feed(ledger: DeviceLedger) -> Callable[[Received], Awaitable[None]]:
     """The follower's handler: every ledger topic message goes into the ledger."""
 
     async def feed(message: Received) -> None:
-        ledger.apply_message(message.topic, message.key, message.event)
+        note = ledger.apply_message(message.topic, message.key, message.event)
+        count_note(note, message.key or "", message.topic)
         LEDGER_PODS.set(ledger.pod_count())
 
     return feed
+
+
+def watch_cluster(
+    core: client.CoreV1Api,
+    cluster: ClusterView,
+    ledger: DeviceLedger,
+    *,
+    applied: Callable[[], None] = lambda: None,
+) -> list[ApiWatch[PodObject] | ApiWatch[NodeObject]]:
+    """The API server's pods (into the view and the ledger) and nodes (allocatable).
+
+    `applied()` is called after each list or change is applied (tests wait on it)."""
+
+    def pods_listed(objects: list[PodObject]) -> None:
+        for change in cluster.replace_pods(objects):
+            count_note(ledger.apply_api_pod(change.uid, change.now), change.uid, "api")
+        LEDGER_PODS.set(ledger.pod_count())
+        applied()
+
+    def pod_changed(event_type: str, obj: PodObject) -> None:
+        change = cluster.apply_pod(event_type, obj)
+        count_note(ledger.apply_api_pod(change.uid, change.now), change.uid, "api")
+        LEDGER_PODS.set(ledger.pod_count())
+        applied()
+
+    def nodes_listed(objects: list[NodeObject]) -> None:
+        cluster.replace_nodes(objects)
+        applied()
+
+    def node_changed(event_type: str, obj: NodeObject) -> None:
+        cluster.apply_node(event_type, obj)
+        applied()
+
+    return [
+        ApiWatch("pods", core.list_pod_for_all_namespaces, PodObject, on_list=pods_listed, on_event=pod_changed),
+        ApiWatch("nodes", core.list_node, NodeObject, on_list=nodes_listed, on_event=node_changed),
+    ]
+
+
+def skip_proxy_lookups(api: client.ApiClient) -> None:
+    """kubernetes-asyncio's session looks up proxy and netrc settings on every request
+    (`trust_env`), in an executor thread. Looked up once here: with no proxy configured,
+    that per-request lookup is turned off."""
+    if urllib.request.getproxies():
+        return
+    session = api.rest_client.pool_manager
+    if hasattr(session, "_trust_env"):
+        session._trust_env = False
 
 
 async def run_binder(
@@ -67,24 +136,34 @@ async def run_binder(
 
         api = await kube.api_client(settings)
         stack.push_async_callback(api.close)
+        skip_proxy_lookups(api)
         core = client.CoreV1Api(api)
 
-        ledger = DeviceLedger()
+        cluster = ClusterView()
+        ledger = DeviceLedger(pod_gone=cluster.knows_gone)
+        reporter = PodReporter(
+            EventRecorder(core, component=settings.scheduler_name), ConditionWriter(core, sleep=asyncio.sleep)
+        )
+        stack.push_async_callback(reporter.drain)  # Events and conditions in flight still go out
+        steps = BindingSteps(ledger=ledger, binder=PodBinder(core, policy=policy), reporter=reporter, cluster=cluster)
+        tracer = telemetry.get_tracer("topoplace.binder", service=SERVICE)
+        placements = PlacementHandler(steps=steps, producer=producer, tracer=tracer)
+        gangs = GangHandler(steps=steps, producer=producer, tracer=tracer)
+
+        async def decide(message: Received) -> None:
+            if message.topic == topics.GANG_PLACEMENTS.name:
+                await gangs(message)
+            else:
+                await placements(message)
+
         follower = TopicFollower(bootstrap, LEDGER_TOPICS, service=SERVICE, producer=producer)
         consumer = EventConsumer(
             bootstrap,
-            [topics.PLACEMENTS],
+            list(DECISION_TOPICS),
             group_id=settings.group_id(SERVICE),
             service=SERVICE,
             producer=producer,
             concurrency=CONCURRENCY,
-        )
-        handler = PlacementHandler(
-            ledger=ledger,
-            binder=PodBinder(core, policy=policy),
-            events=EventRecorder(core, component=settings.scheduler_name),
-            producer=producer,
-            tracer=telemetry.get_tracer("topoplace.binder", service=SERVICE),
         )
 
         # Ready once the ledger has caught up: only then are placements taken.
@@ -93,23 +172,39 @@ async def run_binder(
         stack.push_async_callback(health.stop)
         log.info("binder.started", extra={"fields": {"health_port": port, "bootstrap": bootstrap}})
 
-        ledger_task = asyncio.create_task(follower.run(ledger_feed(ledger)), name="binder-ledger")
+        watches = watch_cluster(core, cluster, ledger)
+        watch_tasks = [asyncio.create_task(w.run(), name=f"binder-watch-{w.resource}") for w in watches]
+        ledger_task: asyncio.Task[None] | None = None
         consumer_task: asyncio.Task[None] | None = None
         stopped = asyncio.create_task(stop.wait())
-        caught_up = asyncio.create_task(follower.caught_up.wait())
         try:
-            await asyncio.wait({stopped, caught_up, ledger_task}, return_when=asyncio.FIRST_COMPLETED)
-            if caught_up.done() and not stop.is_set() and not ledger_task.done():
-                log.info("binder.ledger_ready", extra={"fields": {"pods": ledger.pod_count()}})
-                consumer_task = asyncio.create_task(consumer.run(handler), name="binder-placements")
-                await asyncio.wait({stopped, ledger_task, consumer_task}, return_when=asyncio.FIRST_COMPLETED)
+            if await _until(stopped, watch_tasks, *[asyncio.create_task(w.synced.wait()) for w in watches]):
+                ledger_task = asyncio.create_task(follower.run(ledger_feed(ledger)), name="binder-ledger")
+                if await _until(stopped, [*watch_tasks, ledger_task], asyncio.create_task(follower.caught_up.wait())):
+                    log.info("binder.ledger_ready", extra={"fields": {"pods": ledger.pod_count()}})
+                    consumer_task = asyncio.create_task(consumer.run(decide), name="binder-placements")
+                    await asyncio.wait(
+                        {stopped, *watch_tasks, ledger_task, consumer_task}, return_when=asyncio.FIRST_COMPLETED
+                    )
         finally:
             stopped.cancel()
-            caught_up.cancel()
             await consumer.stop()
             await follower.stop()
-            await _reap(ledger_task, consumer_task)
+            await _reap(ledger_task, consumer_task, *watch_tasks)
     provider.force_flush()
+
+
+async def _until(stopped: asyncio.Task[bool], loops: list[asyncio.Task[None]], *ready: asyncio.Task[bool]) -> bool:
+    """Wait for every `ready` task; False when the binder stops or a loop ends first."""
+    waiting: asyncio.Future[list[bool]] = asyncio.gather(*ready)
+    try:
+        watched: set[asyncio.Future[Any]] = {stopped, waiting, *loops}
+        await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+        return waiting.done() and not stopped.done() and not any(t.done() for t in loops)
+    finally:
+        if not waiting.done():
+            waiting.cancel()
+            await asyncio.gather(waiting, return_exceptions=True)
 
 
 async def _reap(*tasks: asyncio.Task[None] | None) -> None:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 from aiohttp import ClientSession, web
+from kubernetes_asyncio import client
 from opentelemetry import trace
 
 from schemas.events import DeviceAssignment, PlacementEvent, PlacementOutcome
 from schemas.topics import Topic
+from services.binder.cluster_view import ClusterView
+from services.binder.ledger import DeviceLedger
+from services.binder.service import watch_cluster
 
 
 class Fault(msgspec.Struct, kw_only=True):
@@ -41,13 +46,11 @@ class FaultProxy:
         self.url = ""
         self.log: list[Seen] = []
         self._faults: list[Fault] = []
-        self._before: list[tuple[str, str, Callable[[], None]]] = []
+        self._before: list[tuple[str, str, Callable[[], object]]] = []
         self._runner: web.AppRunner | None = None
         self._session: ClientSession | None = None
 
-    def fail(
-        self, method: str, path_suffix: str, status: int, times: int = 1, *, forward_first: bool = False
-    ) -> None:
+    def fail(self, method: str, path_suffix: str, status: int, times: int = 1, *, forward_first: bool = False) -> None:
         self._faults.append(
             Fault(
                 method=method,
@@ -58,7 +61,7 @@ class FaultProxy:
             )
         )
 
-    def before(self, method: str, path_suffix: str, hook: Callable[[], None]) -> None:
+    def before(self, method: str, path_suffix: str, hook: Callable[[], object]) -> None:
         """Run `hook` once, right before the first matching request is forwarded."""
         self._before.append((method, path_suffix, hook))
 
@@ -84,11 +87,7 @@ class FaultProxy:
 
     def _fault_for(self, request: web.Request) -> Fault | None:
         for fault in self._faults:
-            if (
-                fault.times > 0
-                and fault.method == request.method
-                and request.path.endswith(fault.path_suffix)
-            ):
+            if fault.times > 0 and fault.method == request.method and request.path.endswith(fault.path_suffix):
                 fault.times -= 1
                 return fault
         return None
@@ -126,8 +125,6 @@ class FaultProxy:
         }
         headers = {"Retry-After": "1"} if status == 429 else {}
         return web.json_response(body, status=status, headers=headers)
-
-
 
 
 def placement_for(
@@ -175,3 +172,32 @@ class RecordingProducer:
         ctx = trace.get_current_span().get_span_context()
         name = topic if isinstance(topic, str) else topic.name
         self.sent.append(Sent(topic=name, key=key, event=event, span_id=ctx.span_id, trace_id=ctx.trace_id))
+
+
+class WatchedCluster:
+    """The binder's view of the test API server and its ledger, fed by the binder's own watches."""
+
+    def __init__(self, core: client.CoreV1Api) -> None:
+        self.cluster = ClusterView()
+        self.ledger = DeviceLedger(pod_gone=self.cluster.knows_gone)
+        self._applied = asyncio.Event()
+        self.watches = watch_cluster(core, self.cluster, self.ledger, applied=self._applied.set)
+        self._tasks = [asyncio.create_task(w.run()) for w in self.watches]
+
+    async def synced(self) -> None:
+        await self.until(lambda: self.cluster.pods_synced and self.cluster.nodes_synced)
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        """Wait until the watches have applied what makes `condition` true (checked after each change)."""
+
+        async def wait() -> None:
+            while not condition():
+                self._applied.clear()
+                await self._applied.wait()
+
+        await asyncio.wait_for(wait(), 10)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -21,9 +21,11 @@ from schemas.events import (
 )
 from schemas.topology import Device, Vendor
 from services.binder.apply import PodBinder
-from services.binder.handler import PlacementHandler
+from services.binder.conditions import ConditionWriter
+from services.binder.handler import BindingSteps, PlacementHandler
 from services.binder.kube_events import EventRecorder
 from services.binder.ledger import DeviceLedger, Holding
+from services.binder.reporting import PodReporter
 from services.binder.retry import BackoffPolicy
 from topoplace.kubeapi import KubeApiServer
 
@@ -45,15 +47,17 @@ class Harness:
     def __init__(self, core: client.CoreV1Api, ledger: DeviceLedger | None = None) -> None:
         self.ledger = ledger or DeviceLedger()
         self.producer = RecordingProducer()
-        self.handler = PlacementHandler(
-            ledger=self.ledger,
-            binder=PodBinder(core, policy=POLICY, sleep=no_sleep),
-            events=EventRecorder(core, component="topoplace"),
-            producer=self.producer,
+        self.reporter = PodReporter(
+            EventRecorder(core, component="topoplace"), ConditionWriter(core, policy=POLICY, sleep=no_sleep)
         )
+        self.steps = BindingSteps(
+            ledger=self.ledger, binder=PodBinder(core, policy=POLICY, sleep=no_sleep), reporter=self.reporter
+        )
+        self.handler = PlacementHandler(steps=self.steps, producer=self.producer)
 
     async def handle(self, placement: PlacementEvent) -> BindingEvent:
         await self.handler(Message(event=placement))
+        await self.reporter.drain()  # Events and conditions go out in the background
         sent = self.producer.sent[-1]
         assert sent.topic == topics.BINDINGS.name and sent.key == placement.uid
         assert isinstance(sent.event, BindingEvent)
@@ -79,7 +83,7 @@ def binding_calls(proxy: FaultProxy) -> list[int]:
     return [seen.status for seen in proxy.calls("POST", "/binding")]
 
 
-async def test_bind_writes_the_annotation_then_the_binding(
+async def test_bind_is_one_request_carrying_the_annotations(
     harness: Harness, kube_api: KubeApiServer, proxy: FaultProxy, make_pod: PodFactory
 ) -> None:
     pod = make_pod()
@@ -95,15 +99,13 @@ async def test_bind_writes_the_annotation_then_the_binding(
     assert pod_annotations.decode_devices(notes[pod_annotations.DEVICES]) == TWO_GPUS
     assert notes[pod_annotations.NODE] == NODE
     assert notes[pod_annotations.DECISION] == placement.decision_id
-    # the annotation is written before the pod gets its node
-    writes = [s for s in proxy.log if s.method in ("PATCH", "POST") and "/pods/" in s.path]
-    assert [(s.method, s.path.rsplit("/", 1)[-1]) for s in writes] == [
-        ("PATCH", pod["metadata"]["name"]),
-        ("POST", "binding"),
-    ]
-    assert harness.ledger.holding(placement.uid) == Holding(
-        pod_uid=placement.uid, node=NODE, devices=TWO_GPUS
-    )
+    # one request for the pod: the Binding carries the annotations, the server sets both at once
+    pod_requests = [(s.method, s.path.rsplit("/", 1)[-1]) for s in proxy.log if "/pods" in s.path]
+    assert pod_requests == [("POST", "binding")]
+    assert after["metadata"]["resourceVersion"] == str(int(pod["metadata"]["resourceVersion"]) + 1)
+    scheduled = [c for c in after["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert scheduled and scheduled[0]["status"] == "True"
+    assert harness.ledger.holding(placement.uid) == Holding(pod_uid=placement.uid, node=NODE, devices=TWO_GPUS)
 
 
 async def test_duplicated_placement_binds_once_and_reports_bound_twice(
@@ -116,7 +118,9 @@ async def test_duplicated_placement_binds_once_and_reports_bound_twice(
 
     assert first.outcome is BindingOutcome.BOUND
     assert second.outcome is BindingOutcome.BOUND
-    assert binding_calls(proxy) == [201]
+    # without a watch, the second copy's Binding meets 409 and a read says the pod is ours
+    assert binding_calls(proxy) == [201, 409]
+    assert len(proxy.calls("GET", pod["metadata"]["name"])) == 1
     assert stored_pod(kube_api, pod)["spec"]["nodeName"] == NODE
     scheduled = [e for e in events_of(kube_api, pod) if e["reason"] == "Scheduled"]
     assert len(scheduled) == 1
@@ -186,21 +190,7 @@ async def test_pod_deleted_between_read_and_binding_fails(
     assert binding_calls(proxy) == [404]
 
 
-async def test_pod_bound_elsewhere_between_read_and_patch_is_a_conflict(
-    harness: Harness, kube_api: KubeApiServer, proxy: FaultProxy, make_pod: PodFactory
-) -> None:
-    pod = make_pod()
-    name = pod["metadata"]["name"]
-    binding = {"metadata": {"name": name}, "target": {"kind": "Node", "name": "other-node"}}
-    proxy.before("PATCH", f"/pods/{name}", lambda: kube_api.store.bind("default", name, binding))
-    outcome = await harness.handle(placement_for(pod, NODE))
-    assert outcome.outcome is BindingOutcome.CONFLICT
-    assert [s.status for s in proxy.calls("PATCH", f"/pods/{name}")] == [409]
-    assert binding_calls(proxy) == []
-    assert pod_annotations.DEVICES not in (stored_pod(kube_api, pod)["metadata"].get("annotations") or {})
-
-
-async def test_pod_bound_elsewhere_between_patch_and_binding_is_a_conflict(
+async def test_pod_bound_elsewhere_just_before_the_binding_is_a_conflict(
     harness: Harness, kube_api: KubeApiServer, proxy: FaultProxy, make_pod: PodFactory
 ) -> None:
     pod = make_pod()
@@ -219,10 +209,7 @@ async def test_devices_colliding_with_the_ledger_are_a_conflict_without_binding(
     ledger = DeviceLedger()
     ledger.set_node_devices(
         NODE,
-        [
-            Device(index=i, uuid=f"GPU-{i}", vendor=Vendor.NVIDIA, model="H100", memory_mib=80_000)
-            for i in range(8)
-        ],
+        [Device(index=i, uuid=f"GPU-{i}", vendor=Vendor.NVIDIA, model="H100", memory_mib=80_000) for i in range(8)],
     )
     ledger.hold(Holding(pod_uid="someone-else", node=NODE, devices=(DeviceAssignment(index=1),)))
     harness = Harness(core, ledger)
@@ -232,7 +219,7 @@ async def test_devices_colliding_with_the_ledger_are_a_conflict_without_binding(
     assert outcome.outcome is BindingOutcome.CONFLICT
     assert "device 1" in outcome.reason and "someone-else" in outcome.reason
     assert outcome.attempts == 0
-    assert binding_calls(proxy) == [] and proxy.calls("PATCH", pod["metadata"]["name"]) == []
+    assert binding_calls(proxy) == []
     assert not stored_pod(kube_api, pod)["spec"].get("nodeName")
     assert ledger.holding(pod["metadata"]["uid"]) is None
     warnings = [e for e in events_of(kube_api, pod) if e["reason"] == "FailedScheduling"]
@@ -253,16 +240,17 @@ async def test_transient_errors_are_retried_until_bound(
     assert stored_pod(kube_api, pod)["spec"]["nodeName"] == NODE
 
 
-async def test_transient_errors_on_read_and_patch_count_as_attempts(
+async def test_transient_errors_on_the_settling_read_count_as_attempts(
     harness: Harness, kube_api: KubeApiServer, proxy: FaultProxy, make_pod: PodFactory
 ) -> None:
     pod = make_pod()
     name = pod["metadata"]["name"]
-    proxy.fail("GET", f"/pods/{name}", 503)
-    proxy.fail("PATCH", f"/pods/{name}", 500)
+    proxy.fail("POST", "/binding", 503, forward_first=True)  # bound, reply lost
+    proxy.fail("GET", f"/pods/{name}", 500)
     outcome = await harness.handle(placement_for(pod, NODE))
     assert outcome.outcome is BindingOutcome.BOUND
     assert outcome.attempts == 3
+    assert [s.status for s in proxy.calls("GET", f"/pods/{name}")] == [500, 200]
 
 
 async def test_lost_binding_reply_then_409_is_bound(
@@ -334,7 +322,7 @@ async def test_events_are_created_like_kube_schedulers(
     assert scheduled["source"]["component"] == "topoplace"
 
 
-async def test_unschedulable_placement_reports_after_the_event(
+async def test_unschedulable_placement_sets_the_condition_and_the_event(
     core: client.CoreV1Api, kube_api: KubeApiServer, proxy: FaultProxy, make_pod: PodFactory
 ) -> None:
     pod = make_pod()
@@ -345,7 +333,7 @@ async def test_unschedulable_placement_reports_after_the_event(
         seen_at_send.append(len(events_of(kube_api, pod)))
 
     harness.producer = RecordingProducer(on_send=count_events)
-    harness.handler._producer = harness.producer
+    harness.handler = PlacementHandler(steps=harness.steps, producer=harness.producer)
     reason = "0/16 nodes fit: 12 have too few free GPUs, 4 lack NVLink between 4 GPUs"
     placement = placement_for(pod, "", (), outcome=PlacementOutcome.UNSCHEDULABLE, reason=reason)
     outcome = await harness.handle(placement)
@@ -354,8 +342,13 @@ async def test_unschedulable_placement_reports_after_the_event(
     assert outcome.reason == reason
     (event,) = events_of(kube_api, pod)
     assert (event["reason"], event["type"], event["message"]) == ("FailedScheduling", "Warning", reason)
-    assert seen_at_send == [1]
-    assert binding_calls(proxy) == [] and not stored_pod(kube_api, pod)["spec"].get("nodeName")
+    assert seen_at_send == [0]  # the outcome does not wait for the Event: it goes out in the background
+    after = stored_pod(kube_api, pod)
+    assert binding_calls(proxy) == [] and not after["spec"].get("nodeName")
+    (condition,) = after["status"]["conditions"]
+    assert condition["type"] == "PodScheduled" and condition["status"] == "False"
+    assert (condition["reason"], condition["message"]) == ("Unschedulable", reason)
+    assert after["status"]["phase"] == "Pending"
 
 
 async def test_failed_event_does_not_fail_the_binding(
@@ -376,7 +369,7 @@ async def test_invalid_placement_is_reported_failed_without_api_writes(
     outcome = await harness.handle(placement_for(pod, ""))
     assert outcome.outcome is BindingOutcome.FAILED
     assert "node" in outcome.reason
-    assert binding_calls(proxy) == [] and proxy.calls("PATCH", pod["metadata"]["name"]) == []
+    assert binding_calls(proxy) == []
 
 
 async def test_a_message_that_is_no_placement_is_refused(harness: Harness) -> None:
@@ -401,3 +394,27 @@ async def test_binding_carries_the_uid_so_a_recreated_pod_is_not_bound(
     assert outcome.outcome is BindingOutcome.FAILED
     assert binding_calls(proxy) == [409]
     assert not stored_pod(kube_api, recreated[0])["spec"].get("nodeName")
+
+
+async def test_the_unschedulable_condition_is_retried_and_keeps_the_other_conditions(
+    harness: Harness, kube_api: KubeApiServer, proxy: FaultProxy, make_pod: PodFactory
+) -> None:
+    pod = make_pod()
+    name = pod["metadata"]["name"]
+    kube_api.store.patch(  # a condition someone else wrote; the strategic merge must leave it
+        "pods",
+        name,
+        "application/strategic-merge-patch+json",
+        {"status": {"conditions": [{"type": "DisruptionTarget", "status": "False"}]}},
+        namespace="default",
+        status_only=True,
+    )
+    proxy.fail("PATCH", f"/pods/{name}/status", 503, times=2)
+    placement = placement_for(pod, "", (), outcome=PlacementOutcome.UNSCHEDULABLE, reason="too few GPUs")
+    outcome = await harness.handle(placement)
+
+    assert outcome.outcome is BindingOutcome.UNSCHEDULABLE
+    assert [s.status for s in proxy.calls("PATCH", f"/pods/{name}/status")] == [503, 503, 200]
+    conditions = {c["type"]: c for c in stored_pod(kube_api, pod)["status"]["conditions"]}
+    assert set(conditions) == {"DisruptionTarget", "PodScheduled"}
+    assert (conditions["PodScheduled"]["status"], conditions["PodScheduled"]["message"]) == ("False", "too few GPUs")

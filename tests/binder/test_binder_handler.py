@@ -13,8 +13,9 @@ from prometheus_client import REGISTRY
 
 from schemas.events import BindingEvent, BindingOutcome, DeviceAssignment, PlacementEvent, PlacementOutcome
 from services.binder.apply import BindResult
-from services.binder.handler import PlacementHandler
+from services.binder.handler import BindingSteps, PlacementHandler
 from services.binder.ledger import DeviceLedger, Holding
+from services.binder.outcome import PodView
 
 NODE = "n1"
 
@@ -31,7 +32,10 @@ class ScriptedBinder:
         self.entered = asyncio.Event()
         self._block = block
 
-    async def bind(self, placement: PlacementEvent) -> BindResult:
+    async def current_pod(self, namespace: str, name: str) -> PodView | None:
+        return None
+
+    async def bind(self, placement: PlacementEvent, known: PodView | None = None) -> BindResult:
         self.calls.append(placement)
         self.entered.set()
         if self._block:
@@ -46,18 +50,17 @@ class RecordedEvents:
     def __init__(self) -> None:
         self.recorded: list[tuple[str, str]] = []
 
-    async def scheduled(self, placement: PlacementEvent) -> bool:
+    def scheduled(self, placement: PlacementEvent) -> None:
         self.recorded.append(("Scheduled", ""))
-        return True
 
-    async def failed_scheduling(self, placement: PlacementEvent, message: str) -> bool:
+    def failed_scheduling(self, placement: PlacementEvent, message: str) -> None:
         self.recorded.append(("FailedScheduling", message))
-        return True
+
+    def unschedulable(self, placement: PlacementEvent, message: str) -> None:
+        self.recorded.append(("Unschedulable", message))
 
 
-def placement(
-    uid: str = "u1", devices: tuple[DeviceAssignment, ...] = (DeviceAssignment(index=0),)
-) -> PlacementEvent:
+def placement(uid: str = "u1", devices: tuple[DeviceAssignment, ...] = (DeviceAssignment(index=0),)) -> PlacementEvent:
     return PlacementEvent(
         decision_id="d1",
         uid=uid,
@@ -76,7 +79,8 @@ def build(
     ledger = ledger or DeviceLedger()
     producer = producer or RecordingProducer()
     events = RecordedEvents()
-    handler = PlacementHandler(ledger=ledger, binder=binder, events=events, producer=producer)
+    steps = BindingSteps(ledger=ledger, binder=binder, reporter=events)
+    handler = PlacementHandler(steps=steps, producer=producer)
     return handler, ledger, producer, events
 
 
@@ -85,9 +89,7 @@ def binds_counted(outcome: BindingOutcome) -> float:
 
 
 async def test_bound_keeps_the_holding_and_counts_it() -> None:
-    handler, ledger, producer, events = build(
-        ScriptedBinder(BindResult(outcome=BindingOutcome.BOUND, bound_now=True))
-    )
+    handler, ledger, producer, events = build(ScriptedBinder(BindResult(outcome=BindingOutcome.BOUND, bound_now=True)))
     before = binds_counted(BindingOutcome.BOUND)
     await handler(Message(event=placement()))
     assert ledger.holding("u1") == Holding(pod_uid="u1", node=NODE, devices=(DeviceAssignment(index=0),))
@@ -98,9 +100,7 @@ async def test_bound_keeps_the_holding_and_counts_it() -> None:
 
 
 async def test_already_bound_pod_gets_no_second_scheduled_event() -> None:
-    handler, _, producer, events = build(
-        ScriptedBinder(BindResult(outcome=BindingOutcome.BOUND, bound_now=False))
-    )
+    handler, _, producer, events = build(ScriptedBinder(BindResult(outcome=BindingOutcome.BOUND, bound_now=False)))
     await handler(Message(event=placement()))
     assert events.recorded == []
     assert producer.sent[0].event.outcome is BindingOutcome.BOUND
@@ -111,9 +111,7 @@ async def test_a_bind_that_did_not_happen_puts_the_ledger_back(outcome: BindingO
     ledger = DeviceLedger()
     earlier = Holding(pod_uid="u1", node=NODE, devices=(DeviceAssignment(index=5),))
     ledger.hold(earlier)
-    handler, _, producer, events = build(
-        ScriptedBinder(BindResult(outcome=outcome, reason="because")), ledger
-    )
+    handler, _, producer, events = build(ScriptedBinder(BindResult(outcome=outcome, reason="because")), ledger)
     await handler(Message(event=placement()))
     assert ledger.holding("u1") == earlier
     assert ledger.holders(NODE, 0) == {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from schemas import annotations as pod_annotations
 from schemas import topics
 from schemas.events import (
     DeviceAssignment,
@@ -12,15 +13,14 @@ from schemas.events import (
     PodLifecycleEvent,
 )
 from schemas.topology import Device, Vendor
-from services.binder.ledger import DeviceLedger, Holding
+from services.binder.ledger import DeviceLedger, Holding, LedgerNote
+from services.binder.outcome import PodView
 
 GPU_MIB = 16_000
 
 
 def gpu(index: int, memory_mib: int = GPU_MIB, cores: int = 100) -> Device:
-    return Device(
-        index=index, uuid=f"GPU-{index}", vendor=Vendor.NVIDIA, model="T", memory_mib=memory_mib, cores=cores
-    )
+    return Device(index=index, uuid=f"GPU-{index}", vendor=Vendor.NVIDIA, model="T", memory_mib=memory_mib, cores=cores)
 
 
 def whole(index: int) -> DeviceAssignment:
@@ -36,9 +36,7 @@ def topology(node: str, *devices: Device) -> NodeTopologyEvent:
 
 
 def bound(uid: str, node: str, *devices: DeviceAssignment) -> PodLifecycleEvent:
-    return PodLifecycleEvent(
-        uid=uid, namespace="ns", name=uid, phase=LifecyclePhase.BOUND, node=node, devices=devices
-    )
+    return PodLifecycleEvent(uid=uid, namespace="ns", name=uid, phase=LifecyclePhase.BOUND, node=node, devices=devices)
 
 
 @pytest.fixture
@@ -134,12 +132,51 @@ def test_tombstone_frees_the_pod_and_forgets_the_node(ledger: DeviceLedger) -> N
     assert not ledger.knows_node("n1")
 
 
-def test_rebinding_moves_a_pods_holding(ledger: DeviceLedger) -> None:
-    ledger.apply_message(topics.PODS_LIFECYCLE.name, "a", bound("a", "n1", whole(0)))
-    ledger.apply_message(topics.PODS_LIFECYCLE.name, "a", bound("a", "n1", whole(1)))
-    assert ledger.holders("n1", 0) == {}
-    assert set(ledger.holders("n1", 1)) == {"a"}
-    assert ledger.pod_count() == 1
+def test_a_bound_pod_reported_with_other_devices_keeps_the_devices_it_was_bound_with(ledger: DeviceLedger) -> None:
+    # An edited annotation (or a forged report) must not free a device the pod still uses.
+    assert ledger.apply_message(topics.PODS_LIFECYCLE.name, "a", bound("a", "n1", whole(0))) is None
+    note = ledger.apply_message(topics.PODS_LIFECYCLE.name, "a", bound("a", "n1", whole(1)))
+    assert note is LedgerNote.EDIT_IGNORED
+    assert set(ledger.holders("n1", 0)) == {"a"}
+    assert ledger.holders("n1", 1) == {}
+    assert ledger.collisions("p", "n1", (whole(0),)) != ()
+
+
+def test_a_hold_before_binding_is_replaced_by_the_devices_bound() -> None:
+    led = DeviceLedger()
+    led.hold(Holding(pod_uid="a", node="n1", devices=(whole(3),)))  # a placement in flight, not bound
+    led.apply_message(topics.PODS_LIFECYCLE.name, "a", bound("a", "n1", whole(1)))
+    assert set(led.holders("n1", 1)) == {"a"} and led.holders("n1", 3) == {}
+
+
+def test_a_deleted_report_frees_devices_only_when_the_api_server_agrees() -> None:
+    present = {"a"}
+    led = DeviceLedger(pod_gone=lambda uid: uid not in present)
+    led.apply_message(topics.PODS_LIFECYCLE.name, "a", bound("a", "n1", whole(0)))
+    deleted = PodLifecycleEvent(uid="a", namespace="ns", name="a", phase=LifecyclePhase.DELETED)
+    assert led.apply_message(topics.PODS_LIFECYCLE.name, "a", deleted) is LedgerNote.DELETE_REFUSED
+    assert led.apply_message(topics.PODS_LIFECYCLE.name, "a", None) is LedgerNote.DELETE_REFUSED
+    assert set(led.holders("n1", 0)) == {"a"}
+    present.clear()
+    assert led.apply_message(topics.PODS_LIFECYCLE.name, "a", deleted) is None
+    assert led.holding("a") is None
+
+
+def test_the_api_servers_pods_feed_the_ledger() -> None:
+    led = DeviceLedger()
+    notes = {pod_annotations.DEVICES: pod_annotations.encode_devices((whole(2),))}
+    pending = PodView(uid="a", annotations=notes)
+    assert led.apply_api_pod("a", pending) is None and led.holding("a") is None  # no node: holds nothing yet
+    led.apply_api_pod("a", PodView(uid="a", node_name="n1", annotations=notes))
+    assert set(led.holders("n1", 2)) == {"a"}
+    edited = {pod_annotations.DEVICES: pod_annotations.encode_devices((whole(5),))}
+    assert led.apply_api_pod("a", PodView(uid="a", node_name="n1", annotations=edited)) is LedgerNote.EDIT_IGNORED
+    assert set(led.holders("n1", 2)) == {"a"} and led.holders("n1", 5) == {}
+    led.apply_api_pod("a", PodView(uid="a", node_name="n1", annotations=notes, phase="Succeeded"))
+    assert led.holding("a") is None  # a finished pod holds nothing
+    led.apply_api_pod("b", PodView(uid="b", node_name="n1", annotations=notes))
+    led.apply_api_pod("b", None)
+    assert led.holding("b") is None
 
 
 def test_restore_puts_back_what_a_failed_bind_replaced(ledger: DeviceLedger) -> None:

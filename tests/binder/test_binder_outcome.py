@@ -91,9 +91,7 @@ def test_bound_to_the_same_node_is_success() -> None:
 
 
 def test_bound_to_the_same_node_without_our_annotation_is_success() -> None:
-    assert (
-        outcome_of(judge_pod(PodView(uid="u1", node_name="n1"), placement()).standing) is BindingOutcome.BOUND
-    )
+    assert outcome_of(judge_pod(PodView(uid="u1", node_name="n1"), placement()).standing) is BindingOutcome.BOUND
 
 
 def test_bound_to_the_same_node_with_other_devices_is_a_conflict() -> None:
@@ -142,7 +140,5 @@ def test_unschedulable_placement_needs_no_node() -> None:
 
 def test_describe_devices() -> None:
     assert describe_devices(DEVICES) == "0,3"
-    assert (
-        describe_devices((DeviceAssignment(index=2, memory_mib=8000, cores=50),)) == "2 (8000 MiB, 50 cores)"
-    )
+    assert describe_devices((DeviceAssignment(index=2, memory_mib=8000, cores=50),)) == "2 (8000 MiB, 50 cores)"
     assert describe_devices(()) == "none"

@@ -104,9 +104,7 @@ async def test_transient_errors_are_retried(error: BaseException) -> None:
     budget = RetryBudget(BackoffPolicy(), clock=clock, rand=lambda: 0.5)
     call, calls = failing([error, error])
     retried: list[str] = []
-    result = await call_with_retry(
-        "op", call, budget, sleep=clock.sleep, on_retry=lambda op, e: retried.append(op)
-    )
+    result = await call_with_retry("op", call, budget, sleep=clock.sleep, on_retry=lambda op, e: retried.append(op))
     assert result == "ok"
     assert calls["n"] == 3
     assert budget.attempts == 3

@@ -24,8 +24,10 @@ from schemas.events import (
     BindingOutcome,
     DeadLetterEvent,
     DeviceAssignment,
+    GangPlacementEvent,
     LifecyclePhase,
     NodeTopologyEvent,
+    PlacementOutcome,
     PodLifecycleEvent,
 )
 from schemas.topology import Device, Vendor
@@ -36,9 +38,7 @@ from topoplace.kafka_io import EventProducer, Received, TopicFollower
 from topoplace.kubeapi import KubeApiServer
 
 WAIT = 30.0  # seconds; generous for 2 shared cores, met in well under a second when things work
-PLACEMENTS_DLQ = topics.Topic(
-    name=topics.PLACEMENTS.dlq, event=DeadLetterEvent, key="original key", compacted=False
-)
+PLACEMENTS_DLQ = topics.Topic(name=topics.PLACEMENTS.dlq, event=DeadLetterEvent, key="original key", compacted=False)
 
 
 class Collected:
@@ -116,9 +116,15 @@ async def start_binder(kafka_bootstrap: str, kube_api: KubeApiServer) -> AsyncIt
 
 def gpus(count: int) -> tuple[Device, ...]:
     return tuple(
-        Device(index=i, uuid=f"GPU-{i}", vendor=Vendor.NVIDIA, model="H100", memory_mib=80_000)
-        for i in range(count)
+        Device(index=i, uuid=f"GPU-{i}", vendor=Vendor.NVIDIA, model="H100", memory_mib=80_000) for i in range(count)
     )
+
+
+def new_node(kube_api: KubeApiServer, name: str, gpu_count: int) -> None:
+    """The Node object a kubelet registers: the binder checks device indices against its allocatable."""
+    allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpu_count)}
+    body = {"metadata": {"name": name}, "status": {"capacity": allocatable, "allocatable": allocatable}}
+    kube_api.store.create("nodes", body)
 
 
 def new_pod(kube_api: KubeApiServer) -> dict[str, Any]:
@@ -136,10 +142,9 @@ async def test_binds_through_kafka_with_the_ledger_rebuilt_from_the_topics(
     start_binder: StartBinder,
 ) -> None:
     node = f"node-{uuid.uuid4().hex[:8]}"
+    new_node(kube_api, node, 2)
     # Before the binder starts: the node's devices, and another pod holding device 0.
-    await producer.send(
-        topics.TOPOLOGY_NODES, node, NodeTopologyEvent(node=node, machine_type="test", devices=gpus(2))
-    )
+    await producer.send(topics.TOPOLOGY_NODES, node, NodeTopologyEvent(node=node, machine_type="test", devices=gpus(2)))
     holder = PodLifecycleEvent(
         uid=f"holder-{node}",
         namespace="default",
@@ -166,14 +171,9 @@ async def test_binds_through_kafka_with_the_ledger_rebuilt_from_the_topics(
     assert (first.outcome, second.outcome) == (BindingOutcome.BOUND, BindingOutcome.BOUND)
     bound = kube_api.store.get("pods", free["metadata"]["name"], "default")
     assert bound["spec"]["nodeName"] == node
-    assert (
-        pod_annotations.decode_devices(bound["metadata"]["annotations"][pod_annotations.DEVICES])
-        == on_free.devices
-    )
+    assert pod_annotations.decode_devices(bound["metadata"]["annotations"][pod_annotations.DEVICES]) == on_free.devices
     events, _ = kube_api.store.list("events", "default")
-    scheduled = [
-        e for e in events if e["involvedObject"]["uid"] == on_free.uid and e["reason"] == "Scheduled"
-    ]
+    scheduled = [e for e in events if e["involvedObject"]["uid"] == on_free.uid and e["reason"] == "Scheduled"]
     assert len(scheduled) == 1  # bound once
 
 
@@ -185,6 +185,7 @@ async def test_undecodable_placement_goes_to_the_dlq_and_the_next_one_binds(
     start_binder: StartBinder,
 ) -> None:
     node = f"node-{uuid.uuid4().hex[:8]}"
+    new_node(kube_api, node, 1)
     dead, stop_dlq = await follow(kafka_bootstrap, PLACEMENTS_DLQ, lambda e: e.key or "")
     try:
         pod = new_pod(kube_api)
@@ -195,9 +196,7 @@ async def test_undecodable_placement_goes_to_the_dlq_and_the_next_one_binds(
         try:
             # Same key, so the same partition: the bad ones come first, in order.
             await raw.send_and_wait(topics.PLACEMENTS.name, b"{not json", key=node.encode())
-            await raw.send_and_wait(
-                topics.PLACEMENTS.name, json.dumps(future_version).encode(), key=node.encode()
-            )
+            await raw.send_and_wait(topics.PLACEMENTS.name, json.dumps(future_version).encode(), key=node.encode())
         finally:
             await raw.stop()
         await producer.send(topics.PLACEMENTS, node, good)
@@ -215,12 +214,11 @@ async def test_undecodable_placement_goes_to_the_dlq_and_the_next_one_binds(
 
 
 def _as_json(placement: Any) -> dict[str, Any]:
-    return json.loads(msgspec.json.encode(placement))
+    decoded: dict[str, Any] = json.loads(msgspec.json.encode(placement))
+    return decoded
 
 
-async def test_binder_command_is_ready_then_stops_on_sigterm(
-    kafka_bootstrap: str, kube_api: KubeApiServer
-) -> None:
+async def test_binder_command_is_ready_then_stops_on_sigterm(kafka_bootstrap: str, kube_api: KubeApiServer) -> None:
     env = {
         **os.environ,
         "KAFKA_BOOTSTRAP": kafka_bootstrap,
@@ -279,3 +277,43 @@ async def _health_port_once_ready(process: asyncio.subprocess.Process) -> int:
         raise AssertionError(f"the binder exited ({await process.wait()}) before it was ready")
 
     return await asyncio.wait_for(read(), WAIT)
+
+
+async def test_gang_decision_through_kafka_binds_every_member(
+    kube_api: KubeApiServer, producer: EventProducer, outcomes: Collected, start_binder: StartBinder
+) -> None:
+    node = f"node-{uuid.uuid4().hex[:8]}"
+    new_node(kube_api, node, 4)
+    pods = [new_pod(kube_api) for _ in range(3)]
+    members = tuple(placement_for(pod, node, (DeviceAssignment(index=i),)) for i, pod in enumerate(pods))
+    gang = GangPlacementEvent(
+        decision_id="g-1", name="default/job", namespace="default", outcome=PlacementOutcome.PLACED, members=members
+    )
+    await start_binder()
+    await producer.send(topics.GANG_PLACEMENTS, gang.name, gang)
+    for member in members:
+        (outcome,) = await outcomes.wait_for(member.uid)
+        assert outcome.outcome is BindingOutcome.BOUND
+        assert kube_api.store.get("pods", member.name, "default")["spec"]["nodeName"] == node
+
+
+async def test_a_forged_lifecycle_delete_on_the_topic_frees_nothing_at_start(
+    kube_api: KubeApiServer, producer: EventProducer, outcomes: Collected, start_binder: StartBinder
+) -> None:
+    node = f"node-{uuid.uuid4().hex[:8]}"
+    new_node(kube_api, node, 2)
+    running = new_pod(kube_api)
+    name, uid = running["metadata"]["name"], running["metadata"]["uid"]
+    notes = {pod_annotations.DEVICES: pod_annotations.encode_devices((DeviceAssignment(index=0),))}
+    kube_api.store.bind("default", name, {"metadata": {"uid": uid, "annotations": notes}, "target": {"name": node}})
+    forged = PodLifecycleEvent(uid=uid, namespace="default", name=name, phase=LifecyclePhase.DELETED)
+    await producer.send(topics.PODS_LIFECYCLE, uid, forged)
+    await start_binder()
+
+    taker = new_pod(kube_api)
+    placement = placement_for(taker, node, (DeviceAssignment(index=0),))
+    await producer.send(topics.PLACEMENTS, node, placement)
+    (outcome,) = await outcomes.wait_for(placement.uid)
+    assert outcome.outcome is BindingOutcome.CONFLICT
+    assert uid in outcome.reason  # still held by the running pod the forged event named
+    assert not kube_api.store.get("pods", taker["metadata"]["name"], "default")["spec"].get("nodeName")

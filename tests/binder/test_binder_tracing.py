@@ -19,9 +19,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from schemas.events import BindingOutcome, DeviceAssignment
 from services.binder.apply import PodBinder
-from services.binder.handler import BIND_SPAN, PlacementHandler
+from services.binder.handler import BIND_SPAN, BindingSteps, PlacementHandler
 from services.binder.kube_events import EventRecorder
 from services.binder.ledger import DeviceLedger
+from services.binder.reporting import PodReporter
 from topoplace import telemetry
 from topoplace.config import Settings
 from topoplace.kubeapi import KubeApiServer
@@ -54,13 +55,9 @@ async def test_bind_span_joins_the_pod_trace_with_http_children(
     core = client.CoreV1Api(api)
     tracer = trace.get_tracer("test")
     producer = RecordingProducer()
-    handler = PlacementHandler(
-        ledger=DeviceLedger(),
-        binder=PodBinder(core),
-        events=EventRecorder(core, component="topoplace"),
-        producer=producer,
-        tracer=tracer,
-    )
+    reporter = PodReporter(EventRecorder(core, component="topoplace"))
+    steps = BindingSteps(ledger=DeviceLedger(), binder=PodBinder(core), reporter=reporter)
+    handler = PlacementHandler(steps=steps, producer=producer, tracer=tracer)
     pod = kube_api.store.create(
         "pods",
         {
@@ -74,6 +71,7 @@ async def test_bind_span_joins_the_pod_trace_with_http_children(
         upstream_context = trace.set_span_in_context(upstream)
     try:
         await handler(Message(event=placement_for(pod, "node-a", devices), trace_context=upstream_context))
+        await reporter.drain()
     finally:
         await api.close()
 
@@ -89,14 +87,11 @@ async def test_bind_span_joins_the_pod_trace_with_http_children(
     assert attributes["outcome"] == BindingOutcome.BOUND.value
     assert attributes["attempts"] == 1
 
-    http = [
-        s for s in finished if s.kind is trace.SpanKind.CLIENT and s.context.trace_id == bind.context.trace_id
-    ]
+    http = [s for s in finished if s.kind is trace.SpanKind.CLIENT and s.context.trace_id == bind.context.trace_id]
     methods = sorted(
-        str((s.attributes or {}).get("http.request.method", (s.attributes or {}).get("http.method")))
-        for s in http
+        str((s.attributes or {}).get("http.request.method", (s.attributes or {}).get("http.method"))) for s in http
     )
-    assert methods == ["GET", "PATCH", "POST", "POST"]  # read, annotate, bind, event
+    assert methods == ["POST", "POST"]  # bind (with the annotations), then the Event in the background
     assert all(s.parent is not None and s.parent.span_id == bind.context.span_id for s in http)
 
     (sent,) = producer.sent

@@ -1,0 +1,87 @@
+"""What the API server says of pods and nodes, as the binder's watch last saw it (pure).
+
+Fed by `api_watch` (a list, then watch events). The binder trusts it for
+facts that never go back: a pod bound to a node stays bound there, a pod
+being deleted stays so, a uid that left the cluster never returns. A pod the
+view does not know (yet) is not taken as gone: the watch may lag behind a pod
+just created, so such a pod is asked of the server instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from services.binder.kube_objects import NodeObject, PodObject
+from services.binder.outcome import PodView
+
+
+class PodChange(msgspec.Struct, frozen=True, kw_only=True):
+    """One pod's change as the ledger needs it: its view now, or None when it left the cluster."""
+
+    uid: str
+    namespace: str
+    name: str
+    now: PodView | None
+
+
+class ClusterView:
+    def __init__(self) -> None:
+        self._pods: dict[str, PodView] = {}  # by uid
+        self._pod_names: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name)
+        self._allocatable: dict[str, dict[str, str]] = {}  # node -> resource -> quantity
+        self.pods_synced = False  # the first full list of pods was applied
+        self.nodes_synced = False
+
+    # --- pods -----------------------------------------------------------------------------------
+
+    def pod(self, uid: str) -> PodView | None:
+        return self._pods.get(uid)
+
+    def knows_gone(self, uid: str) -> bool:
+        """The pod is not in the cluster (or has finished), as far as a synced watch can tell."""
+        if not self.pods_synced:
+            return False
+        pod = self._pods.get(uid)
+        return pod is None or pod.finished
+
+    def apply_pod(self, event_type: str, obj: PodObject) -> PodChange:
+        meta = obj.metadata
+        if event_type == "DELETED":
+            self._pods.pop(meta.uid, None)
+            self._pod_names.pop(meta.uid, None)
+            return PodChange(uid=meta.uid, namespace=meta.namespace, name=meta.name, now=None)
+        view = obj.view()
+        self._pods[meta.uid] = view
+        self._pod_names[meta.uid] = (meta.namespace, meta.name)
+        return PodChange(uid=meta.uid, namespace=meta.namespace, name=meta.name, now=view)
+
+    def replace_pods(self, objects: Iterable[PodObject]) -> list[PodChange]:
+        """A full list: every pod in it, and a removal for each known pod missing from it."""
+        changes = [self.apply_pod("ADDED", obj) for obj in objects]
+        listed = {c.uid for c in changes}
+        for uid in [uid for uid in self._pods if uid not in listed]:
+            namespace, name = self._pod_names.pop(uid)
+            del self._pods[uid]
+            changes.append(PodChange(uid=uid, namespace=namespace, name=name, now=None))
+        self.pods_synced = True
+        return changes
+
+    # --- nodes ----------------------------------------------------------------------------------
+
+    def allocatable(self, node: str) -> dict[str, str] | None:
+        """The Node's allocatable resources, or None when there is no such Node (or no list yet)."""
+        return self._allocatable.get(node)
+
+    def apply_node(self, event_type: str, obj: NodeObject) -> None:
+        if event_type == "DELETED":
+            self._allocatable.pop(obj.metadata.name, None)
+        else:
+            self._allocatable[obj.metadata.name] = {k: str(v) for k, v in obj.status.allocatable.items()}
+
+    def replace_nodes(self, objects: Iterable[NodeObject]) -> None:
+        self._allocatable.clear()
+        for obj in objects:
+            self.apply_node("ADDED", obj)
+        self.nodes_synced = True
