@@ -79,7 +79,8 @@ CUSTOM_METHODS: dict[str, tuple[str, int]] = {
     "patch_namespaced_custom_object": ("patch", 3),
     "patch_namespaced_custom_object_status": ("patch", 3),
 }
-LIST_WATCH = "ListWatch"  # services.collector.watch_stream: lists, then watches from that version
+# Helpers that list, then watch from that version: the collector's ListWatch, the binder's ApiWatch.
+LIST_WATCH = frozenset({"ListWatch", "ApiWatch"})
 
 
 def api_method_names() -> frozenset[str]:
@@ -168,7 +169,7 @@ def _constant(module: str, expr: ast.expr) -> str:
 
 
 def _is_list_watch(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and _name(node.func) == LIST_WATCH
+    return isinstance(node, ast.Call) and _name(node.func) in LIST_WATCH
 
 
 def _name(func: ast.expr) -> str:

@@ -73,7 +73,7 @@ MALFORMED: tuple[Malformed, ...] = (
         value=b'{"schema_version": 1, "decision_id": "d", "name": "ns/g", "namespace": "ns", "outcome": "maybe",'
         b' "members": []}',
         names="outcome",
-        readers=frozenset({PLACER}),
+        readers=frozenset({PLACER, BINDER}),
     ),
     Malformed(
         topic=topics.PODS_LIFECYCLE,
