@@ -247,7 +247,7 @@ class ClusterWatcher:
             if mtime != last_mtime or resync:
                 hypernodes = self._read_hypernode_file(path)
                 if hypernodes is not None:
-                    await self._publish(self.hypernodes.relisted(hypernodes, self.clock(), force=resync))
+                    await self.publish(self.hypernodes.relisted(hypernodes, self.clock(), force=resync))
                     self.hypernodes_settled.set()
                 last_mtime = mtime
                 if resync:
@@ -267,58 +267,58 @@ class ClusterWatcher:
     # --- handlers -------------------------------------------------------------------------------
 
     async def _pods_listed(self, pods: list[Pod], resync: bool) -> None:
-        await self._publish(self.pods.relisted(pods, self.clock(), force=resync))
+        await self.publish(self.pods.relisted(pods, self.clock(), force=resync))
 
     async def _pod_changed(self, kind: str, pod: Pod) -> None:
         if kind == "DELETED":
-            await self._publish(self.pods.gone(pod.metadata.uid, self.clock()))
+            await self.publish(self.pods.gone(pod.metadata.uid, self.clock()))
         else:
-            await self._publish(self.pods.observe(pod, self.clock()))
+            await self.publish(self.pods.observe(pod, self.clock()))
 
     async def _nodes_listed(self, nodes: list[Node], resync: bool) -> None:
-        await self._publish(self.nodes.relisted(nodes, self.clock(), force=resync))
+        await self.publish(self.nodes.relisted(nodes, self.clock(), force=resync))
 
     async def _node_changed(self, kind: str, node: Node) -> None:
         if kind == "DELETED":
-            await self._publish(self.nodes.gone(node.metadata.name, self.clock()))
+            await self.publish(self.nodes.gone(node.metadata.name, self.clock()))
         else:
-            await self._publish(self.nodes.observe(node, self.clock()))
+            await self.publish(self.nodes.observe(node, self.clock()))
 
     async def _hypernodes_listed(self, hypernodes: list[HyperNode], resync: bool) -> None:
-        await self._publish(self.hypernodes.relisted(hypernodes, self.clock(), force=resync))
+        await self.publish(self.hypernodes.relisted(hypernodes, self.clock(), force=resync))
         self.hypernodes_settled.set()
 
     async def _hypernode_changed(self, kind: str, hypernode: HyperNode) -> None:
         if kind == "DELETED":
-            await self._publish(self.hypernodes.gone(hypernode.metadata.name, self.clock()))
+            await self.publish(self.hypernodes.gone(hypernode.metadata.name, self.clock()))
         else:
-            await self._publish(self.hypernodes.observe(hypernode, self.clock()))
+            await self.publish(self.hypernodes.observe(hypernode, self.clock()))
 
     async def _podgroups_listed(self, groups: list[PodGroup], resync: bool) -> None:
         # a resync of the pods re-publishes the gangs; the PodGroups only feed them
-        await self._publish(self.pods.podgroups_relisted(groups, self.clock()))
+        await self.publish(self.pods.podgroups_relisted(groups, self.clock()))
         self.podgroups_settled.set()
 
     async def _podgroup_changed(self, kind: str, group: PodGroup) -> None:
         meta = group.metadata
         if kind == "DELETED":
-            await self._publish(self.pods.podgroup_gone(f"{meta.namespace}/{meta.name}", self.clock()))
+            await self.publish(self.pods.podgroup_gone(f"{meta.namespace}/{meta.name}", self.clock()))
         else:
-            await self._publish(self.pods.podgroup_observed(group, self.clock()))
+            await self.publish(self.pods.podgroup_observed(group, self.clock()))
 
     async def _topologies_listed(self, topologies: list[Topology], resync: bool) -> None:
-        await self._publish(self.topologies.relisted(topologies, self.clock(), force=resync))
+        await self.publish(self.topologies.relisted(topologies, self.clock(), force=resync))
         self.topologies_settled.set()
 
     async def _topology_changed(self, kind: str, topology: Topology) -> None:
         if kind == "DELETED":
-            await self._publish(self.topologies.gone(topology.metadata.name, self.clock()))
+            await self.publish(self.topologies.gone(topology.metadata.name, self.clock()))
         else:
-            await self._publish(self.topologies.observe(topology, self.clock()))
+            await self.publish(self.topologies.observe(topology, self.clock()))
 
     # --- publishing -----------------------------------------------------------------------------
 
-    async def _publish(self, outcome: Outcome) -> None:
+    async def publish(self, outcome: Outcome) -> None:
         for problem in outcome.problems:
             BAD_FIELDS.labels(field=problem.field.split("[")[0]).inc()
             log.warning(
