@@ -82,14 +82,14 @@ def pod_requests(pod: Pod) -> tuple[dict[str, str], list[Problem]]:
     where = who(pod.metadata)
     problems: list[Problem] = []
     bad: dict[str, str] = {}
-    spellings: dict[str, list[str]] = {}
+    spellings: dict[str, list[tuple[Decimal, str]]] = {}
 
     def parsed(requests: Mapping[str, Quantity], field: str) -> dict[str, Decimal]:
         amounts: dict[str, Decimal] = {}
         for name, qty in requests.items():
-            spellings.setdefault(name, []).append(str(qty))
             try:
-                amounts[name] = parse_quantity(qty)
+                amounts[name] = amount = parse_quantity(qty)
+                spellings.setdefault(name, []).append((amount, str(qty)))
             except ValueError as exc:
                 problems.append(Problem(object=where, field=f"{field}.{name}", reason=str(exc)))
                 bad.setdefault(name, str(qty))
@@ -112,14 +112,8 @@ def _is_sidecar(container: Container) -> bool:
     return container.restart_policy == SIDECAR_RESTART_POLICY
 
 
-def _spelled(amount: Decimal, spellings: list[str]) -> str:
-    for text in spellings:
-        try:
-            if parse_quantity(text) == amount:
-                return text
-        except ValueError:
-            continue
-    return format_quantity(amount)
+def _spelled(amount: Decimal, spellings: list[tuple[Decimal, str]]) -> str:
+    return next((text for value, text in spellings if value == amount), None) or format_quantity(amount)
 
 
 # --- pods -------------------------------------------------------------------------------------
