@@ -74,7 +74,7 @@ PODS_LIFECYCLE = Topic(
     event=events.PodLifecycleEvent,
     key="pod uid",
     compacted=True,
-    description="Every pod on a node, of any scheduler (requests and devices in use), or deleted (freed) (cluster watcher).",
+    description="Every pod on a node, of any scheduler (its requests and devices), or deleted (cluster watcher).",
 )
 PLACEMENTS = Topic(
     name="placements",
