@@ -119,7 +119,7 @@ class HyperNodeMemberSpec(msgspec.Struct, kw_only=True):
     selector: MemberSelector = msgspec.field(default_factory=MemberSelector)
 
 
-class HyperNodeSpec(msgspec.Struct, kw_only=True, rename="camel"):
+class HyperNodeSpec(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
     tier: int
     tier_name: str = ""
     members: list[HyperNodeMemberSpec] = []
