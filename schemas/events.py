@@ -78,9 +78,31 @@ class MemberKind(enum.StrEnum):
     HYPERNODE = "hypernode"
 
 
+class LabelSelectorRequirement(msgspec.Struct, frozen=True, kw_only=True):
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist
+    values: tuple[str, ...] = ()
+
+
+class LabelSelector(msgspec.Struct, frozen=True, kw_only=True):
+    """A Kubernetes label selector (metav1.LabelSelector): every label and every expression must match."""
+
+    match_labels: dict[str, str] = {}
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+
 class HyperNodeMember(msgspec.Struct, frozen=True, kw_only=True):
+    """One member selector of a HyperNode, as written: exactly one of `name`, `regex`, `labels` is set.
+
+    `name` selects a node or a HyperNode by name (Volcano's exactMatch); `regex`
+    (regexMatch, Go RE2 matched anywhere in the name) and `labels` (labelMatch)
+    select nodes.
+    """
+
     kind: MemberKind
-    name: str
+    name: str = ""
+    regex: str = ""
+    labels: LabelSelector | None = None
 
 
 class HyperNodeEvent(Event, frozen=True, kw_only=True):
@@ -88,6 +110,7 @@ class HyperNodeEvent(Event, frozen=True, kw_only=True):
 
     name: str
     tier: int
+    tier_name: str = ""  # Volcano's spec.tierName, which networkTopology.highestTierName refers to
     members: tuple[HyperNodeMember, ...]
     deleted: bool = False
     observed_at: float = 0.0
@@ -161,6 +184,7 @@ class SubGroupPolicy(msgspec.Struct, frozen=True, kw_only=True):
     sub_group_size: int = 0  # members per subgroup (0: as many as share the label values)
     min_sub_groups: int = 0
     match_label_keys: tuple[str, ...] = ()
+    label_selector: LabelSelector | None = None  # the members it applies to (None: every member)
     network: NetworkConstraint | None = None
 
 

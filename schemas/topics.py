@@ -74,7 +74,7 @@ PODS_LIFECYCLE = Topic(
     event=events.PodLifecycleEvent,
     key="pod uid",
     compacted=True,
-    description="Pods of ours bound (devices in use) or deleted (devices free) (cluster watcher).",
+    description="Every pod on a node, of any scheduler (its requests and devices), or deleted (cluster watcher).",
 )
 PLACEMENTS = Topic(
     name="placements",

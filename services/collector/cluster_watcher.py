@@ -1,15 +1,18 @@
-"""The cluster watcher: pods, nodes and HyperNodes from the API server, as events on Kafka.
+"""The cluster watcher: pods, nodes, HyperNodes, PodGroups and Topologies from the API server, as events on Kafka.
 
 - pods naming our scheduler without a node -> pods.pending (key pod uid), each
   published inside its own "pod.pending" span, so the placer continues that trace;
-- our pods bound, finished or deleted -> pods.lifecycle (key pod uid), with the
-  devices of the `topoplace.io/devices` annotation;
+- pods of ours in a gang (Volcano PodGroup, Kueue pod group) -> gangs.pending
+  (key gang name), the whole gang in one "gang.pending" span once it has its members;
+- every pod on a node, of any scheduler, and its end -> pods.lifecycle (key pod
+  uid), with its effective requests and the devices of `topoplace.io/devices`;
 - nodes -> nodes.status (key node);
 - Volcano HyperNodes (the CRD, or a file instead) -> topology.network (key
-  hypernode; a deletion is a deleted event, then a tombstone).
+  hypernode; a deletion is a deleted event, then a tombstone);
+- Kueue Topologies -> topology.levels (key Topology name; deleted the same way).
 
 Wiring only: the translation and the memory of what was published live in
-watch_translate / watch_trackers (pure), the list+watch loop in watch_stream.
+watch_translate / watch_gangs / watch_trackers (pure), the list+watch loop in watch_stream.
 """
 
 from __future__ import annotations
@@ -21,21 +24,30 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 from aiokafka.errors import KafkaError
 from kubernetes_asyncio import client
+from opentelemetry.util.types import AttributeValue
 from prometheus_client import Counter
 
 from schemas import topics
-from schemas.events import HyperNodeEvent, LifecyclePhase, NodeStatusEvent, PendingPodEvent, PodLifecycleEvent
+from schemas.events import (
+    HyperNodeEvent,
+    LifecyclePhase,
+    NodeStatusEvent,
+    PendingGangEvent,
+    PendingPodEvent,
+    PodLifecycleEvent,
+    TopologyLevelsEvent,
+)
 from schemas.topics import Topic
 from services.collector import watch_trackers
 from services.collector.watch_hypernode_file import HyperNodeFileError, parse_hypernodes
-from services.collector.watch_objects import HyperNode, Node, Pod
+from services.collector.watch_objects import HyperNode, Node, Pod, PodGroup, Topology
 from services.collector.watch_stream import ListWatch, ResourceMissing
-from services.collector.watch_trackers import Outcome, PodTracker
+from services.collector.watch_trackers import Outcome, PodTracker, Publication
 from topoplace import telemetry
 from topoplace.broker import kafka_bootstrap
 from topoplace.config import Settings
@@ -46,6 +58,10 @@ from topoplace.logs import configure_logging
 
 SERVICE = "topoplace-collector"
 VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES = "topology.volcano.sh", "v1alpha1", "hypernodes"
+PODGROUP_GROUP, PODGROUP_VERSION, PODGROUPS = "scheduling.volcano.sh", "v1beta1", "podgroups"
+KUEUE_GROUP, TOPOLOGIES = "kueue.x-k8s.io", "topologies"
+KUEUE_TOPOLOGY_VERSIONS = ("v1beta2", "v1beta1")  # the first one served is watched
+MAX_IN_FLIGHT = 1024  # sends awaiting the broker at once during a list
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +101,8 @@ class ClusterWatcher:
         self.pods = PodTracker(scheduler_name)
         self.nodes = watch_trackers.node_tracker()
         self.hypernodes = watch_trackers.hypernode_tracker()
+        self.topologies = watch_trackers.topology_tracker()
+        self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
         self._tracer = telemetry.get_tracer(__name__, SERVICE)
         core = client.CoreV1Api(api)
         self.pod_watch: ListWatch[Pod] = ListWatch(
@@ -94,8 +112,7 @@ class ClusterWatcher:
             on_list=self._pods_listed,
             on_change=self._pod_changed,
             resync_seconds=resync_seconds,
-            field_selector=f"spec.schedulerName={scheduler_name}",
-            watch_timeout=watch_timeout,
+            watch_timeout=watch_timeout,  # every scheduler's pods: their requests fill the nodes
         )
         self.node_watch: ListWatch[Node] = ListWatch(
             "nodes",
@@ -116,7 +133,31 @@ class ClusterWatcher:
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,
         )
-        self.hypernodes_settled = asyncio.Event()  # listed once, or known to be absent
+        self.podgroup_watch: ListWatch[PodGroup] = ListWatch(
+            "podgroups",
+            functools.partial(custom.list_cluster_custom_object, PODGROUP_GROUP, PODGROUP_VERSION, PODGROUPS),
+            PodGroup,
+            on_list=self._podgroups_listed,
+            on_change=self._podgroup_changed,
+            resync_seconds=resync_seconds,
+            watch_timeout=watch_timeout,
+        )
+        self.topology_watches: list[ListWatch[Topology]] = [
+            ListWatch(
+                f"topologies.{version}",
+                functools.partial(custom.list_cluster_custom_object, KUEUE_GROUP, version, TOPOLOGIES),
+                Topology,
+                on_list=self._topologies_listed,
+                on_change=self._topology_changed,
+                resync_seconds=resync_seconds,
+                watch_timeout=watch_timeout,
+            )
+            for version in KUEUE_TOPOLOGY_VERSIONS
+        ]
+        # listed once, or known to be absent (a cluster without the CRD)
+        self.hypernodes_settled = asyncio.Event()
+        self.podgroups_settled = asyncio.Event()
+        self.topologies_settled = asyncio.Event()
 
     # --- state from before a restart ------------------------------------------------------------
 
@@ -125,44 +166,64 @@ class ClusterWatcher:
         lifecycle: Sequence[PodLifecycleEvent],
         node_status: Sequence[NodeStatusEvent],
         network: Sequence[HyperNodeEvent],
+        levels: Sequence[TopologyLevelsEvent] = (),
     ) -> None:
         """What the compacted topics say was published, so the first list can report what vanished."""
         self.pods.seed(e for e in lifecycle if e.phase is LifecyclePhase.BOUND)
         self.nodes.seed({e.node: e for e in node_status if not e.deleted})
         self.hypernodes.seed({e.name: e for e in network if not e.deleted})
+        self.topologies.seed({e.name: e for e in levels if not e.deleted})
 
     # --- running --------------------------------------------------------------------------------
 
+    def _readiness(self) -> tuple[asyncio.Event, ...]:
+        return (
+            self.pod_watch.listed,
+            self.node_watch.listed,
+            self.hypernodes_settled,
+            self.podgroups_settled,
+            self.topologies_settled,
+        )
+
     def ready(self) -> bool:
-        return self.pod_watch.listed.is_set() and self.node_watch.listed.is_set() and self.hypernodes_settled.is_set()
+        return all(event.is_set() for event in self._readiness())
 
     async def wait_ready(self) -> None:
-        await asyncio.gather(
-            self.pod_watch.listed.wait(), self.node_watch.listed.wait(), self.hypernodes_settled.wait()
-        )
+        await asyncio.gather(*(event.wait() for event in self._readiness()))
 
     async def run(self) -> None:
         """Until cancelled; a failure of one resource's loop ends all of them."""
-        hypernodes = self._hypernodes_from_file() if self.hypernodes_file else self._hypernodes_from_api()
+        if self.hypernodes_file:
+            hypernodes = self._hypernodes_from_file()
+        else:
+            hypernodes = self._optional_resource([self.hypernode_watch], self.hypernodes_settled, VOLCANO_GROUP)
         async with asyncio.TaskGroup() as group:
             group.create_task(self.pod_watch.run())
             group.create_task(self.node_watch.run())
             group.create_task(hypernodes)
+            group.create_task(self._optional_resource([self.podgroup_watch], self.podgroups_settled, PODGROUP_GROUP))
+            group.create_task(self._optional_resource(self.topology_watches, self.topologies_settled, KUEUE_GROUP))
 
-    async def _hypernodes_from_api(self) -> None:
+    async def _optional_resource(
+        self, watches: Sequence[ListWatch[Any]], settled: asyncio.Event, api_group: str
+    ) -> None:
+        """A CRD the cluster may lack: the first version served is watched; none: ready, and asked again later."""
         announced = False
         while True:
-            try:
-                await self.hypernode_watch.run()
-            except ResourceMissing:
-                if not announced:
-                    log.info(
-                        "collector.hypernodes_not_served",
-                        extra={"fields": {"group": VOLCANO_GROUP, "retry_in": self.resync_seconds}},
-                    )
-                    announced = True
-                self.hypernodes_settled.set()
-                await asyncio.sleep(self.resync_seconds)  # look again later: the CRD may be installed meanwhile
+            for watch in watches:
+                try:
+                    await watch.run()
+                except ResourceMissing:
+                    continue
+            if not announced:
+                resources = [w.resource for w in watches]
+                log.info(
+                    "collector.resource_not_served",
+                    extra={"fields": {"group": api_group, "resources": resources, "retry_in": self.resync_seconds}},
+                )
+                announced = True
+            settled.set()
+            await asyncio.sleep(self.resync_seconds)  # look again later: the CRD may be installed meanwhile
 
     async def _hypernodes_from_file(self) -> None:
         """Read the file at start, again whenever it changes, and at every resync."""
@@ -186,7 +247,7 @@ class ClusterWatcher:
             if mtime != last_mtime or resync:
                 hypernodes = self._read_hypernode_file(path)
                 if hypernodes is not None:
-                    await self._publish(self.hypernodes.relisted(hypernodes, self.clock(), force=resync))
+                    await self.publish(self.hypernodes.relisted(hypernodes, self.clock(), force=resync))
                     self.hypernodes_settled.set()
                 last_mtime = mtime
                 if resync:
@@ -206,50 +267,89 @@ class ClusterWatcher:
     # --- handlers -------------------------------------------------------------------------------
 
     async def _pods_listed(self, pods: list[Pod], resync: bool) -> None:
-        await self._publish(self.pods.relisted(pods, self.clock(), force=resync))
+        await self.publish(self.pods.relisted(pods, self.clock(), force=resync))
 
     async def _pod_changed(self, kind: str, pod: Pod) -> None:
         if kind == "DELETED":
-            await self._publish(self.pods.gone(pod.metadata.uid, self.clock()))
+            await self.publish(self.pods.gone(pod.metadata.uid, self.clock()))
         else:
-            await self._publish(self.pods.observe(pod, self.clock()))
+            await self.publish(self.pods.observe(pod, self.clock()))
 
     async def _nodes_listed(self, nodes: list[Node], resync: bool) -> None:
-        await self._publish(self.nodes.relisted(nodes, self.clock(), force=resync))
+        await self.publish(self.nodes.relisted(nodes, self.clock(), force=resync))
 
     async def _node_changed(self, kind: str, node: Node) -> None:
         if kind == "DELETED":
-            await self._publish(self.nodes.gone(node.metadata.name, self.clock()))
+            await self.publish(self.nodes.gone(node.metadata.name, self.clock()))
         else:
-            await self._publish(self.nodes.observe(node, self.clock()))
+            await self.publish(self.nodes.observe(node, self.clock()))
 
     async def _hypernodes_listed(self, hypernodes: list[HyperNode], resync: bool) -> None:
-        await self._publish(self.hypernodes.relisted(hypernodes, self.clock(), force=resync))
+        await self.publish(self.hypernodes.relisted(hypernodes, self.clock(), force=resync))
         self.hypernodes_settled.set()
 
     async def _hypernode_changed(self, kind: str, hypernode: HyperNode) -> None:
         if kind == "DELETED":
-            await self._publish(self.hypernodes.gone(hypernode.metadata.name, self.clock()))
+            await self.publish(self.hypernodes.gone(hypernode.metadata.name, self.clock()))
         else:
-            await self._publish(self.hypernodes.observe(hypernode, self.clock()))
+            await self.publish(self.hypernodes.observe(hypernode, self.clock()))
+
+    async def _podgroups_listed(self, groups: list[PodGroup], resync: bool) -> None:
+        # a resync of the pods re-publishes the gangs; the PodGroups only feed them
+        await self.publish(self.pods.podgroups_relisted(groups, self.clock()))
+        self.podgroups_settled.set()
+
+    async def _podgroup_changed(self, kind: str, group: PodGroup) -> None:
+        meta = group.metadata
+        if kind == "DELETED":
+            await self.publish(self.pods.podgroup_gone(f"{meta.namespace}/{meta.name}", self.clock()))
+        else:
+            await self.publish(self.pods.podgroup_observed(group, self.clock()))
+
+    async def _topologies_listed(self, topologies: list[Topology], resync: bool) -> None:
+        await self.publish(self.topologies.relisted(topologies, self.clock(), force=resync))
+        self.topologies_settled.set()
+
+    async def _topology_changed(self, kind: str, topology: Topology) -> None:
+        if kind == "DELETED":
+            await self.publish(self.topologies.gone(topology.metadata.name, self.clock()))
+        else:
+            await self.publish(self.topologies.observe(topology, self.clock()))
 
     # --- publishing -----------------------------------------------------------------------------
 
-    async def _publish(self, outcome: Outcome) -> None:
+    async def publish(self, outcome: Outcome) -> None:
         for problem in outcome.problems:
             BAD_FIELDS.labels(field=problem.field.split("[")[0]).inc()
             log.warning(
                 "collector.bad_field",
                 extra={"fields": {"object": problem.object, "field": problem.field, "reason": problem.reason}},
             )
-        # Each resource's handler runs to completion before its next change is read,
-        # so one key's events go out in the order they happened.
+        # Each resource's handler runs to completion before its next change is read, and
+        # one key's events go out one after the other, so each key's events keep their
+        # order; different keys go out together (a relist of many pods is not a round
+        # trip per pod).
+        chains: dict[tuple[str, str], list[Publication]] = {}
         for publication in outcome.publications:
-            if publication.pending_pod and isinstance(publication.event, PendingPodEvent):
-                await self._publish_pending(publication.event)
-            else:
-                await self.publisher.send(publication.topic, publication.key, publication.event)
-            PUBLISHED.labels(topic=publication.topic).inc()
+            chains.setdefault((publication.topic, publication.key), []).append(publication)
+        if len(chains) <= 1:
+            for chain in chains.values():
+                await self._send_in_order(chain)
+            return
+        async with asyncio.TaskGroup() as group:
+            for chain in chains.values():
+                group.create_task(self._send_in_order(chain))
+
+    async def _send_in_order(self, chain: list[Publication]) -> None:
+        async with self._in_flight:
+            for publication in chain:
+                if isinstance(publication.event, PendingPodEvent):
+                    await self._publish_pending(publication.event)
+                elif isinstance(publication.event, PendingGangEvent):
+                    await self._publish_gang(publication.event)
+                else:
+                    await self.publisher.send(publication.topic, publication.key, publication.event)
+                PUBLISHED.labels(topic=publication.topic).inc()
 
     async def _publish_pending(self, event: PendingPodEvent) -> None:
         # A span of its own per publication: the producer injects it as traceparent, and the
@@ -264,6 +364,23 @@ class ClusterWatcher:
             await self.publisher.send(topics.PODS_PENDING, event.uid, event)
         log.info(
             "collector.pod_pending", extra={"fields": {"uid": event.uid, "pod": f"{event.namespace}/{event.name}"}}
+        )
+
+    async def _publish_gang(self, event: PendingGangEvent) -> None:
+        uids = [m.uid for m in event.members]
+        attributes: dict[str, AttributeValue] = {
+            "topoplace.gang.name": event.name,
+            "topoplace.gang.source": event.source,
+            "topoplace.gang.min_member": event.min_member,
+            "topoplace.gang.member_uids": uids,
+            "topoplace.gang.running": len(event.running),
+            "k8s.namespace.name": event.namespace,
+        }
+        with self._tracer.start_as_current_span("gang.pending", attributes=attributes):
+            await self.publisher.send(topics.GANGS_PENDING, event.name, event)
+        log.info(
+            "collector.gang_pending",
+            extra={"fields": {"gang": event.name, "pending": len(uids), "running": len(event.running)}},
         )
 
 
@@ -338,7 +455,7 @@ async def _seeded_run(watcher: ClusterWatcher, bootstrap: str) -> None:
 
 async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str) -> None:
     state: dict[str, list[msgspec.Struct]] = {}
-    for topic in (topics.PODS_LIFECYCLE, topics.NODES_STATUS, topics.TOPOLOGY_NETWORK):
+    for topic in (topics.PODS_LIFECYCLE, topics.NODES_STATUS, topics.TOPOLOGY_NETWORK, topics.TOPOLOGY_LEVELS):
         try:
             latest = latest_by_key(await read_compacted(bootstrap, topic, service=SERVICE))
         except (LookupError, TimeoutError, OSError, KafkaError) as exc:
@@ -349,4 +466,5 @@ async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str) -> None:
         [e for e in state[topics.PODS_LIFECYCLE.name] if isinstance(e, PodLifecycleEvent)],
         [e for e in state[topics.NODES_STATUS.name] if isinstance(e, NodeStatusEvent)],
         [e for e in state[topics.TOPOLOGY_NETWORK.name] if isinstance(e, HyperNodeEvent)],
+        [e for e in state[topics.TOPOLOGY_LEVELS.name] if isinstance(e, TopologyLevelsEvent)],
     )

@@ -36,9 +36,10 @@ class ResourceRequirements(msgspec.Struct, kw_only=True):
     limits: dict[str, Quantity] = {}
 
 
-class Container(msgspec.Struct, kw_only=True):
+class Container(msgspec.Struct, kw_only=True, rename="camel"):
     name: str = ""
     resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
+    restart_policy: str | None = None  # "Always" on an init container: a sidecar
 
 
 class PodSpec(msgspec.Struct, kw_only=True, rename="camel"):
@@ -47,6 +48,13 @@ class PodSpec(msgspec.Struct, kw_only=True, rename="camel"):
     priority: int | None = None
     containers: list[Container] = []
     init_containers: list[Container] = []
+    overhead: dict[str, Quantity] = {}
+    scheduling_gates: list[Any] = []  # a gated pod is not ready to be scheduled
+    # Node constraints stay plain JSON here: each is decoded with schemas.kube's
+    # checks on its own, so a bad one costs only itself.
+    node_selector: dict[str, str] = {}
+    affinity: dict[str, Any] | None = None
+    tolerations: list[Any] = []
 
 
 class PodStatus(msgspec.Struct, kw_only=True):
@@ -66,6 +74,7 @@ class NodeCondition(msgspec.Struct, kw_only=True):
 
 class NodeSpec(msgspec.Struct, kw_only=True):
     unschedulable: bool = False
+    taints: list[Any] = []  # decoded one by one into schemas.kube.Taint
 
 
 class NodeStatus(msgspec.Struct, kw_only=True):
@@ -88,10 +97,21 @@ class RegexMatch(msgspec.Struct, kw_only=True):
     pattern: str = ""
 
 
+class LabelSelectorRequirement(msgspec.Struct, kw_only=True):
+    key: str = ""
+    operator: str = ""
+    values: list[str] = []
+
+
+class LabelSelector(msgspec.Struct, kw_only=True, rename="camel"):
+    match_labels: dict[str, str] = {}
+    match_expressions: list[LabelSelectorRequirement] = []
+
+
 class MemberSelector(msgspec.Struct, kw_only=True, rename="camel"):
     exact_match: ExactMatch | None = None
     regex_match: RegexMatch | None = None
-    label_match: dict[str, Any] | None = None
+    label_match: LabelSelector | None = None
 
 
 class HyperNodeMemberSpec(msgspec.Struct, kw_only=True):
@@ -99,14 +119,60 @@ class HyperNodeMemberSpec(msgspec.Struct, kw_only=True):
     selector: MemberSelector = msgspec.field(default_factory=MemberSelector)
 
 
-class HyperNodeSpec(msgspec.Struct, kw_only=True):
+class HyperNodeSpec(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
     tier: int
+    tier_name: str = ""
     members: list[HyperNodeMemberSpec] = []
 
 
 class HyperNode(msgspec.Struct, kw_only=True):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: HyperNodeSpec
+
+
+# --- Volcano PodGroup (scheduling.volcano.sh/v1beta1) -------------------------------------------
+
+
+class NetworkTopologySpec(msgspec.Struct, kw_only=True, rename="camel"):
+    mode: str = "hard"
+    highest_tier_allowed: int | None = None
+    highest_tier_name: str = ""
+
+
+class SubGroupPolicySpec(msgspec.Struct, kw_only=True, rename="camel"):
+    name: str = ""
+    sub_group_size: int | None = None
+    min_sub_groups: int | None = None
+    label_selector: LabelSelector | None = None
+    match_label_keys: list[str] = []
+    network_topology: NetworkTopologySpec | None = None
+
+
+class PodGroupSpec(msgspec.Struct, kw_only=True, rename="camel"):
+    min_member: int = 0
+    network_topology: NetworkTopologySpec | None = None
+    sub_group_policy: list[SubGroupPolicySpec] = []
+
+
+class PodGroup(msgspec.Struct, kw_only=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodGroupSpec = msgspec.field(default_factory=PodGroupSpec)
+
+
+# --- Kueue Topology (kueue.x-k8s.io/v1beta1, v1beta2) -------------------------------------------
+
+
+class TopologyLevel(msgspec.Struct, kw_only=True, rename="camel"):
+    node_label: str
+
+
+class TopologySpec(msgspec.Struct, kw_only=True):
+    levels: list[TopologyLevel] = []
+
+
+class Topology(msgspec.Struct, kw_only=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: TopologySpec = msgspec.field(default_factory=TopologySpec)
 
 
 class ListMeta(msgspec.Struct, kw_only=True, rename="camel"):

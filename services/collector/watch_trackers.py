@@ -16,16 +16,24 @@ from typing import Generic, TypeVar
 import msgspec
 
 from schemas import topics
-from schemas.events import Event, HyperNodeEvent, NodeStatusEvent, PodLifecycleEvent
+from schemas.events import (
+    Event,
+    HyperNodeEvent,
+    NodeStatusEvent,
+    PodLifecycleEvent,
+    RunningMember,
+    TopologyLevelsEvent,
+)
+from services.collector import watch_gangs as gangs
 from services.collector import watch_translate as tr
-from services.collector.watch_objects import HyperNode, Node, Pod
+from services.collector.watch_gangs import GangTracker
+from services.collector.watch_objects import HyperNode, Node, Pod, PodGroup, Topology
 
 
 class Publication(msgspec.Struct, frozen=True, kw_only=True):
     topic: str
     key: str
     event: Event | None  # None: a tombstone
-    pending_pod: bool = False  # published inside its own "pod.pending" span
 
 
 class Outcome(msgspec.Struct, kw_only=True):
@@ -50,18 +58,36 @@ def _same(a: Event | None, b: Event | None) -> bool:
 
 # --- pods -------------------------------------------------------------------------------------
 
+_encoder = msgspec.json.Encoder()
 
-class _KnownPod(msgspec.Struct, frozen=True, kw_only=True):
+
+def _digest(event: PodLifecycleEvent) -> int:
+    """What a bound pod's event says, apart from when it was seen, in 8 bytes instead of the event."""
+    return hash(_encoder.encode(msgspec.structs.replace(event, observed_at=0.0)))
+
+
+class _KnownPod(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """All the tracker keeps of a pod: enough to report it deleted and to tell a real change."""
+
     namespace: str
     name: str
-    bound: PodLifecycleEvent | None  # None: pending
+    ours: bool
+    gang: str = ""
+    node: str = ""
+    bound: int | None = None  # digest of the bound event published; None: pending (ours)
 
 
 class PodTracker:
-    """Pods naming our scheduler: pending -> pods.pending; bound, finished, deleted -> pods.lifecycle."""
+    """Every pod on a node -> pods.lifecycle; pods of ours without a node -> pods.pending, or into their gang.
+
+    Pending pods of other schedulers and gated pods are not tracked at all. Gang
+    members go to the GangTracker, whose gangs are flushed after each change
+    (after the whole list on a relist, so a gang goes out once).
+    """
 
     def __init__(self, scheduler_name: str) -> None:
         self.scheduler_name = scheduler_name
+        self.gangs = GangTracker()
         self._known: dict[str, _KnownPod] = {}
 
     def __len__(self) -> int:
@@ -70,46 +96,106 @@ class PodTracker:
     def seed(self, bound: Iterable[PodLifecycleEvent]) -> None:
         """Pods published as bound before a restart, so a relist can report those deleted meanwhile."""
         for event in bound:
-            self._known[event.uid] = _KnownPod(namespace=event.namespace, name=event.name, bound=event)
+            self._known[event.uid] = _KnownPod(
+                namespace=event.namespace,
+                name=event.name,
+                ours=event.ours,
+                gang=event.gang,
+                node=event.node,
+                bound=_digest(event),
+            )
 
-    def observe(self, pod: Pod, now: float, *, force: bool = False) -> Outcome:
-        if not tr.is_ours(pod, self.scheduler_name):
-            return Outcome()
-        uid = pod.metadata.uid
+    def observe(self, pod: Pod, now: float) -> Outcome:
+        return self._flush(self._observe(pod, now, force=False), now, force=False)
+
+    def gone(self, uid: str, now: float) -> Outcome:
+        return self._flush(self._gone(uid, now), now, force=False)
+
+    def relisted(self, pods: list[Pod], now: float, *, force: bool = False) -> Outcome:
+        """The full list of pods: the missing ones are gone, the rest observed, then the gangs."""
+        present = {p.metadata.uid for p in pods}
+        outcome = Outcome()
+        for uid in [u for u in self._known if u not in present]:
+            outcome.extend(self._gone(uid, now))
+        for pod in pods:
+            outcome.extend(self._observe(pod, now, force=force))
+        return self._flush(outcome, now, force=force)
+
+    # --- Volcano PodGroups: they only feed the gangs ---
+
+    def podgroup_observed(self, group: PodGroup, now: float) -> Outcome:
+        policy, problems = gangs.podgroup_policy(group)
+        self.gangs.podgroup(tr.who(group.metadata), policy)
+        return self._flush(Outcome(problems=problems), now, force=False)
+
+    def podgroup_gone(self, key: str, now: float) -> Outcome:
+        self.gangs.podgroup_gone(key)
+        return self._flush(Outcome(), now, force=False)
+
+    def podgroups_relisted(self, groups: list[PodGroup], now: float) -> Outcome:
+        outcome = Outcome()
+        policies: dict[str, gangs.GangPolicy] = {}
+        for group in groups:
+            policy, problems = gangs.podgroup_policy(group)
+            policies[tr.who(group.metadata)] = policy
+            outcome.problems.extend(problems)
+        self.gangs.podgroups_relisted(policies)
+        return self._flush(outcome, now, force=False)
+
+    # --- the steps ---
+
+    def _observe(self, pod: Pod, now: float, *, force: bool) -> Outcome:
+        meta = pod.metadata
+        uid = meta.uid
         if tr.is_finished(pod):
-            return self.gone(uid, now)  # a finished pod's devices are free
+            return self._gone(uid, now)  # a finished pod's devices are free
+        ours = tr.is_ours(pod, self.scheduler_name)
+        membership = gangs.membership_of(pod)
         known = self._known.get(uid)
         if tr.is_pending(pod):
+            if not ours or tr.is_gated(pod):
+                return Outcome()  # another scheduler's business, or not ready to be scheduled
             if known is not None and known.bound is None and not force:
-                return Outcome()
+                return Outcome()  # annotations written before binding change nothing
             pending, problems = tr.pending_event(pod, now)
-            self._known[uid] = _KnownPod(namespace=pod.metadata.namespace, name=pod.metadata.name, bound=None)
-            publication = Publication(topic=topics.PODS_PENDING.name, key=uid, event=pending, pending_pod=True)
-            return Outcome(publications=[publication], problems=problems)
-        bound, problems = tr.bound_event(pod, now)
-        if known is not None and _same(known.bound, bound) and not force:
+            gang = membership.gang if membership is not None else ""
+            self._known[uid] = _KnownPod(namespace=meta.namespace, name=meta.name, ours=True, gang=gang)
+            if membership is None:
+                publication = Publication(topic=topics.PODS_PENDING.name, key=uid, event=pending)
+                return Outcome(publications=[publication], problems=problems)
+            policy = None
+            if membership.source is gangs.GangSource.KUEUE:
+                policy, policy_problems = gangs.kueue_policy(pod)
+                problems += policy_problems
+            self.gangs.pending(membership, pending, policy)
+            return Outcome(problems=problems)
+        gang = membership.gang if membership is not None else ""
+        bound, problems = tr.bound_event(pod, now, ours=ours, gang=gang)
+        if ours and membership is not None:
+            running = RunningMember(uid=uid, name=meta.name, node=bound.node)
+            self.gangs.running(membership, meta.namespace, running)
+        digest = _digest(bound)
+        if known is not None and known.bound == digest and not force:
             return Outcome()
-        self._known[uid] = _KnownPod(namespace=pod.metadata.namespace, name=pod.metadata.name, bound=bound)
+        self._known[uid] = _KnownPod(
+            namespace=meta.namespace, name=meta.name, ours=ours, gang=gang, node=bound.node, bound=digest
+        )
         return Outcome(
             publications=[Publication(topic=topics.PODS_LIFECYCLE.name, key=uid, event=bound)], problems=problems
         )
 
-    def gone(self, uid: str, now: float) -> Outcome:
+    def _gone(self, uid: str, now: float) -> Outcome:
         known = self._known.pop(uid, None)
         if known is None:
             return Outcome()
-        node = known.bound.node if known.bound is not None else ""
-        event = tr.deleted_event(uid, known.namespace, known.name, node, now)
+        if known.gang:
+            self.gangs.gone(known.gang, uid)
+        event = tr.deleted_event(uid, known.namespace, known.name, known.node, now, ours=known.ours, gang=known.gang)
         return Outcome(publications=[Publication(topic=topics.PODS_LIFECYCLE.name, key=uid, event=event)])
 
-    def relisted(self, pods: list[Pod], now: float, *, force: bool = False) -> Outcome:
-        """The full list of our pods: the missing ones are gone, the rest observed."""
-        present = {p.metadata.uid for p in pods}
-        outcome = Outcome()
-        for uid in [u for u in self._known if u not in present]:
-            outcome.extend(self.gone(uid, now))
-        for pod in pods:
-            outcome.extend(self.observe(pod, now, force=force))
+    def _flush(self, outcome: Outcome, now: float, *, force: bool) -> Outcome:
+        for gang in self.gangs.flush(now, force=force):
+            outcome.publications.append(Publication(topic=topics.GANGS_PENDING.name, key=gang.name, event=gang))
         return outcome
 
 
@@ -166,13 +252,10 @@ class KeyedTracker(Generic[T, E]):
 
 
 def node_tracker() -> KeyedTracker[Node, NodeStatusEvent]:
-    def translate(node: Node, now: float) -> tuple[NodeStatusEvent, list[tr.Problem]]:
-        return tr.node_status_event(node, now), []
-
     def on_gone(name: str, last: NodeStatusEvent, now: float) -> list[Publication]:
         return [Publication(topic=topics.NODES_STATUS.name, key=name, event=tr.node_deleted_event(name, now))]
 
-    return KeyedTracker(translate, lambda n: n.metadata.name, on_gone, topics.NODES_STATUS.name)
+    return KeyedTracker(tr.node_status_event, lambda n: n.metadata.name, on_gone, topics.NODES_STATUS.name)
 
 
 def hypernode_tracker() -> KeyedTracker[HyperNode, HyperNodeEvent]:
@@ -185,3 +268,14 @@ def hypernode_tracker() -> KeyedTracker[HyperNode, HyperNodeEvent]:
         ]
 
     return KeyedTracker(tr.hypernode_event, lambda h: h.metadata.name, on_gone, topics.TOPOLOGY_NETWORK.name)
+
+
+def topology_tracker() -> KeyedTracker[Topology, TopologyLevelsEvent]:
+    def on_gone(name: str, last: TopologyLevelsEvent, now: float) -> list[Publication]:
+        deleted = tr.topology_deleted_event(name, now)
+        return [
+            Publication(topic=topics.TOPOLOGY_LEVELS.name, key=name, event=deleted),
+            Publication(topic=topics.TOPOLOGY_LEVELS.name, key=name, event=None),
+        ]
+
+    return KeyedTracker(tr.topology_levels_event, lambda t: t.metadata.name, on_gone, topics.TOPOLOGY_LEVELS.name)

@@ -1,14 +1,17 @@
 """Kubernetes objects -> topoplace events: pure functions, no I/O, no clock.
 
-A problem with one field (a bad quantity, an undecodable device annotation)
-never drops the whole object: the event goes out without that part and the
-problem is returned for the caller to log and count.
+A problem with one field (a bad quantity, an undecodable device annotation,
+a toleration the API server would have refused) never drops the whole
+object: the event goes out without that part and the problem is returned
+for the caller to log and count. Gangs are translated in watch_gangs.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from decimal import Decimal
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -16,23 +19,26 @@ from schemas import annotations as pod_annotations
 from schemas import quantity as schema_quantity
 from schemas.events import (
     DeviceAssignment,
-    GangRef,
     HyperNodeEvent,
     HyperNodeMember,
+    LabelSelector,
+    LabelSelectorRequirement,
     LifecyclePhase,
     MemberKind,
     NodeStatusEvent,
     PendingPodEvent,
     PodLifecycleEvent,
+    TopologyLevelsEvent,
 )
-from services.collector.watch_objects import Container, HyperNode, Node, Pod, Quantity
+from schemas.kube import Affinity, Taint, Toleration
+from schemas.pod_requests import effective_request
+from schemas.pod_requests import format_quantity as format_quantity
+from services.collector import watch_objects as obj
+from services.collector.watch_objects import Container, HyperNode, Node, Pod, Quantity, Topology
 
-# Gang membership, as Volcano / the coscheduling plugin mark it on pods.
-GANG_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
-GANG_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io"
-GANG_MIN_MEMBER_KEYS = ("scheduling.k8s.io/min-member", "pod-group.scheduling.sigs.k8s.io/min-available")
 QOS_ANNOTATION = "metax-tech.com/sgpu-qos-policy"  # the MetaX sharing pool a pod's devices run in
 APP_CLASS_ANNOTATION = "metax-tech.com/sgpu-app-class"  # MetaX online/offline class
+SIDECAR_RESTART_POLICY = "Always"  # an init container with it keeps running: a sidecar
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})  # a finished pod holds no devices
 
@@ -45,20 +51,16 @@ class Problem(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
 
 
+def who(meta: obj.ObjectMeta) -> str:
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+
+
 # --- quantities -------------------------------------------------------------------------------
+
 
 def parse_quantity(value: Quantity) -> Decimal:
     """A Kubernetes quantity ("2", "100m", "16Gi", "1e3") as a number; ValueError names the value."""
     return schema_quantity.parse_quantity(str(value))
-
-
-def format_quantity(value: Decimal) -> str:
-    if value == value.to_integral_value():
-        return str(int(value))
-    milli = value * 1000
-    if milli == milli.to_integral_value():
-        return f"{int(milli)}m"
-    return format(value.normalize(), "f")
 
 
 def _container_requests(container: Container) -> dict[str, Quantity]:
@@ -67,46 +69,51 @@ def _container_requests(container: Container) -> dict[str, Quantity]:
 
 
 def pod_requests(pod: Pod) -> tuple[dict[str, str], list[Problem]]:
-    """The pod's effective requests: summed over containers, at least the largest init container.
+    """The pod's effective requests, as kube's PodRequests computes them (schemas.pod_requests).
 
-    A resource given once keeps its spelling; a sum is written back as a plain
-    or milli quantity. A quantity that does not parse is passed on unchanged
-    (the placer rejects it with the reason) and reported as a problem.
+    Containers add up; the largest init container's need (with the sidecars
+    started before it) is the floor; sidecars add to the sum; the pod's overhead
+    is added. A result equal to a quantity the pod wrote keeps that spelling
+    (`16Gi`); any other is written as a plain or milli quantity. A quantity that
+    does not parse is passed on unchanged for its resource (the placer rejects
+    it with the reason) and reported as a problem.
     """
-    who = f"{pod.metadata.namespace}/{pod.metadata.name}"
+    spec = pod.spec
+    where = who(pod.metadata)
     problems: list[Problem] = []
-    raw: dict[str, list[Quantity]] = {}
-    for container in pod.spec.containers:
-        for name, qty in _container_requests(container).items():
-            raw.setdefault(name, []).append(qty)
-    init_max: dict[str, Decimal] = {}
-    for container in pod.spec.init_containers:
-        for name, qty in _container_requests(container).items():
+    bad: dict[str, str] = {}
+    spellings: dict[str, list[tuple[Decimal, str]]] = {}
+
+    def parsed(requests: Mapping[str, Quantity], field: str) -> dict[str, Decimal]:
+        amounts: dict[str, Decimal] = {}
+        for name, qty in requests.items():
             try:
-                init_max[name] = max(init_max.get(name, Decimal(0)), parse_quantity(qty))
+                amounts[name] = amount = parse_quantity(qty)
+                spellings.setdefault(name, []).append((amount, str(qty)))
             except ValueError as exc:
-                problems.append(
-                    Problem(
-                        object=who, field=f"spec.initContainers[{container.name}].resources.{name}", reason=str(exc)
-                    )
-                )
-    result: dict[str, str] = {}
-    for name, quantities in raw.items():
-        try:
-            total = sum((parse_quantity(q) for q in quantities), Decimal(0))
-        except ValueError as exc:
-            problems.append(Problem(object=who, field=f"spec.containers[*].resources.{name}", reason=str(exc)))
-            result[name] = str(quantities[0])
-            continue
-        if name in init_max and init_max[name] > total:
-            result[name] = format_quantity(init_max[name])
-        elif len(quantities) == 1:
-            result[name] = str(quantities[0])
-        else:
-            result[name] = format_quantity(total)
-    for name, value in init_max.items():
-        result.setdefault(name, format_quantity(value))
-    return result, problems
+                problems.append(Problem(object=where, field=f"{field}.{name}", reason=str(exc)))
+                bad.setdefault(name, str(qty))
+        return amounts
+
+    containers = [parsed(_container_requests(c), f"spec.containers[{c.name}].resources") for c in spec.containers]
+    inits = [
+        (parsed(_container_requests(c), f"spec.initContainers[{c.name}].resources"), _is_sidecar(c))
+        for c in spec.init_containers
+    ]
+    overhead = parsed(spec.overhead, "spec.overhead")
+    good = [{n: a for n, a in c.items() if n not in bad} for c in containers]
+    good_inits = [({n: a for n, a in c.items() if n not in bad}, sidecar) for c, sidecar in inits]
+    total = effective_request(good, good_inits, {n: a for n, a in overhead.items() if n not in bad})
+    result = {name: _spelled(amount, spellings[name]) for name, amount in total.items()}
+    return {**result, **bad}, problems
+
+
+def _is_sidecar(container: Container) -> bool:
+    return container.restart_policy == SIDECAR_RESTART_POLICY
+
+
+def _spelled(amount: Decimal, spellings: list[tuple[Decimal, str]]) -> str:
+    return next((text for value, text in spellings if value == amount), None) or format_quantity(amount)
 
 
 # --- pods -------------------------------------------------------------------------------------
@@ -130,33 +137,6 @@ def owner_of(pod: Pod) -> str:
     return f"{ref.kind}/{ref.name}"
 
 
-def gang_of(pod: Pod) -> tuple[GangRef | None, list[Problem]]:
-    meta = pod.metadata
-    group = meta.annotations.get(GANG_NAME_ANNOTATION) or meta.labels.get(GANG_NAME_LABEL)
-    if not group:
-        return None, []
-    min_member, problems = 1, []
-    for key in GANG_MIN_MEMBER_KEYS:
-        text = meta.annotations.get(key) or meta.labels.get(key)
-        if text is None:
-            continue
-        try:
-            min_member = int(text)
-            if min_member < 1:
-                raise ValueError
-        except ValueError:
-            min_member = 1
-            problems.append(
-                Problem(
-                    object=f"{meta.namespace}/{meta.name}",
-                    field=key,
-                    reason=f"{text!r} is not a positive integer; using 1",
-                )
-            )
-        break
-    return GangRef(name=f"{meta.namespace}/{group}", min_member=min_member), problems
-
-
 def is_ours(pod: Pod, scheduler_name: str) -> bool:
     return pod.spec.scheduler_name == scheduler_name
 
@@ -165,13 +145,45 @@ def is_pending(pod: Pod) -> bool:
     return not pod.spec.node_name and pod.status.phase not in TERMINAL_PHASES
 
 
+def is_gated(pod: Pod) -> bool:
+    """Scheduling gates (Kueue's admission gate, for one) hold the pod back from every scheduler."""
+    return bool(pod.spec.scheduling_gates)
+
+
 def is_finished(pod: Pod) -> bool:
     return pod.status.phase in TERMINAL_PHASES
 
 
+D = TypeVar("D")
+
+
+def _decoded(value: Any, kind: type[D], where: str, field: str, problems: list[Problem]) -> D | None:
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError as exc:
+        problems.append(Problem(object=where, field=field, reason=str(exc)))
+        return None
+
+
+def node_constraints(pod: Pod) -> tuple[Affinity | None, tuple[Toleration, ...], list[Problem]]:
+    """Node affinity and tolerations, each checked as the API server checks them; a bad one is left out."""
+    where = who(pod.metadata)
+    problems: list[Problem] = []
+    affinity = None
+    if pod.spec.affinity is not None:
+        affinity = _decoded(pod.spec.affinity, Affinity, where, "spec.affinity", problems)
+        if affinity is not None and affinity.node_affinity is None:
+            affinity = None  # pod (anti-)affinity only: nothing the placer reads yet
+    tolerations = [
+        _decoded(t, Toleration, where, f"spec.tolerations[{i}]", problems) for i, t in enumerate(pod.spec.tolerations)
+    ]
+    return affinity, tuple(t for t in tolerations if t is not None), problems
+
+
 def pending_event(pod: Pod, observed_at: float) -> tuple[PendingPodEvent, list[Problem]]:
+    """A pod of ours waiting for a node; a gang's members get their GangRef when the gang is assembled."""
     requests, problems = pod_requests(pod)
-    gang, gang_problems = gang_of(pod)
+    affinity, tolerations, constraint_problems = node_constraints(pod)
     meta = pod.metadata
     event = PendingPodEvent(
         uid=meta.uid,
@@ -182,34 +194,38 @@ def pending_event(pod: Pod, observed_at: float) -> tuple[PendingPodEvent, list[P
         annotations=dict(meta.annotations),
         labels=dict(meta.labels),
         owner=owner_of(pod),
-        gang=gang,
         priority=pod.spec.priority or 0,
         created_at=parse_timestamp(meta.creation_timestamp),
         observed_at=observed_at,
+        node_selector=dict(pod.spec.node_selector),
+        affinity=affinity,
+        tolerations=tolerations,
     )
-    return event, problems + gang_problems
+    return event, problems + constraint_problems
 
 
 def assigned_devices(pod: Pod) -> tuple[tuple[DeviceAssignment, ...], list[Problem]]:
     """The devices the pod's annotation gives it on the node it is bound to."""
     meta = pod.metadata
-    who = f"{meta.namespace}/{meta.name}"
     text = meta.annotations.get(pod_annotations.DEVICES)
     if text is None:
         return (), []
     try:
         devices = pod_annotations.decode_devices(text)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        return (), [Problem(object=who, field=f"metadata.annotations[{pod_annotations.DEVICES}]", reason=str(exc))]
+        field = f"metadata.annotations[{pod_annotations.DEVICES}]"
+        return (), [Problem(object=who(meta), field=field, reason=str(exc))]
     annotated_node = meta.annotations.get(pod_annotations.NODE)
     if annotated_node and annotated_node != pod.spec.node_name:
         reason = f"the devices are for node {annotated_node!r} but the pod is bound to {pod.spec.node_name!r}"
-        return (), [Problem(object=who, field=f"metadata.annotations[{pod_annotations.NODE}]", reason=reason)]
+        return (), [Problem(object=who(meta), field=f"metadata.annotations[{pod_annotations.NODE}]", reason=reason)]
     return devices, []
 
 
-def bound_event(pod: Pod, observed_at: float) -> tuple[PodLifecycleEvent, list[Problem]]:
+def bound_event(pod: Pod, observed_at: float, *, ours: bool, gang: str = "") -> tuple[PodLifecycleEvent, list[Problem]]:
+    """A pod on a node, of any scheduler: what it holds there (devices, effective requests)."""
     devices, problems = assigned_devices(pod)
+    requests, request_problems = pod_requests(pod)
     meta = pod.metadata
     event = PodLifecycleEvent(
         uid=meta.uid,
@@ -220,32 +236,50 @@ def bound_event(pod: Pod, observed_at: float) -> tuple[PodLifecycleEvent, list[P
         devices=devices,
         qos=meta.annotations.get(QOS_ANNOTATION, "") if devices else "",
         app_class=meta.annotations.get(APP_CLASS_ANNOTATION, "") if devices else "",
+        requests=requests,
+        ours=ours,
+        gang=gang,
         observed_at=observed_at,
     )
-    return event, problems
+    return event, problems + request_problems
 
 
-def deleted_event(uid: str, namespace: str, name: str, node: str, observed_at: float) -> PodLifecycleEvent:
+def deleted_event(
+    uid: str, namespace: str, name: str, node: str, observed_at: float, *, ours: bool = True, gang: str = ""
+) -> PodLifecycleEvent:
     return PodLifecycleEvent(
-        uid=uid, namespace=namespace, name=name, phase=LifecyclePhase.DELETED, node=node, observed_at=observed_at
+        uid=uid,
+        namespace=namespace,
+        name=name,
+        phase=LifecyclePhase.DELETED,
+        node=node,
+        ours=ours,
+        gang=gang,
+        observed_at=observed_at,
     )
 
 
 # --- nodes ------------------------------------------------------------------------------------
 
 
-def node_status_event(node: Node, observed_at: float) -> NodeStatusEvent:
+def node_status_event(node: Node, observed_at: float) -> tuple[NodeStatusEvent, list[Problem]]:
+    """A taint the API server would have refused is left out and reported."""
+    problems: list[Problem] = []
+    name = node.metadata.name
+    taints = [_decoded(t, Taint, name, f"spec.taints[{i}]", problems) for i, t in enumerate(node.spec.taints)]
     ready = next((c.status == "True" for c in node.status.conditions if c.type == "Ready"), False)
-    return NodeStatusEvent(
-        node=node.metadata.name,
+    event = NodeStatusEvent(
+        node=name,
         labels=dict(node.metadata.labels),
         annotations=dict(node.metadata.annotations),
         allocatable={k: str(v) for k, v in node.status.allocatable.items()},
+        taints=tuple(t for t in taints if t is not None),
         ready=ready,
         unschedulable=node.spec.unschedulable,
         resource_version=node.metadata.resource_version,
         observed_at=observed_at,
     )
+    return event, problems
 
 
 def node_deleted_event(name: str, observed_at: float) -> NodeStatusEvent:
@@ -257,32 +291,79 @@ def node_deleted_event(name: str, observed_at: float) -> NodeStatusEvent:
 _MEMBER_KINDS = {"Node": MemberKind.NODE, "HyperNode": MemberKind.HYPERNODE}
 
 
+def label_selector(selector: obj.LabelSelector) -> LabelSelector:
+    return LabelSelector(
+        match_labels=dict(selector.match_labels),
+        match_expressions=tuple(
+            LabelSelectorRequirement(key=e.key, operator=e.operator, values=tuple(e.values))
+            for e in selector.match_expressions
+        ),
+    )
+
+
+def _member(spec: obj.HyperNodeMemberSpec, kind: MemberKind) -> HyperNodeMember | str:
+    """The member as published, or why it cannot be."""
+    selector = spec.selector
+    given = [s for s in (selector.exact_match, selector.regex_match, selector.label_match) if s is not None]
+    if len(given) != 1:
+        return f"needs exactly one of exactMatch, regexMatch, labelMatch; got {len(given)}"
+    if selector.exact_match is not None:
+        if not selector.exact_match.name:
+            return "exactMatch.name is empty"
+        return HyperNodeMember(kind=kind, name=selector.exact_match.name)
+    if selector.regex_match is not None:
+        if not selector.regex_match.pattern:
+            return "regexMatch.pattern is empty"
+        return HyperNodeMember(kind=kind, regex=selector.regex_match.pattern)
+    assert selector.label_match is not None
+    return HyperNodeMember(kind=kind, labels=label_selector(selector.label_match))
+
+
 def hypernode_event(hypernode: HyperNode, observed_at: float) -> tuple[HyperNodeEvent, list[Problem]]:
-    """Members named by exactMatch; regex and label selectors are reported, not resolved."""
+    """Every member with its selector as written (exact name, regex or labels); the tree builder resolves them."""
     name = hypernode.metadata.name
     members: list[HyperNodeMember] = []
     problems: list[Problem] = []
-    for i, member in enumerate(hypernode.spec.members):
-        kind = _MEMBER_KINDS.get(member.type)
+    for i, spec in enumerate(hypernode.spec.members):
+        kind = _MEMBER_KINDS.get(spec.type)
         if kind is None:
-            problems.append(
-                Problem(
-                    object=name, field=f"spec.members[{i}].type", reason=f"{member.type!r} is not Node or HyperNode"
-                )
-            )
+            reason = f"{spec.type!r} is not Node or HyperNode"
+            problems.append(Problem(object=name, field=f"spec.members[{i}].type", reason=reason))
             continue
-        exact = member.selector.exact_match
-        if exact is None or not exact.name:
-            problems.append(
-                Problem(
-                    object=name, field=f"spec.members[{i}].selector", reason="only exactMatch selectors are supported"
-                )
-            )
+        member = _member(spec, kind)
+        if isinstance(member, str):
+            problems.append(Problem(object=name, field=f"spec.members[{i}].selector", reason=member))
             continue
-        members.append(HyperNodeMember(kind=kind, name=exact.name))
-    event = HyperNodeEvent(name=name, tier=hypernode.spec.tier, members=tuple(members), observed_at=observed_at)
+        members.append(member)
+    event = HyperNodeEvent(
+        name=name,
+        tier=hypernode.spec.tier,
+        tier_name=hypernode.spec.tier_name,
+        members=tuple(members),
+        observed_at=observed_at,
+    )
     return event, problems
 
 
 def hypernode_deleted_event(name: str, tier: int, observed_at: float) -> HyperNodeEvent:
     return HyperNodeEvent(name=name, tier=tier, members=(), deleted=True, observed_at=observed_at)
+
+
+# --- Kueue topologies -------------------------------------------------------------------------
+
+
+def topology_levels_event(topology: Topology, observed_at: float) -> tuple[TopologyLevelsEvent, list[Problem]]:
+    """The node-label keys of a Kueue Topology, top level first; an empty label is left out."""
+    name = topology.metadata.name
+    levels: list[str] = []
+    problems: list[Problem] = []
+    for i, level in enumerate(topology.spec.levels):
+        if not level.node_label:
+            problems.append(Problem(object=name, field=f"spec.levels[{i}].nodeLabel", reason="is empty"))
+            continue
+        levels.append(level.node_label)
+    return TopologyLevelsEvent(name=name, levels=tuple(levels), observed_at=observed_at), problems
+
+
+def topology_deleted_event(name: str, observed_at: float) -> TopologyLevelsEvent:
+    return TopologyLevelsEvent(name=name, levels=(), deleted=True, observed_at=observed_at)

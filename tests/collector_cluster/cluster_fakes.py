@@ -44,4 +44,3 @@ class RecordingPublisher:
                 return self.matching(predicate)
 
         return await asyncio.wait_for(enough(), timeout)
-

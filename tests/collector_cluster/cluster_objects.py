@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from services.collector.watch_objects import HyperNode, Node, Pod
+from services.collector.watch_objects import HyperNode, Node, Pod, PodGroup, Topology
 
 
 def pod_json(
@@ -21,6 +21,7 @@ def pod_json(
     annotations: dict[str, str] | None = None,
     labels: dict[str, str] | None = None,
     phase: str = "Pending",
+    spec_extra: dict[str, Any] | None = None,
     **meta: Any,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
@@ -32,6 +33,7 @@ def pod_json(
         spec["initContainers"] = init_containers
     if node:
         spec["nodeName"] = node
+    spec.update(spec_extra or {})
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -65,13 +67,19 @@ def container(
 
 
 def node_json(
-    name: str, *, ready: bool = True, unschedulable: bool = False, labels: dict[str, str] | None = None, gpus: str = "8"
+    name: str,
+    *,
+    ready: bool = True,
+    unschedulable: bool = False,
+    labels: dict[str, str] | None = None,
+    gpus: str = "8",
+    taints: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": labels or {}, "resourceVersion": "3"},
-        "spec": {"unschedulable": unschedulable},
+        "spec": {"unschedulable": unschedulable, "taints": taints or []},
         "status": {
             "allocatable": {"nvidia.com/gpu": gpus, "cpu": "64"},
             "conditions": [
@@ -100,3 +108,41 @@ def hypernode_json(name: str, tier: int, members: list[tuple[str, str]]) -> dict
 
 def hypernode(name: str, tier: int, members: list[tuple[str, str]]) -> HyperNode:
     return msgspec.convert(hypernode_json(name, tier, members), HyperNode)
+
+
+def podgroup_json(
+    name: str,
+    *,
+    namespace: str = "default",
+    min_member: int = 2,
+    network: dict[str, Any] | None = None,
+    sub_groups: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"minMember": min_member, "queue": "default", "minResources": {"nvidia.com/gpu": "8"}}
+    if network is not None:
+        spec["networkTopology"] = network
+    if sub_groups is not None:
+        spec["subGroupPolicy"] = sub_groups
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def podgroup(name: str, **kw: Any) -> PodGroup:
+    return msgspec.convert(podgroup_json(name, **kw), PodGroup)
+
+
+def topology_json(name: str, levels: list[str], version: str = "v1beta1") -> dict[str, Any]:
+    return {
+        "apiVersion": f"kueue.x-k8s.io/{version}",
+        "kind": "Topology",
+        "metadata": {"name": name},
+        "spec": {"levels": [{"nodeLabel": level} for level in levels]},
+    }
+
+
+def topology(name: str, levels: list[str]) -> Topology:
+    return msgspec.convert(topology_json(name, levels), Topology)

@@ -9,4 +9,3 @@ from cluster_fakes import RecordingPublisher
 @pytest.fixture
 def publisher() -> RecordingPublisher:
     return RecordingPublisher()
-

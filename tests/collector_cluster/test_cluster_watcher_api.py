@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import msgspec
 import pytest
 from cluster_fakes import CoreApi, CustomApi, RecordingPublisher, Sent
-from cluster_objects import hypernode_json, node_json, pod_json
+from cluster_objects import container, hypernode, hypernode_json, node_json, pod_json, podgroup_json, topology_json
+from crd_types import PODGROUPS, TOPOLOGIES, server_with
 from kube_clients import client_for
 from kubernetes_asyncio import client
 
@@ -21,10 +23,16 @@ from schemas.events import (
     DeviceAssignment,
     HyperNodeEvent,
     LifecyclePhase,
+    NetworkConstraint,
     NodeStatusEvent,
+    PendingGangEvent,
     PendingPodEvent,
     PodLifecycleEvent,
+    TopologyLevelsEvent,
+    TopologyMode,
 )
+from schemas.topics import Topic
+from services.collector import watch_gangs as gangs
 from services.collector import watch_stream
 from services.collector.cluster_watcher import BAD_FIELDS, ClusterWatcher
 from services.collector.watch_objects import Pod
@@ -348,3 +356,154 @@ async def test_list_watch_retries_while_the_api_server_is_away_and_resumes(publi
         await api.close()
         if second is not None:
             await second.stop()
+
+
+# --- every scheduler's pods, gangs, Kueue topologies, batched publishing ----------------------
+
+
+async def test_bound_pods_of_every_scheduler_are_reported_with_their_requests(
+    kube_client: client.ApiClient, publisher: RecordingPublisher, running: ClusterWatcher
+) -> None:
+    core: CoreApi = client.CoreV1Api(kube_client)
+    body = api_pod(
+        "web", scheduler="default-scheduler", containers=[container("a", requests={"cpu": "2", "memory": "1Gi"})]
+    )
+    await core.create_namespaced_pod("default", body)
+    # another scheduler binds it
+    await core.create_namespaced_pod_binding(
+        "web", "default", {"metadata": {"name": "web"}, "target": {"kind": "Node", "name": "cpu-1"}}
+    )
+    bound = (await publisher.wait_for(lifecycle("web", LifecyclePhase.BOUND)))[0].event
+    assert isinstance(bound, PodLifecycleEvent)
+    assert (bound.node, bound.ours, bound.requests) == ("cpu-1", False, {"cpu": "2", "memory": "1Gi"})
+    await core.delete_namespaced_pod("web", "default")
+    await publisher.wait_for(lifecycle("web", LifecyclePhase.DELETED))
+    assert publisher.matching(pending("web")) == []
+
+
+@pytest.fixture
+async def crd_server(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[KubeApiServer]:
+    async with server_with(monkeypatch, PODGROUPS, TOPOLOGIES) as server:
+        yield server
+
+
+def gang_sent(name: str) -> Callable[[Sent], bool]:
+    return lambda s: s.topic == topics.GANGS_PENDING.name and s.key == name
+
+
+async def test_a_volcano_gang_from_its_podgroup_and_its_pods(
+    crd_server: KubeApiServer, publisher: RecordingPublisher
+) -> None:
+    api = client_for(crd_server.url)
+    watcher = ClusterWatcher(api, publisher, scheduler_name="topoplace", resync_seconds=60, watch_timeout=30)
+    task = await start(watcher)
+    try:
+        core: CoreApi = client.CoreV1Api(api)
+        notes = {gangs.VOLCANO_GROUP_ANNOTATION: "train"}
+        for name in ("w-0", "w-1"):
+            await core.create_namespaced_pod("ml", api_pod(name, namespace="ml", annotations=notes))
+        # the members are known, the PodGroup is not: nothing yet (pods are on one watch, so w-1 was handled)
+        done = await core.create_namespaced_pod("ml", api_pod("marker", namespace="ml"))
+        await publisher.wait_for(pending("marker"))
+        assert publisher.matching(gang_sent("ml/train")) == []
+        custom: CustomApi = client.CustomObjectsApi(api)
+        network = {"mode": "hard", "highestTierAllowed": 1}
+        await custom.create_namespaced_custom_object(
+            PODGROUPS.group,
+            PODGROUPS.version,
+            "ml",
+            "podgroups",
+            podgroup_json("train", namespace="ml", network=network),
+        )
+        sent = (await publisher.wait_for(gang_sent("ml/train")))[0].event
+        assert isinstance(sent, PendingGangEvent)
+        assert [m.name for m in sent.members] == ["w-0", "w-1"] and sent.min_member == 2
+        assert sent.network == NetworkConstraint(mode=TopologyMode.HARD, highest_tier=1)
+        # bind one member: it is running, the gang goes out again with the other one pending
+        w0 = await core.read_namespaced_pod("w-0", "ml")
+        await core.create_namespaced_pod_binding(
+            "w-0", "ml", {"metadata": {"name": "w-0", "uid": w0.metadata.uid}, "target": {"kind": "Node", "name": "g1"}}
+        )
+        again = (await publisher.wait_for(gang_sent("ml/train"), count=2))[1].event
+        assert isinstance(again, PendingGangEvent)
+        assert [m.name for m in again.members] == ["w-1"] and [r.node for r in again.running] == ["g1"]
+        assert done.metadata.uid
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await api.close()
+    # members never went out one by one
+    assert publisher.matching(lambda s: s.topic == topics.PODS_PENDING.name and "w-" in s.event.name) == []  # type: ignore[union-attr]
+
+
+async def test_kueue_topologies_reach_topology_levels(crd_server: KubeApiServer, publisher: RecordingPublisher) -> None:
+    api = client_for(crd_server.url)
+    crd_server.store.create(TOPOLOGIES, topology_json("default", ["cloud/block", "cloud/rack"]))
+    watcher = ClusterWatcher(api, publisher, scheduler_name="topoplace", resync_seconds=60, watch_timeout=30)
+    task = await start(watcher)
+    try:
+        levels = lambda s: s.topic == topics.TOPOLOGY_LEVELS.name  # noqa: E731
+        first = (await publisher.wait_for(levels))[0]
+        assert first.key == "default" and isinstance(first.event, TopologyLevelsEvent)
+        assert first.event.levels == ("cloud/block", "cloud/rack")
+        crd_server.store.delete(TOPOLOGIES, "default")
+        out = await publisher.wait_for(levels, count=3)
+        assert isinstance(out[1].event, TopologyLevelsEvent) and out[1].event.deleted
+        assert out[2] == Sent(topics.TOPOLOGY_LEVELS.name, "default", None)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await api.close()
+
+
+async def test_without_podgroups_and_topologies_the_watcher_is_ready(
+    kube_api: KubeApiServer, kube_client: client.ApiClient, publisher: RecordingPublisher
+) -> None:
+    watcher = ClusterWatcher(kube_client, publisher, scheduler_name="topoplace", resync_seconds=60)
+    task = await start(watcher)  # wait_ready returns: both CRDs answered 404
+    try:
+        assert watcher.ready() and not task.done()
+        assert [w.lists for w in watcher.topology_watches] == [0, 0] and watcher.podgroup_watch.lists == 0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+class ConcurrentPublisher(RecordingPublisher):
+    """Counts the sends in flight at once; a send of a key in `slow` yields a few times before it lands."""
+
+    def __init__(self, slow: frozenset[str] = frozenset()) -> None:
+        super().__init__()
+        self.slow = slow
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def send(self, topic: Topic | str, key: str | None, event: msgspec.Struct | None) -> None:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        for _ in range(5 if key in self.slow and event is not None else 1):
+            await asyncio.sleep(0)  # a round trip to the broker, as far as ordering goes
+        self.in_flight -= 1
+        await super().send(topic, key, event)
+
+
+async def test_a_list_goes_out_together_keeping_each_keys_order(
+    kube_api: KubeApiServer, kube_client: client.ApiClient
+) -> None:
+    for i in range(50):
+        kube_api.store.create("pods", api_pod(f"p-{i}"), namespace="default")
+    publisher = ConcurrentPublisher(slow=frozenset({"tor-a"}))
+    watcher = ClusterWatcher(kube_client, publisher, scheduler_name="topoplace", resync_seconds=60)
+    task = await start(watcher)
+    try:
+        await publisher.wait_for(lambda s: s.topic == topics.PODS_PENDING.name, count=50)
+        assert publisher.most_in_flight > 1  # not one round trip after the other
+        # one key's events in order, other keys free to overtake them
+        watcher.hypernodes.relisted([hypernode("tor-a", 1, [("Node", "n1")]), hypernode("tor-b", 1, [])], 1.0)
+        publisher.sent.clear()
+        await watcher.publish(watcher.hypernodes.relisted([hypernode("tor-b", 1, [("Node", "n2")])], 2.0))
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    order = [(s.key, s.event is None) for s in publisher.sent]
+    assert order == [("tor-b", False), ("tor-a", False), ("tor-a", True)]

@@ -11,7 +11,15 @@ from cluster_objects import hypernode_json, node_json, pod_json
 from opentelemetry import trace
 
 from schemas import topics
-from schemas.events import HyperNodeEvent, LifecyclePhase, NodeStatusEvent, PendingPodEvent, PodLifecycleEvent
+from schemas.events import (
+    HyperNodeEvent,
+    LifecyclePhase,
+    NodeStatusEvent,
+    PendingGangEvent,
+    PendingPodEvent,
+    PodLifecycleEvent,
+)
+from services.collector import watch_gangs as gangs
 from services.collector.cluster_watcher import run_cluster_watcher
 from topoplace.broker import EmbeddedBroker, ensure_topics
 from topoplace.config import Settings
@@ -21,7 +29,13 @@ from topoplace.telemetry import read_spans
 
 pytestmark = pytest.mark.e2e
 
-WATCHED = (topics.PODS_PENDING, topics.PODS_LIFECYCLE, topics.NODES_STATUS, topics.TOPOLOGY_NETWORK)
+WATCHED = (
+    topics.PODS_PENDING,
+    topics.GANGS_PENDING,
+    topics.PODS_LIFECYCLE,
+    topics.NODES_STATUS,
+    topics.TOPOLOGY_NETWORK,
+)
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +163,40 @@ async def test_a_pod_deleted_while_the_watcher_was_down_is_reported_at_restart(o
         finally:
             await watcher.close()
     assert deleted.event.node == "e2e-node-2"  # type: ignore[union-attr]
+
+
+async def test_a_kueue_gang_reaches_gangs_pending_inside_its_span(
+    own_broker: str, inbox: Inbox, tmp_path: Path
+) -> None:
+    traces = tmp_path / "spans.jsonl"
+    async with KubeApiServer() as api:
+        settings = Settings(kafka_bootstrap=own_broker, kube_api_url=api.url, traces_file=str(traces), health_port=0)
+        watcher = Watcher(settings, resync_seconds=60)
+        try:
+            uids = []
+            for name in ("e2e-k-0", "e2e-k-1"):
+                body = pod_json(
+                    name,
+                    namespace="e2e",
+                    labels={gangs.KUEUE_GROUP_NAME: "e2e-gang"},
+                    annotations={gangs.KUEUE_TOTAL_COUNT: "2"},
+                )
+                body["metadata"] = {k: v for k, v in body["metadata"].items() if k not in ("uid", "resourceVersion")}
+                uids.append(api.store.create("pods", body, namespace="e2e")["metadata"]["uid"])
+            message = await inbox.wait_for(is_event(PendingGangEvent, name="e2e/e2e-gang"))
+        finally:
+            await watcher.close()
+    assert message.topic == topics.GANGS_PENDING.name and message.key == "e2e/e2e-gang"
+    gang = message.event
+    assert isinstance(gang, PendingGangEvent) and sorted(m.uid for m in gang.members) == sorted(uids)
+    assert not any(m.topic == topics.PODS_PENDING.name and m.key in uids for m in inbox.messages)
+    spans = [
+        s
+        for s in read_spans(str(traces))
+        if s.name == "gang.pending" and s.attributes.get("topoplace.gang.name") == "e2e/e2e-gang"
+    ]
+    assert len(spans) == 1
+    member_uids = spans[0].attributes["topoplace.gang.member_uids"]
+    assert isinstance(member_uids, list) and sorted(member_uids) == sorted(uids)
+    carried = trace.get_current_span(message.trace_context).get_span_context()
+    assert f"{carried.trace_id:032x}" == spans[0].trace_id

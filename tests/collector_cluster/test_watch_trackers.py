@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from cluster_objects import hypernode, node, pod
+from cluster_objects import container, hypernode, node, pod, topology
 
 from schemas import annotations as pod_annotations
 from schemas import topics
-from schemas.events import HyperNodeEvent, LifecyclePhase, PendingPodEvent, PodLifecycleEvent
-from services.collector.watch_trackers import PodTracker, hypernode_tracker, node_tracker
+from schemas.events import HyperNodeEvent, LifecyclePhase, PendingPodEvent, PodLifecycleEvent, TopologyLevelsEvent
+from services.collector.watch_trackers import PodTracker, hypernode_tracker, node_tracker, topology_tracker
 
 DEVICES = {pod_annotations.DEVICES: '[{"index": 1}]', pod_annotations.NODE: "gpu-1"}
 
@@ -15,9 +15,7 @@ DEVICES = {pod_annotations.DEVICES: '[{"index": 1}]', pod_annotations.NODE: "gpu
 def test_a_pending_pod_is_published_once_then_again_on_resync() -> None:
     tracker = PodTracker("topoplace")
     first = tracker.observe(pod("p"), 1.0)
-    assert [(p.topic, p.key, p.pending_pod) for p in first.publications] == [
-        (topics.PODS_PENDING.name, "uid-default-p", True)
-    ]
+    assert [(p.topic, p.key) for p in first.publications] == [(topics.PODS_PENDING.name, "uid-default-p")]
     assert isinstance(first.publications[0].event, PendingPodEvent)
     # the binder annotating the pod before it binds must not re-publish it
     assert tracker.observe(pod("p", annotations={"x": "y"}), 2.0).publications == []
@@ -25,11 +23,47 @@ def test_a_pending_pod_is_published_once_then_again_on_resync() -> None:
     assert tracker.relisted([pod("p")], 4.0).publications == []
 
 
-def test_pods_of_other_schedulers_are_ignored() -> None:
+def test_pending_pods_of_other_schedulers_are_ignored_their_bound_pods_reported() -> None:
     tracker = PodTracker("topoplace")
     assert tracker.observe(pod("p", scheduler="default-scheduler"), 1.0).publications == []
-    assert tracker.observe(pod("q", scheduler="default-scheduler", node="n"), 1.0).publications == []
-    assert len(tracker) == 0
+    assert len(tracker) == 0  # nothing kept of another scheduler's pending pod
+    out = tracker.observe(pod("q", scheduler="default-scheduler", node="n", phase="Running"), 2.0).publications
+    assert [(p.topic, p.key) for p in out] == [(topics.PODS_LIFECYCLE.name, "uid-default-q")]
+    event = out[0].event
+    assert isinstance(event, PodLifecycleEvent)
+    assert (event.phase, event.node, event.ours, event.requests) == (
+        LifecyclePhase.BOUND,
+        "n",
+        False,
+        {"nvidia.com/gpu": "1"},
+    )
+    assert tracker.observe(pod("q", scheduler="default-scheduler", node="n", phase="Running"), 3.0).publications == []
+    deleted = tracker.gone("uid-default-q", 4.0).publications
+    assert isinstance(deleted[0].event, PodLifecycleEvent)
+    assert (deleted[0].event.phase, deleted[0].event.node, deleted[0].event.ours) == (
+        LifecyclePhase.DELETED,
+        "n",
+        False,
+    )
+
+
+def test_a_gated_pod_is_not_pending_until_its_gates_are_gone() -> None:
+    tracker = PodTracker("topoplace")
+    gated = pod("p", spec_extra={"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]})
+    assert tracker.observe(gated, 1.0).publications == []
+    out = tracker.observe(pod("p"), 2.0).publications
+    assert [(p.topic, p.key) for p in out] == [(topics.PODS_PENDING.name, "uid-default-p")]
+
+
+def test_a_changed_request_of_a_bound_pod_is_published_again() -> None:
+    # in-place resize changes what the pod holds on its node
+    tracker = PodTracker("topoplace")
+    small = [container("a", requests={"cpu": "1"})]
+    big = [container("a", requests={"cpu": "2"})]
+    assert len(tracker.observe(pod("p", node="n", containers=small), 1.0).publications) == 1
+    assert tracker.observe(pod("p", node="n", containers=small), 2.0).publications == []
+    out = tracker.observe(pod("p", node="n", containers=big), 3.0).publications
+    assert [p.event.requests for p in out if isinstance(p.event, PodLifecycleEvent)] == [{"cpu": "2"}]
 
 
 def test_binding_then_deletion() -> None:
@@ -94,6 +128,17 @@ def test_node_changes_that_matter_and_those_that_do_not() -> None:
     assert len(tracker.observe(node("n", unschedulable=True), 3.0).publications) == 1
     gone = tracker.relisted([], 4.0).publications
     assert [(p.key, p.event.deleted) for p in gone] == [("n", True)]  # type: ignore[union-attr]
+
+
+def test_topology_deletion_is_an_event_then_a_tombstone() -> None:
+    tracker = topology_tracker()
+    first = tracker.observe(topology("default", ["cloud/rack", "kubernetes.io/hostname"]), 1.0).publications
+    assert [(p.topic, p.key) for p in first] == [(topics.TOPOLOGY_LEVELS.name, "default")]
+    assert tracker.observe(topology("default", ["cloud/rack", "kubernetes.io/hostname"]), 2.0).publications == []
+    assert len(tracker.relisted([topology("default", ["cloud/rack"])], 3.0).publications) == 1
+    out = tracker.relisted([], 4.0).publications
+    assert [(p.topic, p.key) for p in out] == [(topics.TOPOLOGY_LEVELS.name, "default")] * 2
+    assert isinstance(out[0].event, TopologyLevelsEvent) and out[0].event.deleted and out[1].event is None
 
 
 def test_hypernode_deletion_is_an_event_then_a_tombstone() -> None:

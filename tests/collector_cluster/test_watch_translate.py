@@ -4,13 +4,37 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
+import msgspec
 import pytest
-from cluster_objects import container, hypernode, node, pod
+from cluster_objects import container, hypernode_json, node, pod, topology
 
 from schemas import annotations as pod_annotations
-from schemas.events import DeviceAssignment, GangRef, HyperNodeMember, LifecyclePhase, MemberKind
+from schemas.events import (
+    DeviceAssignment,
+    HyperNodeEvent,
+    HyperNodeMember,
+    LabelSelector,
+    LabelSelectorRequirement,
+    LifecyclePhase,
+    MemberKind,
+)
+from schemas.kube import (
+    Affinity,
+    NodeAffinity,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Taint,
+    Toleration,
+)
 from services.collector import watch_translate as tr
+from services.collector.watch_objects import HyperNode
+from services.placer.engine.network.objects import HyperNode as EngineHyperNode
+from services.placer.engine.network.objects import from_event
+
+HOSTNAME = "kubernetes.io/hostname"
 
 
 @pytest.mark.parametrize(
@@ -72,8 +96,91 @@ def test_bad_quantity_is_passed_on_and_reported() -> None:
     )
     requests, problems = tr.pod_requests(p)
     assert requests == {"nvidia.com/gpu": "two"}
-    assert [(pr.object, pr.field) for pr in problems] == [("default/p", "spec.containers[*].resources.nvidia.com/gpu")]
+    assert [(pr.object, pr.field) for pr in problems] == [("default/p", "spec.containers[a].resources.nvidia.com/gpu")]
     assert "'two'" in problems[0].reason
+
+
+def test_sidecars_add_to_the_sum_and_overhead_is_added() -> None:
+    sidecar = {**container("proxy", requests={"cpu": "250m", "memory": "64Mi"}), "restartPolicy": "Always"}
+    p = pod(
+        "p",
+        containers=[container("main", requests={"cpu": "1", "memory": "1Gi"})],
+        init_containers=[sidecar, container("setup", requests={"cpu": "1500m"})],
+        spec_extra={"overhead": {"cpu": "100m", "memory": "16Mi"}},
+    )
+    requests, problems = tr.pod_requests(p)
+    assert problems == []
+    # cpu: containers 1 + sidecar 0.25 = 1.25; the init "setup" needs 1.5 + the sidecar 0.25 = 1.75 > 1.25;
+    # then the overhead 0.1. memory: 1Gi + 64Mi + 16Mi.
+    assert requests == {"cpu": "1850m", "memory": str(2**30 + 80 * 2**20)}
+
+
+def test_a_result_equal_to_a_written_quantity_keeps_that_spelling() -> None:
+    p = pod(
+        "p",
+        containers=[container("a", requests={"memory": "1Gi"})],
+        init_containers=[container("i", requests={"memory": "4Gi"})],
+    )
+    assert tr.pod_requests(p)[0] == {"memory": "4Gi"}
+
+
+def test_pending_event_carries_the_node_constraints() -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+            }
+        },
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []},
+    }
+    tolerations = [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Exists", "value": "yes"},  # the API server refuses a value with Exists
+    ]
+    p = pod("p", spec_extra={"nodeSelector": {"gpu": "h100"}, "affinity": affinity, "tolerations": tolerations})
+    event, problems = tr.pending_event(p, 1.0)
+    assert event.node_selector == {"gpu": "h100"}
+    requirement = NodeSelectorRequirement(key="zone", operator="In", values=("a",))
+    term = NodeSelectorTerm(match_expressions=(requirement,))
+    assert event.affinity == Affinity(
+        node_affinity=NodeAffinity(
+            required_during_scheduling_ignored_during_execution=NodeSelector(node_selector_terms=(term,))
+        )
+    )
+    assert event.tolerations == (Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),)
+    assert [pr.field for pr in problems] == ["spec.tolerations[1]"] and "Exists" in problems[0].reason
+
+
+def test_bad_affinity_is_left_out_and_reported() -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Near"}]}]
+            }
+        }
+    }
+    event, problems = tr.pending_event(pod("p", spec_extra={"affinity": affinity}), 1.0)
+    assert event.affinity is None
+    assert [pr.field for pr in problems] == ["spec.affinity"] and "Near" in problems[0].reason
+
+
+def test_pod_affinity_alone_is_no_node_constraint() -> None:
+    event, problems = tr.pending_event(pod("p", spec_extra={"affinity": {"podAffinity": {}}}), 1.0)
+    assert event.affinity is None and problems == []
+
+
+def test_bound_event_of_another_scheduler_carries_its_requests() -> None:
+    p = pod(
+        "web",
+        scheduler="default-scheduler",
+        node="n1",
+        containers=[container("a", requests={"cpu": "2", "memory": "4Gi"})],
+        labels={"kueue.x-k8s.io/pod-group-name": "g"},
+    )
+    event, problems = tr.bound_event(p, 1.0, ours=False, gang="default/g")
+    assert problems == []
+    assert (event.node, event.ours, event.gang, event.devices) == ("n1", False, "default/g", ())
+    assert event.requests == {"cpu": "2", "memory": "4Gi"}
 
 
 def test_pending_event_carries_the_pod() -> None:
@@ -102,38 +209,6 @@ def test_pending_event_carries_the_pod() -> None:
     assert event.observed_at == 5.0 and event.gang is None
 
 
-@pytest.mark.parametrize(
-    ("annotations_", "labels", "gang"),
-    [
-        ({tr.GANG_NAME_ANNOTATION: "job-a"}, {}, GangRef(name="ml/job-a", min_member=1)),
-        (
-            {tr.GANG_NAME_ANNOTATION: "job-a", "scheduling.k8s.io/min-member": "4"},
-            {},
-            GangRef(name="ml/job-a", min_member=4),
-        ),
-        (
-            {},
-            {tr.GANG_NAME_LABEL: "pg", "pod-group.scheduling.sigs.k8s.io/min-available": "2"},
-            GangRef(name="ml/pg", min_member=2),
-        ),
-        ({}, {}, None),
-    ],
-)
-def test_gang_from_annotation_or_label(
-    annotations_: dict[str, str], labels: dict[str, str], gang: GangRef | None
-) -> None:
-    event, problems = tr.pending_event(pod("p", namespace="ml", annotations=annotations_, labels=labels), 0.0)
-    assert event.gang == gang and problems == []
-
-
-def test_bad_min_member_is_reported_and_one_is_used() -> None:
-    gang, problems = tr.gang_of(
-        pod("p", annotations={tr.GANG_NAME_ANNOTATION: "g", "scheduling.k8s.io/min-member": "0"})
-    )
-    assert gang == GangRef(name="default/g", min_member=1)
-    assert problems[0].field == "scheduling.k8s.io/min-member"
-
-
 def test_bound_event_decodes_the_device_annotation() -> None:
     devices = (
         DeviceAssignment(index=2, uuid="GPU-2"),
@@ -148,10 +223,11 @@ def test_bound_event_decodes_the_device_annotation() -> None:
             tr.QOS_ANNOTATION: "fixed-share",
         },
     )
-    event, problems = tr.bound_event(p, 1.0)
+    event, problems = tr.bound_event(p, 1.0, ours=True)
     assert problems == []
     assert event.phase is LifecyclePhase.BOUND and event.node == "gpu-1"
     assert event.devices == devices and event.qos == "fixed-share"
+    assert event.requests == {"nvidia.com/gpu": "1"} and event.ours and event.gang == ""
 
 
 @pytest.mark.parametrize(
@@ -166,32 +242,108 @@ def test_bound_event_decodes_the_device_annotation() -> None:
     ],
 )
 def test_undecodable_devices_give_no_devices_and_a_problem(annotations_: dict[str, str], field: str) -> None:
-    event, problems = tr.bound_event(pod("p", node="gpu-1", annotations=annotations_), 1.0)
+    event, problems = tr.bound_event(pod("p", node="gpu-1", annotations=annotations_), 1.0, ours=True)
     assert event.devices == () and event.node == "gpu-1"
     assert [p.field for p in problems] == [field] and problems[0].reason
 
 
 def test_node_status_event() -> None:
-    event = tr.node_status_event(node("gpu-1", unschedulable=True, labels={"zone": "a"}), 2.0)
-    assert event.node == "gpu-1" and event.labels == {"zone": "a"}
+    event, problems = tr.node_status_event(node("gpu-1", unschedulable=True, labels={"zone": "a"}), 2.0)
+    assert event.node == "gpu-1" and event.labels == {"zone": "a"} and problems == []
     assert event.allocatable == {"nvidia.com/gpu": "8", "cpu": "64"}
     assert event.ready is True and event.unschedulable is True and event.deleted is False
-    assert tr.node_status_event(node("n", ready=False), 0).ready is False
+    assert tr.node_status_event(node("n", ready=False), 0)[0].ready is False
 
 
 def test_node_without_ready_condition_is_not_ready() -> None:
     n = node("n")
     n.status.conditions = []
-    assert tr.node_status_event(n, 0).ready is False
+    assert tr.node_status_event(n, 0)[0].ready is False
 
 
-def test_hypernode_event_takes_exact_matches_and_reports_the_rest() -> None:
-    h = hypernode("tor-1", 1, [("Node", "n1"), ("HyperNode", "sub")])
-    h.spec.members.append(type(h.spec.members[0])(type="Node"))  # a selector without exactMatch
-    event, problems = tr.hypernode_event(h, 3.0)
-    assert event.name == "tor-1" and event.tier == 1
-    assert event.members == (
-        HyperNodeMember(kind=MemberKind.NODE, name="n1"),
-        HyperNodeMember(kind=MemberKind.HYPERNODE, name="sub"),
+def test_node_taints_are_published_and_a_bad_one_is_reported() -> None:
+    taints = [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "maintenance", "effect": "Sometimes"},
+        {"key": "spot", "effect": "PreferNoSchedule", "timeAdded": "2026-01-01T00:00:00Z"},
+    ]
+    event, problems = tr.node_status_event(node("gpu-1", taints=taints), 1.0)
+    assert event.taints == (
+        Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule"),
+        Taint(key="spot", effect="PreferNoSchedule"),
     )
-    assert [p.field for p in problems] == ["spec.members[2].selector"]
+    assert [(p.object, p.field) for p in problems] == [("gpu-1", "spec.taints[1]")]
+    assert "Sometimes" in problems[0].reason
+
+
+def test_hypernode_event_keeps_every_selector_and_the_tier_name() -> None:
+    body = hypernode_json("s0", 2, [("HyperNode", "tor-1")])
+    body["spec"]["tierName"] = "spine"
+    body["spec"]["members"] += [
+        {"type": "Node", "selector": {"regexMatch": {"pattern": "^gpu-[0-9]+$"}}},
+        {
+            "type": "Node",
+            "selector": {
+                "labelMatch": {
+                    "matchLabels": {"rack": "r1"},
+                    "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}],
+                }
+            },
+        },
+    ]
+    event, problems = tr.hypernode_event(msgspec.convert(body, HyperNode), 3.0)
+    assert problems == []
+    assert (event.name, event.tier, event.tier_name) == ("s0", 2, "spine")
+    assert event.members == (
+        HyperNodeMember(kind=MemberKind.HYPERNODE, name="tor-1"),
+        HyperNodeMember(kind=MemberKind.NODE, regex="^gpu-[0-9]+$"),
+        HyperNodeMember(
+            kind=MemberKind.NODE,
+            labels=LabelSelector(
+                match_labels={"rack": "r1"},
+                match_expressions=(LabelSelectorRequirement(key="zone", operator="In", values=("a", "b")),),
+            ),
+        ),
+    )
+    # what the engine builds from the event is what it builds from the object itself
+    assert from_event(event) == msgspec.convert(body, EngineHyperNode)
+
+
+@pytest.mark.parametrize(
+    ("member", "field", "reason"),
+    [
+        ({"type": "Node", "selector": {}}, "spec.members[1].selector", "exactly one"),
+        (
+            {"type": "Node", "selector": {"exactMatch": {"name": "a"}, "regexMatch": {"pattern": "b"}}},
+            "spec.members[1].selector",
+            "exactly one",
+        ),
+        ({"type": "Node", "selector": {"exactMatch": {"name": ""}}}, "spec.members[1].selector", "empty"),
+        ({"type": "Node", "selector": {"regexMatch": {"pattern": ""}}}, "spec.members[1].selector", "empty"),
+        ({"type": "Rack", "selector": {"exactMatch": {"name": "r"}}}, "spec.members[1].type", "'Rack'"),
+    ],
+)
+def test_a_bad_member_is_left_out_and_reported(member: dict[str, Any], field: str, reason: str) -> None:
+    body = hypernode_json("tor-1", 1, [("Node", "n1")])
+    body["spec"]["members"].append(member)
+    event, problems = tr.hypernode_event(msgspec.convert(body, HyperNode), 3.0)
+    assert event.members == (HyperNodeMember(kind=MemberKind.NODE, name="n1"),)
+    assert [p.field for p in problems] == [field] and reason in problems[0].reason
+
+
+def test_old_hypernode_events_still_decode() -> None:
+    raw = b'{"name": "tor", "tier": 1, "members": [{"kind": "node", "name": "n1"}]}'
+    event = msgspec.json.decode(raw, type=HyperNodeEvent)
+    assert event.members == (HyperNodeMember(kind=MemberKind.NODE, name="n1"),) and event.tier_name == ""
+
+
+def test_topology_levels_event() -> None:
+    event, problems = tr.topology_levels_event(topology("default", ["cloud/block", "cloud/rack", HOSTNAME]), 4.0)
+    assert (event.name, event.levels, event.deleted, problems) == (
+        "default",
+        ("cloud/block", "cloud/rack", HOSTNAME),
+        False,
+        [],
+    )
+    event, problems = tr.topology_levels_event(topology("t", ["cloud/rack", ""]), 4.0)
+    assert event.levels == ("cloud/rack",) and [p.field for p in problems] == ["spec.levels[1].nodeLabel"]

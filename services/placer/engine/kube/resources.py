@@ -26,10 +26,11 @@ Kube iterates scalar resources in map order; here they are checked in name order
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 
-import msgspec
-
+# A pod's effective request lives in the event contract, shared with the cluster watcher.
+from schemas.pod_requests import InitContainerRequest as InitContainerRequest
+from schemas.pod_requests import effective_pod_request as effective_pod_request
 from schemas.quantity import QuantityError, milli_value, value
 from services.placer.engine.errors import RequestError
 
@@ -107,52 +108,3 @@ def fit_failures(
 ) -> list[str]:
     """Why the pod's request does not fit the node (milli-units; `requested` = what its pods already ask)."""
     return ResourceFit(request, ignored).failures(allocatable, requested, pod_count)
-
-
-class InitContainerRequest(msgspec.Struct, frozen=True, kw_only=True):
-    requests: Mapping[str, int]  # milli-units
-    restartable: bool = False  # restartPolicy: Always, i.e. a sidecar that keeps running
-
-
-def effective_pod_request(
-    containers: Iterable[Mapping[str, int]],
-    init_containers: Iterable[InitContainerRequest] = (),
-    overhead: Mapping[str, int] | None = None,
-) -> dict[str, int]:
-    """The pod's request per resource, as k8s.io/component-helpers resource.PodRequests computes it.
-
-    Containers run together: their requests add up. Init containers run one at a
-    time before them, but sidecars (restartable init containers) keep running:
-    each sidecar adds to the sum, and an ordinary init container needs its own
-    request plus every sidecar started before it. The pod needs the larger of
-    the sum and every init container's need, plus the pod's overhead.
-    Container requests are taken as given (the API server has already copied a
-    limit into a missing request). Kube adds exact quantities and rounds once;
-    adding milli-units rounds each container, which differs only below a
-    thousandth of a cpu or a byte.
-    """
-    total: dict[str, int] = {}
-    for requests in containers:
-        _add(total, requests)
-    sidecars: dict[str, int] = {}
-    init_need: dict[str, int] = {}
-    for init in init_containers:
-        if init.restartable:
-            _add(total, init.requests)
-            _add(sidecars, init.requests)
-            need = dict(sidecars)
-        else:
-            need = dict(init.requests)
-            _add(need, sidecars)
-        for name, amount in need.items():
-            init_need[name] = max(init_need.get(name, 0), amount)
-    for name, amount in init_need.items():
-        total[name] = max(total.get(name, 0), amount)
-    if overhead:
-        _add(total, overhead)
-    return total
-
-
-def _add(into: dict[str, int], amounts: Mapping[str, int]) -> None:
-    for name, amount in amounts.items():
-        into[name] = into.get(name, 0) + amount

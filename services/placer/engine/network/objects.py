@@ -3,8 +3,8 @@
 Field names follow the CRD. A member's selector names exactly one of
 `exactMatch` (a node or a HyperNode by name), `regexMatch` (node names) or
 `labelMatch` (node labels); Volcano's admission webhook allows the last two for
-`Node` members only. The flattened `HyperNodeEvent` of `topology.network`
-(exact names only) converts to the same object with `from_event`.
+`Node` members only. The `HyperNodeEvent` of `topology.network` (each member's
+selector and the tierName kept) converts to the same object with `from_event`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Literal
 
 import msgspec
 
-from schemas.events import HyperNodeEvent, MemberKind
+from schemas.events import HyperNodeEvent, HyperNodeMember, MemberKind
 
 MemberType = Literal["Node", "HyperNode"]
 
@@ -89,9 +89,23 @@ def exact_member(kind: MemberType, name: str) -> Member:
 
 
 def from_event(event: HyperNodeEvent) -> HyperNode:
-    """The flattened event of `topology.network` as a HyperNode (exact members, no tierName)."""
-    members = tuple(exact_member("Node" if m.kind is MemberKind.NODE else "HyperNode", m.name) for m in event.members)
-    return HyperNode(metadata=ObjectMeta(name=event.name), spec=HyperNodeSpec(tier=event.tier, members=members))
+    """The `topology.network` event as the HyperNode it was published from (selectors and tierName kept)."""
+    members = tuple(_member_from_event(m) for m in event.members)
+    spec = HyperNodeSpec(tier=event.tier, tier_name=event.tier_name, members=members)
+    return HyperNode(metadata=ObjectMeta(name=event.name), spec=spec)
+
+
+def _member_from_event(member: HyperNodeMember) -> Member:
+    kind: MemberType = "Node" if member.kind is MemberKind.NODE else "HyperNode"
+    if member.regex:
+        return Member(type=kind, selector=MemberSelector(regex_match=RegexMatch(pattern=member.regex)))
+    if member.labels is not None:
+        expressions = tuple(
+            LabelRequirement(key=e.key, operator=e.operator, values=e.values) for e in member.labels.match_expressions
+        )
+        labels = LabelMatch(match_labels=dict(member.labels.match_labels), match_expressions=expressions)
+        return Member(type=kind, selector=MemberSelector(label_match=labels))
+    return exact_member(kind, member.name)
 
 
 def as_hypernodes(items: object) -> tuple[HyperNode, ...]:
@@ -114,7 +128,7 @@ def decode_hypernodes(raw: object) -> tuple[HyperNode, ...]:
     """Plain JSON values (a List object, or a list of objects in either form) as HyperNodes.
 
     An item with `metadata` is a HyperNode object; one with `name` and `tier` at
-    the top is the flattened event. A bad item raises msgspec.ValidationError
+    the top is the `topology.network` event. A bad item raises msgspec.ValidationError
     naming the field.
     """
     if isinstance(raw, dict) and "items" in raw:
