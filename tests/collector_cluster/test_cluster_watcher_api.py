@@ -456,17 +456,21 @@ async def test_kueue_topologies_reach_topology_levels(crd_server: KubeApiServer,
         await api.close()
 
 
-async def test_without_podgroups_and_topologies_the_watcher_is_ready(
-    kube_api: KubeApiServer, kube_client: client.ApiClient, publisher: RecordingPublisher
-) -> None:
-    watcher = ClusterWatcher(kube_client, publisher, scheduler_name="topoplace", resync_seconds=60)
-    task = await start(watcher)  # wait_ready returns: both CRDs answered 404
-    try:
-        assert watcher.ready() and not task.done()
-        assert [w.lists for w in watcher.topology_watches] == [0, 0] and watcher.podgroup_watch.lists == 0
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+async def test_without_podgroups_and_topologies_the_watcher_is_ready(publisher: RecordingPublisher) -> None:
+    from topoplace.kubeapi import resources
+
+    without = tuple(r for r in resources.ALL if r.group not in ("scheduling.volcano.sh", "kueue.x-k8s.io"))
+    async with KubeApiServer(served=without, bookmark_interval=0.5) as server:
+        api = client_for(server.url)
+        watcher = ClusterWatcher(api, publisher, scheduler_name="topoplace", resync_seconds=60)
+        task = await start(watcher)  # wait_ready returns: both CRDs answered 404
+        try:
+            assert watcher.ready() and not task.done()
+            assert [w.lists for w in watcher.topology_watches] == [0, 0] and watcher.podgroup_watch.lists == 0
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await api.close()
 
 
 class ConcurrentPublisher(RecordingPublisher):
