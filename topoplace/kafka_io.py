@@ -12,6 +12,7 @@ in `Received.trace_context`, and the handler opens its processing span there.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -60,6 +61,15 @@ log = logging.getLogger(__name__)
 # 50 ms keeps a pod's pending -> bound latency low for a few idle polls per second.
 FETCH_MAX_WAIT_MS = 50
 
+# A dead letter carries at most this much of the rejected value (bytes of UTF-8), so that even
+# escaped as JSON (a control character takes 6 bytes) it stays far below the producer's 1 MB limit.
+DLQ_VALUE_MAX_BYTES = 16 * 1024
+DLQ_ERROR_MAX_CHARS = 4096
+
+# A follower that has not reached the end offsets it read at start within this time declares
+# itself caught up anyway: a restarted broker once reported an end that no fetch reached.
+CATCH_UP_TIMEOUT_S = 30.0
+
 # --- metrics (default registry; served by topoplace.health) ----------------------------------
 
 MESSAGES_CONSUMED = Counter("topoplace_messages_consumed", "Messages read from a topic", ["topic", "service"])
@@ -68,6 +78,16 @@ MESSAGES_DEAD_LETTERED = Counter(
     "topoplace_messages_dead_lettered",
     "Messages rejected (sent to <topic>.dlq, or dropped when there is no producer)",
     ["topic", "reason", "service"],
+)
+DEAD_LETTERS_FAILED = Counter(
+    "topoplace_dead_letters_failed",
+    "Rejected messages whose dead letter could not be sent (logged, committed, skipped)",
+    ["topic", "service"],
+)
+CATCH_UP_GIVEN_UP = Counter(
+    "topoplace_follower_catch_up_given_up",
+    "Followers that declared themselves caught up at their time limit, short of the end offsets",
+    ["service"],
 )
 HANDLER_SECONDS = Histogram(
     "topoplace_handler_seconds",
@@ -198,8 +218,9 @@ class _Processor:
     async def process(self, record: ConsumerRecord[bytes, bytes], handler: Handler) -> None:
         """Hand one record to `handler`; a bad record or a failed handler is dead-lettered.
 
-        Returns once the record is done with (handled or durably rejected); raises
-        only when the rejection itself could not be sent.
+        Returns once the record is done with: handled, dead-lettered, or (when the
+        dead letter itself cannot be sent) logged and counted, so that one message
+        never stops its partition.
         """
         MESSAGES_CONSUMED.labels(topic=record.topic, service=self.service).inc()
         try:
@@ -241,23 +262,46 @@ class _Processor:
             log.warning("message.rejected", extra={"fields": fields})
             return
         key = decode_key(record.key)
-        dead = DeadLetterEvent(
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            key=key,
-            value=(record.value or b"").decode("utf-8", errors="replace"),
-            error=error,
-            service=self.service,
-            failed_at=time.time(),
-        )
+        dead = dead_letter(record, key=key, error=error, service=self.service, failed_at=time.time())
         # The dead letter stays in the trace of the message it rejects.
         token = otel_context.attach(extract_trace_context(tuple(record.headers or ())))
         try:
             await self.producer.send(self.topics[record.topic].dlq, key, dead)
+        except Exception as exc:  # noqa: BLE001 - one message must never stop its partition
+            DEAD_LETTERS_FAILED.labels(topic=record.topic, service=self.service).inc()
+            log.error(
+                "message.dead_letter_failed",
+                extra={"fields": {**fields, "dlq_error": f"{type(exc).__name__}: {exc}"[:DLQ_ERROR_MAX_CHARS]}},
+            )
+            return
         finally:
             otel_context.detach(token)
         log.warning("message.dead_lettered", extra={"fields": fields})
+
+
+def dead_letter(
+    record: ConsumerRecord[bytes, bytes], *, key: str | None, error: str, service: str, failed_at: float
+) -> DeadLetterEvent:
+    """The DLQ copy of a rejected record: its value cut to DLQ_VALUE_MAX_BYTES, with size and SHA-256 of the whole."""
+    raw = record.value or b""
+    text = raw.decode("utf-8", errors="replace")
+    encoded = text.encode("utf-8")
+    truncated = len(encoded) > DLQ_VALUE_MAX_BYTES
+    if truncated:
+        text = encoded[:DLQ_VALUE_MAX_BYTES].decode("utf-8", errors="ignore")  # no half character at the cut
+    return DeadLetterEvent(
+        topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+        key=key,
+        value=text,
+        error=error[:DLQ_ERROR_MAX_CHARS],
+        service=service,
+        failed_at=failed_at,
+        value_size=len(raw),
+        value_sha256=hashlib.sha256(raw).hexdigest(),
+        value_truncated=truncated,
+    )
 
 
 class _StoppableLoop:
@@ -383,7 +427,7 @@ class EventConsumer(_StoppableLoop):
             )
             for result in results:
                 if isinstance(result, BaseException):
-                    raise result  # a rejection that could not be sent: uncommitted, read again
+                    raise result  # cancelled: uncommitted, read again
             await self._commit(consumer, tp, window[-1].offset + 1)
 
     async def _commit(self, consumer: AIOKafkaConsumer, tp: TopicPartition, next_offset: int) -> None:
@@ -451,13 +495,29 @@ class TopicFollower(_StoppableLoop):
         *,
         service: str,
         producer: EventProducer | None = None,
+        catch_up_timeout: float = CATCH_UP_TIMEOUT_S,
     ) -> None:
         super().__init__()
         self.bootstrap = bootstrap
         self.topics = tuple(topics)
         self.service = service
+        self.catch_up_timeout = catch_up_timeout
         self._processor = _Processor(self.topics, service, producer)
         self.caught_up = asyncio.Event()
+        # Partition -> (position reached, end to reach); None until the ends are known.
+        self._progress: dict[TopicPartition, tuple[int, int]] | None = None
+
+    def waiting_reason(self) -> str | None:
+        """Why the follower is not caught up yet (for /readyz); None once it is."""
+        if self.caught_up.is_set():
+            return None
+        if self._progress is None:
+            return "not connected to the broker yet"
+        behind = ", ".join(
+            f"{tp.topic}/{tp.partition} at {position} of {end}"
+            for tp, (position, end) in sorted(self._progress.items())
+        )
+        return f"catching up on {behind}"
 
     async def run(self, handler: Handler) -> None:
         await self._follow(handler, stop_at_end=False)
@@ -482,8 +542,10 @@ class TopicFollower(_StoppableLoop):
             ends = await consumer.end_offsets(partitions)
             starts = await consumer.beginning_offsets(partitions)
             pending = {tp: end for tp, end in ends.items() if end > starts[tp]}
+            self._progress = {tp: (starts[tp], end) for tp, end in pending.items()}
             if not pending:
                 self.caught_up.set()
+            deadline = time.monotonic() + self.catch_up_timeout
             while not (stop_at_end and self.caught_up.is_set()):
                 batches = await self._fetch(consumer, timeout_ms=200 if pending else 1000)
                 if batches is None:
@@ -498,15 +560,32 @@ class TopicFollower(_StoppableLoop):
                         await self._processor.process(record, handler)
                 if pending:
                     await self._update_caught_up(consumer, pending)
+                if pending and time.monotonic() >= deadline:
+                    self._give_up_catching_up(pending)
+                    pending.clear()
         finally:
             await consumer.stop()
+
+    def _give_up_catching_up(self, pending: dict[TopicPartition, int]) -> None:
+        reason = self.waiting_reason()
+        CATCH_UP_GIVEN_UP.labels(service=self.service).inc()
+        log.warning(
+            "follower.caught_up_by_time_limit",
+            extra={"fields": {"service": self.service, "after_s": self.catch_up_timeout, "reason": reason}},
+        )
+        self.caught_up.set()
 
     async def _update_caught_up(self, consumer: AIOKafkaConsumer, pending: dict[TopicPartition, int]) -> None:
         # The position, not the last offset seen: compaction and transaction
         # markers leave gaps the position steps over.
         for tp, end in list(pending.items()):
-            if await consumer.position(tp) >= end:
+            position = await consumer.position(tp)
+            if self._progress is not None:
+                self._progress[tp] = (position, end)
+            if position >= end:
                 del pending[tp]
+                if self._progress is not None:
+                    self._progress.pop(tp, None)
         if not pending:
             self.caught_up.set()
             log.info(
