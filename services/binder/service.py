@@ -23,11 +23,12 @@ from services.binder.ledger import DeviceLedger
 from services.binder.metrics import LEDGER_PODS
 from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
 from topoplace import kube, telemetry
-from topoplace.broker import kafka_bootstrap
+from topoplace.broker import ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
 from topoplace.kafka_io import EventConsumer, EventProducer, Received, TopicFollower
 from topoplace.logs import configure_logging
+from topoplace.supervise import Supervisor
 
 SERVICE = "topoplace-binder"
 LEDGER_TOPICS = (topics.PODS_LIFECYCLE, topics.TOPOLOGY_NODES)
@@ -55,20 +56,54 @@ async def run_binder(
     stop: asyncio.Event | None = None,
     policy: BackoffPolicy = DEFAULT_POLICY,
 ) -> None:
-    """Bind placements until `stop` is set (or a component fails, which is raised)."""
+    """Bind placements until `stop` is set (or a component fails for a reason other than Kafka, which is raised)."""
     configure_logging(SERVICE, settings.log_level)
     provider = telemetry.setup_tracing(SERVICE, settings)
     stop = stop or asyncio.Event()
-    async with contextlib.AsyncExitStack() as stack:
-        bootstrap = await stack.enter_async_context(kafka_bootstrap(settings))
-        producer = EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence)
-        await producer.start()
-        stack.push_async_callback(producer.stop)
+    supervisor = Supervisor(SERVICE, stop=stop)
+    current: list[TopicFollower] = []  # the ledger follower of the body that runs now
 
+    def not_ready_reason() -> str:
+        if supervisor.problem is not None:
+            return f"Kafka: {supervisor.problem} (reconnecting)"
+        return (current[-1].waiting_reason() or "ledger ready") if current else "connecting to Kafka"
+
+    async with contextlib.AsyncExitStack() as stack:
+        bootstrap = await stack.enter_async_context(kafka_bootstrap(settings, create_topics=False))
         api = await kube.api_client(settings)
         stack.push_async_callback(api.close)
         core = client.CoreV1Api(api)
 
+        # Ready once the ledger has caught up: only then are placements taken.
+        health = HealthServer(
+            settings.health_port, ready=lambda: bool(current) and current[-1].caught_up.is_set(),
+            reason=not_ready_reason,
+        )  # fmt: skip
+        port = await health.start()
+        stack.push_async_callback(health.stop)
+        log.info("binder.started", extra={"fields": {"health_port": port, "bootstrap": bootstrap}})
+        await supervisor.run(
+            "streams",
+            lambda: _run_streams(settings, bootstrap, core, policy=policy, stop=stop,
+                                 supervisor=supervisor, current=current),  # fmt: skip
+        )
+    provider.force_flush()
+
+
+async def _run_streams(
+    settings: Settings,
+    bootstrap: str,
+    core: client.CoreV1Api,
+    *,
+    policy: BackoffPolicy,
+    stop: asyncio.Event,
+    supervisor: Supervisor,
+    current: list[TopicFollower],
+) -> None:
+    """One run of the binder's streams, from a fresh connection and an empty ledger."""
+    current.clear()
+    await ensure_topics(bootstrap)  # a broker that came back empty gets its topics again
+    async with EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer:
         ledger = DeviceLedger()
         follower = TopicFollower(bootstrap, LEDGER_TOPICS, service=SERVICE, producer=producer)
         consumer = EventConsumer(
@@ -86,13 +121,7 @@ async def run_binder(
             producer=producer,
             tracer=telemetry.get_tracer("topoplace.binder", service=SERVICE),
         )
-
-        # Ready once the ledger has caught up: only then are placements taken.
-        health = HealthServer(settings.health_port, ready=follower.caught_up.is_set)
-        port = await health.start()
-        stack.push_async_callback(health.stop)
-        log.info("binder.started", extra={"fields": {"health_port": port, "bootstrap": bootstrap}})
-
+        current.append(follower)
         ledger_task = asyncio.create_task(follower.run(ledger_feed(ledger)), name="binder-ledger")
         consumer_task: asyncio.Task[None] | None = None
         stopped = asyncio.create_task(stop.wait())
@@ -100,6 +129,7 @@ async def run_binder(
         try:
             await asyncio.wait({stopped, caught_up, ledger_task}, return_when=asyncio.FIRST_COMPLETED)
             if caught_up.done() and not stop.is_set() and not ledger_task.done():
+                supervisor.running()
                 log.info("binder.ledger_ready", extra={"fields": {"pods": ledger.pod_count()}})
                 consumer_task = asyncio.create_task(consumer.run(handler), name="binder-placements")
                 await asyncio.wait({stopped, ledger_task, consumer_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -109,7 +139,6 @@ async def run_binder(
             await consumer.stop()
             await follower.stop()
             await _reap(ledger_task, consumer_task)
-    provider.force_flush()
 
 
 async def _reap(*tasks: asyncio.Task[None] | None) -> None:

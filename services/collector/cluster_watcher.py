@@ -15,12 +15,11 @@ watch_translate / watch_trackers (pure), the list+watch loop in watch_stream.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import msgspec
@@ -37,12 +36,13 @@ from services.collector.watch_objects import HyperNode, Node, Pod
 from services.collector.watch_stream import ListWatch, ResourceMissing
 from services.collector.watch_trackers import Outcome, PodTracker
 from topoplace import telemetry
-from topoplace.broker import kafka_bootstrap
+from topoplace.broker import ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
 from topoplace.kafka_io import EventProducer, latest_by_key, read_compacted
 from topoplace.kube import api_client
 from topoplace.logs import configure_logging
+from topoplace.supervise import Supervisor, raise_when_recovered
 
 SERVICE = "topoplace-collector"
 VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES = "topology.volcano.sh", "v1alpha1", "hypernodes"
@@ -277,7 +277,7 @@ async def run_cluster_watcher(
     hypernodes_file: str | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Run until `stop` is set (or the watcher fails, which raises)."""
+    """Run until `stop` is set; a broker outage restarts the watcher, any other failure raises."""
     if resync_seconds <= 0:
         raise ValueError(f"resync_seconds: must be positive, got {resync_seconds}")
     if hypernodes_file is not None and not os.path.exists(hypernodes_file):
@@ -285,50 +285,56 @@ async def run_cluster_watcher(
     configure_logging(SERVICE, settings.log_level)
     telemetry.setup_tracing(SERVICE, settings)
     stop = stop if stop is not None else asyncio.Event()
-    watcher: ClusterWatcher | None = None
-    health = HealthServer(settings.health_port, ready=lambda: watcher is not None and watcher.ready())
+    supervisor = Supervisor(SERVICE, stop=stop)
+    current: list[ClusterWatcher] = []  # the watcher of the body that runs now
+
+    def not_ready_reason() -> str:
+        if supervisor.problem is not None:
+            return f"Kafka: {supervisor.problem} (reconnecting)"
+        return "listing the cluster" if current else "connecting to Kafka"
+
+    health = HealthServer(
+        settings.health_port, ready=lambda: bool(current) and current[-1].ready(), reason=not_ready_reason
+    )
     port = await health.start()
     log.info(
         "collector.cluster_watcher_started",
         extra={"fields": {"scheduler": settings.scheduler_name, "health_port": port}},
     )
     try:
-        async with (
-            kafka_bootstrap(settings) as bootstrap,
-            EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer,
-        ):
+        async with kafka_bootstrap(settings, create_topics=False) as bootstrap:
             api = await api_client(settings)
             try:
-                watcher = ClusterWatcher(
-                    api,
-                    producer,
-                    scheduler_name=settings.scheduler_name,
-                    resync_seconds=resync_seconds,
-                    hypernodes_file=hypernodes_file,
-                )
-                await _run_until(_seeded_run(watcher, bootstrap), stop)
+
+                async def watch() -> None:
+                    # Every run is a new watcher: it seeds from the topics and lists everything again,
+                    # so a broker that came back empty gets the whole cluster republished.
+                    current.clear()
+                    await ensure_topics(bootstrap)
+                    async with EventProducer(
+                        bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence
+                    ) as producer:
+                        watcher = ClusterWatcher(
+                            api,
+                            producer,
+                            scheduler_name=settings.scheduler_name,
+                            resync_seconds=resync_seconds,
+                            hypernodes_file=hypernodes_file,
+                        )
+                        current.append(watcher)
+                        supervisor.running()
+                        async with asyncio.TaskGroup() as group:
+                            # A broker back from an outage may be empty: a new watcher relists everything.
+                            group.create_task(raise_when_recovered(producer.recovered))
+                            await _seeded_run(watcher, bootstrap)
+
+                await supervisor.run("watch", watch)
             finally:
                 await api.close()
     finally:
         await health.stop()
         telemetry.shutdown_tracing()
         log.info("collector.cluster_watcher_stopped", extra={"fields": {}})
-
-
-async def _run_until(work: Awaitable[None], stop: asyncio.Event) -> None:
-    """Cancellation in one place: the work ends when `stop` is set; its own failure propagates."""
-    task = asyncio.ensure_future(work)
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    if task.done() and not task.cancelled() and task.exception() is not None:
-        raise task.exception()  # type: ignore[misc]
 
 
 async def _seeded_run(watcher: ClusterWatcher, bootstrap: str) -> None:

@@ -118,6 +118,8 @@ def test_env_vars_lists_every_variable_read() -> None:
 _VALID = {
     "KAFKA_BOOTSTRAP": "kafka:9092",
     "TOPOPLACE_KAFKA_IDEMPOTENCE": "on",
+    "TOPOPLACE_EMBEDDED_BROKER": "1",
+    "TOPOPLACE_TOPOLOGY_REPUBLISH_SECONDS": "15",
     "TOPOPLACE_KUBE_API_URL": "http://api:8080",
     "KUBECONFIG": "kc.yaml",
     "TOPOPLACE_SCHEDULER_NAME": "other",
@@ -137,6 +139,12 @@ def test_every_listed_variable_has_an_effect(variable: str) -> None:
     default = msgspec.structs.asdict(Settings.from_env({}))
     changed = msgspec.structs.asdict(Settings.from_env({variable: _VALID[variable]}))
     assert changed != default
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "soon", "inf", "nan"])
+def test_the_republish_interval_must_be_a_positive_number(value: str) -> None:
+    with pytest.raises(ConfigError, match="TOPOPLACE_TOPOLOGY_REPUBLISH_SECONDS"):
+        Settings.from_env({"TOPOPLACE_TOPOLOGY_REPUBLISH_SECONDS": value})
 
 
 def test_blank_values_count_as_unset() -> None:
