@@ -53,6 +53,7 @@ __all__ = [
     "latest_by_key",
     "read_compacted",
     "trace_headers",
+    "watch_for_data_loss",
 ]
 
 log = logging.getLogger(__name__)
@@ -669,6 +670,36 @@ async def _all_partitions(consumer: AIOKafkaConsumer, topics: Sequence[Topic]) -
             raise broker.TopicMissingError(f"topic {topic.name!r} does not exist on the broker (create it first)")
         partitions += [TopicPartition(topic.name, p) for p in sorted(ids)]
     return partitions
+
+
+async def watch_for_data_loss(
+    bootstrap: str, topics: Sequence[Topic], *, recovered: asyncio.Event, service: str, interval: float
+) -> None:
+    """Set `recovered` once a partition's end offset goes back: the broker lost its data (restarted empty).
+
+    Runs until cancelled, or until it set `recovered`. A Kafka broker never moves an
+    end offset back, so this costs one offsets request per `interval` and never fires
+    there; the embedded in-memory broker comes back from a restart with every end at 0.
+    """
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, client_id=service)
+    await consumer.start()
+    try:
+        highest: dict[TopicPartition, int] = {}
+        while not recovered.is_set():
+            ends = await consumer.end_offsets(await _all_partitions(consumer, topics))
+            for tp, end in ends.items():
+                if end < highest.get(tp, 0):
+                    log.warning(
+                        "kafka.end_offset_went_back",
+                        extra={"fields": {"topic": tp.topic, "partition": tp.partition, "end": end,
+                                          "before": highest[tp], "service": service}},  # fmt: skip
+                    )
+                    recovered.set()
+                highest[tp] = max(end, highest.get(tp, 0))
+            if not recovered.is_set():
+                await asyncio.sleep(interval)  # a poll: the broker announces nothing
+    finally:
+        await consumer.stop()
 
 
 async def read_compacted(

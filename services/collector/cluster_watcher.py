@@ -39,12 +39,13 @@ from topoplace import telemetry
 from topoplace.broker import ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
-from topoplace.kafka_io import EventProducer, latest_by_key, read_compacted
+from topoplace.kafka_io import EventProducer, latest_by_key, read_compacted, watch_for_data_loss
 from topoplace.kube import api_client
 from topoplace.logs import configure_logging
 from topoplace.supervise import Supervisor, raise_when_recovered
 
 SERVICE = "topoplace-collector"
+PUBLISHED_TOPICS = (topics.PODS_PENDING, topics.PODS_LIFECYCLE, topics.NODES_STATUS, topics.TOPOLOGY_NETWORK)
 VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES = "topology.volcano.sh", "v1alpha1", "hypernodes"
 
 log = logging.getLogger(__name__)
@@ -276,8 +277,13 @@ async def run_cluster_watcher(
     resync_seconds: float = 300.0,
     hypernodes_file: str | None = None,
     stop: asyncio.Event | None = None,
+    broker_check_seconds: float = 10.0,
 ) -> None:
-    """Run until `stop` is set; a broker outage restarts the watcher, any other failure raises."""
+    """Run until `stop` is set; a broker outage restarts the watcher, any other failure raises.
+
+    Every `broker_check_seconds` the end offsets of its topics are compared with the highest
+    seen: a broker that came back without its data gets the whole cluster relisted.
+    """
     if resync_seconds <= 0:
         raise ValueError(f"resync_seconds: must be positive, got {resync_seconds}")
     if hypernodes_file is not None and not os.path.exists(hypernodes_file):
@@ -326,6 +332,12 @@ async def run_cluster_watcher(
                         async with asyncio.TaskGroup() as group:
                             # A broker back from an outage may be empty: a new watcher relists everything.
                             group.create_task(raise_when_recovered(producer.recovered))
+                            group.create_task(
+                                watch_for_data_loss(
+                                    bootstrap, PUBLISHED_TOPICS, recovered=producer.recovered, service=SERVICE,
+                                    interval=broker_check_seconds,
+                                )  # fmt: skip
+                            )
                             await _seeded_run(watcher, bootstrap)
 
                 await supervisor.run("watch", watch)

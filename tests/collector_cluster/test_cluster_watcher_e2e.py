@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from opentelemetry import trace
 from schemas import topics
 from schemas.events import HyperNodeEvent, LifecyclePhase, NodeStatusEvent, PendingPodEvent, PodLifecycleEvent
 from services.collector.cluster_watcher import run_cluster_watcher
-from topoplace.broker import EmbeddedBroker, ensure_topics
+from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.config import Settings
 from topoplace.kafka_io import Received, TopicFollower
 from topoplace.kubeapi import KubeApiServer
@@ -149,3 +150,46 @@ async def test_a_pod_deleted_while_the_watcher_was_down_is_reported_at_restart(o
         finally:
             await watcher.close()
     assert deleted.event.node == "e2e-node-2"  # type: ignore[union-attr]
+
+
+async def test_after_a_broker_restart_the_watcher_relists_and_republishes_everything() -> None:
+    port = free_port()
+    first, second = EmbeddedBroker(port=port), EmbeddedBroker(port=port)
+    await first.start()
+    await ensure_topics(first.bootstrap)
+    async with KubeApiServer() as api:
+        api.store.create("nodes", node_json("restart-node"))
+        api.store.create("hypernodes.topology.volcano.sh", hypernode_json("restart-tor", 1, [("Node", "restart-node")]))
+        pod = api.store.create("pods", {**pod_json("restart-pod"), "metadata": {"name": "restart-pod"}},
+                               namespace="default")  # fmt: skip
+        uid = pod["metadata"]["uid"]
+        settings = Settings(kafka_bootstrap=first.bootstrap, kube_api_url=api.url, health_port=0)
+        watcher = Watcher(settings, resync_seconds=3600, broker_check_seconds=0.1)  # no resync during the test
+        try:
+            before = Inbox()
+            async with _following(first.bootstrap, before):
+                await before.wait_for(is_event(NodeStatusEvent, node="restart-node"))
+            first.kill_now()  # as SIGKILL: every topic is gone
+            await second.start()
+            await ensure_topics(second.bootstrap)
+            after = Inbox()
+            async with _following(second.bootstrap, after):
+                await after.wait_for(is_event(NodeStatusEvent, node="restart-node"), timeout=40)
+                await after.wait_for(is_event(HyperNodeEvent, name="restart-tor"), timeout=40)
+                await after.wait_for(is_event(PendingPodEvent, uid=uid), timeout=40)
+            assert not watcher.task.done()
+        finally:
+            await watcher.close()
+            first.kill_now()
+            await second.stop()
+
+
+@contextlib.asynccontextmanager
+async def _following(bootstrap: str, inbox: Inbox) -> AsyncIterator[None]:
+    follower = TopicFollower(bootstrap, WATCHED, service="test-reader")
+    task = asyncio.create_task(follower.run(inbox))
+    try:
+        yield
+    finally:
+        await follower.stop()
+        await asyncio.gather(task, return_exceptions=True)
