@@ -114,10 +114,11 @@ async def _run_streams(
             producer=producer,
             concurrency=CONCURRENCY,
         )
+        events = EventRecorder(core, component=settings.scheduler_name)
         handler = PlacementHandler(
             ledger=ledger,
             binder=PodBinder(core, policy=policy),
-            events=EventRecorder(core, component=settings.scheduler_name),
+            events=events,
             producer=producer,
             tracer=telemetry.get_tracer("topoplace.binder", service=SERVICE),
         )
@@ -138,6 +139,7 @@ async def _run_streams(
             caught_up.cancel()
             await consumer.stop()
             await follower.stop()
+            await events.close()  # Events still retrying are given up with the run
             await _reap(ledger_task, consumer_task)
 
 
