@@ -35,6 +35,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 import schemas.topics
 from schemas.topics import Topic
 from topoplace.config import EMBEDDED_BROKER, KAFKA_BOOTSTRAP, ConfigError, Settings
+from topoplace.kafka_security import KafkaSecurity, client_options
 
 log = logging.getLogger(__name__)
 
@@ -287,9 +288,9 @@ async def _answers_metadata(bootstrap: str) -> bool:
         return False
 
 
-async def cluster_id(bootstrap: str, *, timeout_ms: int = 10000) -> str | None:
+async def cluster_id(bootstrap: str, *, timeout_ms: int = 10000, security: KafkaSecurity | None = None) -> str | None:
     """The cluster id the broker reports in a metadata response."""
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms, **client_options(security))
     try:
         await client.bootstrap()
         node = client.get_random_node()
@@ -303,11 +304,11 @@ async def cluster_id(bootstrap: str, *, timeout_ms: int = 10000) -> str | None:
 _embedded: dict[str, bool] = {}
 
 
-async def is_embedded(bootstrap: str) -> bool:
+async def is_embedded(bootstrap: str, security: KafkaSecurity | None = None) -> bool:
     """Whether `bootstrap` is an embedded Tansu broker (cached per address)."""
     known = _embedded.get(bootstrap)
     if known is None:
-        known = _embedded[bootstrap] = await cluster_id(bootstrap) == EMBEDDED_CLUSTER_ID
+        known = _embedded[bootstrap] = await cluster_id(bootstrap, security=security) == EMBEDDED_CLUSTER_ID
     return known
 
 
@@ -317,22 +318,22 @@ KAFKA_SESSION_TIMEOUT_MS = 10_000  # the client default; Kafka refuses less than
 EMBEDDED_SESSION_TIMEOUT_MS = 2_000
 
 
-async def group_session_timeout_ms(bootstrap: str) -> int:
+async def group_session_timeout_ms(bootstrap: str, security: KafkaSecurity | None = None) -> int:
     """The consumer-group session timeout for this broker.
 
     Tansu holds a JoinGroup for about half the session timeout (measured: 10 s
     -> 5 s, 6 s -> 3 s, 2 s -> 1 s), so the embedded broker gets a short one;
     a real Kafka keeps the client default.
     """
-    return EMBEDDED_SESSION_TIMEOUT_MS if await is_embedded(bootstrap) else KAFKA_SESSION_TIMEOUT_MS
+    return EMBEDDED_SESSION_TIMEOUT_MS if await is_embedded(bootstrap, security) else KAFKA_SESSION_TIMEOUT_MS
 
 
-async def leave_group(bootstrap: str, group_id: str, member_id: str) -> None:
+async def leave_group(bootstrap: str, group_id: str, member_id: str, security: KafkaSecurity | None = None) -> None:
     """Best-effort LeaveGroup for a member of generation 0, which aiokafka does not send.
 
     Only Tansu has a generation 0, and it is a single node: any node coordinates.
     """
-    client = AIOKafkaClient(bootstrap_servers=bootstrap)
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, **client_options(security))
     try:
         await client.bootstrap()
         await client.send(client.get_random_node(), LeaveGroupRequest(group_id, member_id))
@@ -351,6 +352,7 @@ async def ensure_topics(
     with_dlq: bool = True,
     *,
     replication_factor: int = 1,
+    security: KafkaSecurity | None = None,
 ) -> None:
     """Create the topics that do not exist yet (idempotent).
 
@@ -365,7 +367,7 @@ async def ensure_topics(
             wanted.append(
                 NewTopic(topic.dlq, DLQ_PARTITIONS, replication_factor, topic_configs={"cleanup.policy": "delete"})
             )
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="topoplace-admin")
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="topoplace-admin", **client_options(security))
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -406,7 +408,7 @@ async def kafka_bootstrap(settings: Settings, *, create_topics: bool = True) -> 
     """
     if settings.kafka_bootstrap:
         if create_topics:
-            await ensure_topics(settings.kafka_bootstrap)
+            await ensure_topics(settings.kafka_bootstrap, security=settings.kafka_security)
         yield settings.kafka_bootstrap
         return
     if not settings.embedded_broker:

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 
 import msgspec
 
+from topoplace.kafka_security import SECURITY_ENV_VARS, KafkaSecurity, SecurityConfigError, security_from_env
+
 KAFKA_BOOTSTRAP = "KAFKA_BOOTSTRAP"
 KAFKA_IDEMPOTENCE = "TOPOPLACE_KAFKA_IDEMPOTENCE"
 EMBEDDED_BROKER = "TOPOPLACE_EMBEDDED_BROKER"
@@ -43,6 +45,7 @@ ENV_VARS: tuple[str, ...] = (
     OTLP_TRACES_ENDPOINT,
     OTEL_RESOURCE_ATTRIBUTES,
     NODE_POLICY,
+    *SECURITY_ENV_VARS,
 )
 
 LOG_LEVELS: tuple[str, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -69,6 +72,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     kafka_bootstrap: str | None = None  # None: the embedded broker when embedded_broker, else an error
     kafka_idempotence: bool = False
     embedded_broker: bool = False  # run a private in-memory broker when no kafka_bootstrap is given
+    kafka_security: KafkaSecurity = KafkaSecurity()  # TLS / SASL of every Kafka client; its password is masked
     topology_republish_seconds: float = 60.0  # the node agent sends an unchanged topology again this often
     kube_api_url: str | None = None
     kubeconfig: str | None = None
@@ -93,7 +97,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         kube_api_url = _url(environ, KUBE_API_URL)
         otlp_endpoint = _url(environ, OTLP_ENDPOINT)
         otlp_traces_endpoint = _url(environ, OTLP_TRACES_ENDPOINT)
+        try:
+            security = security_from_env(environ)
+        except SecurityConfigError as exc:
+            raise ConfigError(exc.variable, exc.reason) from None
         return cls(
+            kafka_security=security,
             kafka_bootstrap=bootstrap,
             kafka_idempotence=idempotence,
             embedded_broker=_bool(environ, EMBEDDED_BROKER, default=False),

@@ -30,6 +30,7 @@ from prometheus_client import Counter, Histogram
 from schemas.events import DeadLetterEvent, Event
 from schemas.topics import Topic
 from topoplace import broker, telemetry
+from topoplace.kafka_security import KafkaSecurity, client_options
 from topoplace.kafka_wire import (
     DecodeError,
     Headers,
@@ -120,6 +121,7 @@ class EventProducer:
         idempotence: bool = False,
         send_attempts: int = SEND_ATTEMPTS,
         backoff: Backoff = SEND_BACKOFF,
+        security: KafkaSecurity | None = None,
     ) -> None:
         if send_attempts < 1:
             raise ValueError(f"send_attempts: must be at least 1, got {send_attempts}")
@@ -128,6 +130,7 @@ class EventProducer:
         self.idempotence = idempotence
         self.send_attempts = send_attempts
         self.backoff = backoff
+        self.security = security
         self._producer: AIOKafkaProducer | None = None
         self._encoder = msgspec.json.Encoder()
         # Set when the broker may have lost its data: a send went through after transient
@@ -140,24 +143,29 @@ class EventProducer:
     async def start(self) -> None:
         if self._producer is not None:
             return
-        if self.idempotence and await broker.is_embedded(self.bootstrap):
+        if self.idempotence and await broker.is_embedded(self.bootstrap, self.security):
             # The embedded broker cannot serve InitProducerId: every send would fail.
             log.warning(
                 "kafka.idempotence_off", extra={"fields": {"reason": "embedded broker", "service": self.service}}
             )
             self.idempotence = False
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap,
-            client_id=self.service,
-            acks="all",  # durable before send() returns: offsets are committed after it
-            enable_idempotence=self.idempotence,
-        )
+        producer = self.client()
         try:
             await producer.start()
         except BaseException:
             await producer.stop()  # no half-open client left behind
             raise
         self._producer = producer
+
+    def client(self) -> AIOKafkaProducer:
+        """The aiokafka producer this sends with (not started)."""
+        return AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            client_id=self.service,
+            acks="all",  # durable before send() returns: offsets are committed after it
+            enable_idempotence=self.idempotence,
+            **client_options(self.security),
+        )
 
     async def stop(self) -> None:
         producer, self._producer = self._producer, None
@@ -426,11 +434,13 @@ class EventConsumer(_StoppableLoop):
         from_beginning: bool = True,
         session_timeout_ms: int | None = None,
         concurrency: int = 1,
+        security: KafkaSecurity | None = None,
     ) -> None:
         super().__init__()
         if concurrency < 1:
             raise ValueError(f"concurrency: must be at least 1, got {concurrency}")
         self.concurrency = concurrency
+        self.security = security
         self.session_timeout_ms = session_timeout_ms
         self.bootstrap = bootstrap
         self.topics = tuple(topics)
@@ -448,17 +458,10 @@ class EventConsumer(_StoppableLoop):
         self._task = asyncio.current_task()
         if self._stopping.is_set():
             return
-        session_timeout_ms = self.session_timeout_ms or await broker.group_session_timeout_ms(self.bootstrap)
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=self.group_id,
-            client_id=self.service,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest" if self.from_beginning else "latest",
-            session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=max(100, session_timeout_ms // 4),
-            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+        session_timeout_ms = self.session_timeout_ms or await broker.group_session_timeout_ms(
+            self.bootstrap, self.security
         )
+        consumer = self.client(session_timeout_ms)
         consumer.subscribe([t.name for t in self.topics], listener=self._listener)
         try:
             await consumer.start()
@@ -473,7 +476,21 @@ class EventConsumer(_StoppableLoop):
             membership = _membership(consumer)
             await consumer.stop()
             if membership is not None:
-                await broker.leave_group(self.bootstrap, *membership)
+                await broker.leave_group(self.bootstrap, *membership, security=self.security)
+
+    def client(self, session_timeout_ms: int = broker.KAFKA_SESSION_TIMEOUT_MS) -> AIOKafkaConsumer:
+        """The aiokafka group consumer this reads with (not started)."""
+        return AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group_id,
+            client_id=self.service,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest" if self.from_beginning else "latest",
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=max(100, session_timeout_ms // 4),
+            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+            **client_options(self.security),
+        )
 
     async def _process_partition(
         self,
@@ -563,8 +580,10 @@ class TopicFollower(_StoppableLoop):
         service: str,
         producer: EventProducer | None = None,
         catch_up_timeout: float = CATCH_UP_TIMEOUT_S,
+        security: KafkaSecurity | None = None,
     ) -> None:
         super().__init__()
+        self.security = security
         self.bootstrap = bootstrap
         self.topics = tuple(topics)
         self.service = service
@@ -573,6 +592,18 @@ class TopicFollower(_StoppableLoop):
         self.caught_up = asyncio.Event()
         # Partition -> (position reached, end to reach); None until the ends are known.
         self._progress: dict[TopicPartition, tuple[int, int]] | None = None
+
+    def client(self) -> AIOKafkaConsumer:
+        """The aiokafka consumer this follows with, outside any group (not started)."""
+        return AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            client_id=self.service,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+            **client_options(self.security),
+        )
 
     def waiting_reason(self) -> str | None:
         """Why the follower is not caught up yet (for /readyz); None once it is."""
@@ -593,14 +624,7 @@ class TopicFollower(_StoppableLoop):
         self._task = asyncio.current_task()
         if self._stopping.is_set():
             return
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=None,
-            client_id=self.service,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
-        )
+        consumer = self.client()
         try:
             await consumer.start()
             partitions = await _all_partitions(consumer, self.topics)
@@ -673,7 +697,13 @@ async def _all_partitions(consumer: AIOKafkaConsumer, topics: Sequence[Topic]) -
 
 
 async def watch_for_data_loss(
-    bootstrap: str, topics: Sequence[Topic], *, recovered: asyncio.Event, service: str, interval: float
+    bootstrap: str,
+    topics: Sequence[Topic],
+    *,
+    recovered: asyncio.Event,
+    service: str,
+    interval: float,
+    security: KafkaSecurity | None = None,
 ) -> None:
     """Set `recovered` once a partition's end offset goes back: the broker lost its data (restarted empty).
 
@@ -681,7 +711,9 @@ async def watch_for_data_loss(
     end offset back, so this costs one offsets request per `interval` and never fires
     there; the embedded in-memory broker comes back from a restart with every end at 0.
     """
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, client_id=service)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, client_id=service, **client_options(security)
+    )
     await consumer.start()
     try:
         highest: dict[TopicPartition, int] = {}
@@ -703,7 +735,12 @@ async def watch_for_data_loss(
 
 
 async def read_compacted(
-    bootstrap: str, topic: Topic, *, service: str = "topoplace-reader", timeout: float = 30.0
+    bootstrap: str,
+    topic: Topic,
+    *,
+    service: str = "topoplace-reader",
+    timeout: float = 30.0,
+    security: KafkaSecurity | None = None,
 ) -> list[Received]:
     """Every message of `topic` from offset 0 up to its end at call time (in order within a partition).
 
@@ -715,7 +752,7 @@ async def read_compacted(
     async def collect(message: Received) -> None:
         received.append(message)
 
-    follower = TopicFollower(bootstrap, [topic], service=service)
+    follower = TopicFollower(bootstrap, [topic], service=service, security=security)
     await asyncio.wait_for(follower._follow(collect, stop_at_end=True), timeout)
     return received
 

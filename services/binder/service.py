@@ -102,10 +102,15 @@ async def _run_streams(
 ) -> None:
     """One run of the binder's streams, from a fresh connection and an empty ledger."""
     current.clear()
-    await ensure_topics(bootstrap)  # a broker that came back empty gets its topics again
-    async with EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer:
+    # A broker that came back empty gets its topics again.
+    await ensure_topics(bootstrap, security=settings.kafka_security)
+    async with EventProducer(
+        bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security
+    ) as producer:
         ledger = DeviceLedger()
-        follower = TopicFollower(bootstrap, LEDGER_TOPICS, service=SERVICE, producer=producer)
+        follower = TopicFollower(
+            bootstrap, LEDGER_TOPICS, service=SERVICE, producer=producer, security=settings.kafka_security
+        )
         consumer = EventConsumer(
             bootstrap,
             [topics.PLACEMENTS],
@@ -113,6 +118,7 @@ async def _run_streams(
             service=SERVICE,
             producer=producer,
             concurrency=CONCURRENCY,
+            security=settings.kafka_security,
         )
         events = EventRecorder(core, component=settings.scheduler_name)
         handler = PlacementHandler(

@@ -40,6 +40,7 @@ from topoplace.broker import ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
 from topoplace.kafka_io import EventProducer, latest_by_key, read_compacted, watch_for_data_loss
+from topoplace.kafka_security import KafkaSecurity
 from topoplace.kube import api_client
 from topoplace.logs import configure_logging
 from topoplace.supervise import Supervisor, raise_when_recovered
@@ -316,9 +317,12 @@ async def run_cluster_watcher(
                     # Every run is a new watcher: it seeds from the topics and lists everything again,
                     # so a broker that came back empty gets the whole cluster republished.
                     current.clear()
-                    await ensure_topics(bootstrap)
+                    await ensure_topics(bootstrap, security=settings.kafka_security)
                     async with EventProducer(
-                        bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence
+                        bootstrap,
+                        service=SERVICE,
+                        idempotence=settings.kafka_idempotence,
+                        security=settings.kafka_security,
                     ) as producer:
                         watcher = ClusterWatcher(
                             api,
@@ -335,10 +339,10 @@ async def run_cluster_watcher(
                             group.create_task(
                                 watch_for_data_loss(
                                     bootstrap, PUBLISHED_TOPICS, recovered=producer.recovered, service=SERVICE,
-                                    interval=broker_check_seconds,
+                                    interval=broker_check_seconds, security=settings.kafka_security,
                                 )  # fmt: skip
                             )
-                            await _seeded_run(watcher, bootstrap)
+                            await _seeded_run(watcher, bootstrap, settings.kafka_security)
 
                 await supervisor.run("watch", watch)
             finally:
@@ -349,16 +353,16 @@ async def run_cluster_watcher(
         log.info("collector.cluster_watcher_stopped", extra={"fields": {}})
 
 
-async def _seeded_run(watcher: ClusterWatcher, bootstrap: str) -> None:
-    await _seed_from_topics(watcher, bootstrap)
+async def _seeded_run(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
+    await _seed_from_topics(watcher, bootstrap, security)
     await watcher.run()
 
 
-async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str) -> None:
+async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
     state: dict[str, list[msgspec.Struct]] = {}
     for topic in (topics.PODS_LIFECYCLE, topics.NODES_STATUS, topics.TOPOLOGY_NETWORK):
         try:
-            latest = latest_by_key(await read_compacted(bootstrap, topic, service=SERVICE))
+            latest = latest_by_key(await read_compacted(bootstrap, topic, service=SERVICE, security=security))
         except (LookupError, TimeoutError, OSError, KafkaError) as exc:
             log.warning("collector.seed_failed", extra={"fields": {"topic": topic.name, "error": str(exc)}})
             latest = {}

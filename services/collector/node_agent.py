@@ -220,9 +220,11 @@ async def publish_nodes(
     async def publish(bootstrap: str) -> None:
         # Every run starts with no topology sent, so a reconnect republishes every node's.
         published.clear()
-        await ensure_topics(bootstrap)
+        await ensure_topics(bootstrap, security=settings.kafka_security)
         async with (
-            EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer,
+            EventProducer(
+                bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security
+            ) as producer,
             asyncio.TaskGroup() as group,
         ):
             # A broker back from an outage may have lost the topologies: start over, which republishes.

@@ -294,10 +294,15 @@ async def _run_streams(
     """One run of the placer's streams, from a fresh connection and an empty view."""
     current.clear()
     metrics.CAUGHT_UP.set(0)
-    await ensure_topics(bootstrap)  # a broker that came back empty gets its topics again
-    async with EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer:
+    # A broker that came back empty gets its topics again.
+    await ensure_topics(bootstrap, security=settings.kafka_security)
+    async with EventProducer(
+        bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security
+    ) as producer:
         service = PlacerService(producer, mode=mode, place=place, node_policy=settings.node_policy)
-        follower = TopicFollower(bootstrap, FOLLOWED_TOPICS, service=SERVICE, producer=producer)
+        follower = TopicFollower(
+            bootstrap, FOLLOWED_TOPICS, service=SERVICE, producer=producer, security=settings.kafka_security
+        )
         consumer = EventConsumer(
             bootstrap,
             DECIDED_TOPICS,
@@ -305,6 +310,7 @@ async def _run_streams(
             service=SERVICE,
             producer=producer,
             concurrency=CONCURRENCY,
+            security=settings.kafka_security,
         )
         current.append(_Streams(follower, consumer))
         tasks: list[asyncio.Task[None]] = [

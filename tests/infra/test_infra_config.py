@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+import certifi
 import msgspec
 import pytest
 
@@ -131,13 +132,34 @@ _VALID = {
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://otel:4318/v1/traces",
     "OTEL_RESOURCE_ATTRIBUTES": "a=b",
     "TOPOPLACE_NODE_POLICY": "fragmentation",
+    "KAFKA_SECURITY_PROTOCOL": "SSL",
+    "KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
+    "KAFKA_SASL_USERNAME": "user",
+    "KAFKA_SASL_PASSWORD": "secret",
+    "KAFKA_SSL_CAFILE": certifi.where(),
+    "KAFKA_SSL_CERTFILE": __file__,  # any readable file: only the path is read here
+    "KAFKA_SSL_KEYFILE": __file__,
+}
+# Variables that mean something only beside others: the test sets those too.
+_SASL = {"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_SASL_MECHANISM": "PLAIN",
+         "KAFKA_SASL_USERNAME": "u", "KAFKA_SASL_PASSWORD": "p"}  # fmt: skip
+_TLS_PAIR = {"KAFKA_SECURITY_PROTOCOL": "SSL", "KAFKA_SSL_CERTFILE": certifi.where(),
+             "KAFKA_SSL_KEYFILE": certifi.where()}  # fmt: skip
+_NEEDS: dict[str, dict[str, str]] = {
+    "KAFKA_SASL_MECHANISM": _SASL,
+    "KAFKA_SASL_USERNAME": _SASL,
+    "KAFKA_SASL_PASSWORD": _SASL,
+    "KAFKA_SSL_CAFILE": {"KAFKA_SECURITY_PROTOCOL": "SSL"},
+    "KAFKA_SSL_CERTFILE": _TLS_PAIR,
+    "KAFKA_SSL_KEYFILE": _TLS_PAIR,
 }
 
 
 @pytest.mark.parametrize("variable", ENV_VARS)
 def test_every_listed_variable_has_an_effect(variable: str) -> None:
-    default = msgspec.structs.asdict(Settings.from_env({}))
-    changed = msgspec.structs.asdict(Settings.from_env({variable: _VALID[variable]}))
+    beside = _NEEDS.get(variable, {})
+    default = msgspec.structs.asdict(Settings.from_env(beside))
+    changed = msgspec.structs.asdict(Settings.from_env({**beside, variable: _VALID[variable]}))
     assert changed != default
 
 

@@ -16,7 +16,7 @@ def _ensure(args: argparse.Namespace) -> int:
     if not settings.kafka_bootstrap:
         print("KAFKA_BOOTSTRAP is not set: the embedded broker creates its topics itself", file=sys.stderr)
         return 2
-    asyncio.run(ensure_topics(settings.kafka_bootstrap))
+    asyncio.run(ensure_topics(settings.kafka_bootstrap, security=settings.kafka_security))
     for name in topics.all_topic_names():
         print(name)
     return 0
