@@ -6,8 +6,10 @@ import argparse
 import asyncio
 import sys
 
+from aiokafka.errors import KafkaError
+
 from schemas import topics
-from topoplace.broker import ensure_topics
+from topoplace.broker import BrokerError, ensure_topics
 from topoplace.config import Settings
 
 
@@ -16,7 +18,11 @@ def _ensure(args: argparse.Namespace) -> int:
     if not settings.kafka_bootstrap:
         print("KAFKA_BOOTSTRAP is not set: the embedded broker creates its topics itself", file=sys.stderr)
         return 2
-    asyncio.run(ensure_topics(settings.kafka_bootstrap, security=settings.kafka_security))
+    try:
+        asyncio.run(ensure_topics(settings.kafka_bootstrap, security=settings.kafka_security))
+    except (KafkaError, OSError, BrokerError) as exc:  # Kafka away or refusing: one line, no traceback
+        print(f"topoplace topics ensure: {settings.kafka_bootstrap}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     for name in topics.all_topic_names():
         print(name)
     return 0
