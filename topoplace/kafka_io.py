@@ -157,6 +157,10 @@ class EventProducer:
             raise
         self._producer = producer
 
+    def acknowledged_ends(self) -> dict[tuple[str, int], int]:
+        """Per (topic, partition) written to: one past the last offset the broker acknowledged."""
+        return {where: offset + 1 for where, offset in self._last_offsets.items()}
+
     def client(self) -> AIOKafkaProducer:
         """The aiokafka producer this sends with (not started)."""
         return AIOKafkaProducer(
@@ -700,17 +704,20 @@ async def watch_for_data_loss(
     bootstrap: str,
     topics: Sequence[Topic],
     *,
-    recovered: asyncio.Event,
+    producer: EventProducer,
     service: str,
     interval: float,
     security: KafkaSecurity | None = None,
 ) -> None:
-    """Set `recovered` once a partition's end offset goes back: the broker lost its data (restarted empty).
+    """Set `producer.recovered` once the broker shows it lost data (restarted empty).
 
-    Runs until cancelled, or until it set `recovered`. A Kafka broker never moves an
-    end offset back, so this costs one offsets request per `interval` and never fires
-    there; the embedded in-memory broker comes back from a restart with every end at 0.
+    That is: a partition's end offset below one seen before, or below what `producer`
+    had acknowledged there. Runs until cancelled, or until `recovered` is set. A Kafka
+    broker never moves an end offset back, so this costs one offsets request per
+    `interval` and never fires there; the embedded in-memory broker comes back from a
+    restart with every end at 0.
     """
+    recovered = producer.recovered
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, client_id=service, **client_options(security)
     )
@@ -719,8 +726,10 @@ async def watch_for_data_loss(
         highest: dict[TopicPartition, int] = {}
         while not recovered.is_set():
             ends = await consumer.end_offsets(await _all_partitions(consumer, topics))
+            acknowledged = producer.acknowledged_ends()
             for tp, end in ends.items():
-                if end < highest.get(tp, 0):
+                highest[tp] = max(highest.get(tp, 0), acknowledged.get((tp.topic, tp.partition), 0))
+                if end < highest[tp]:
                     log.warning(
                         "kafka.end_offset_went_back",
                         extra={"fields": {"topic": tp.topic, "partition": tp.partition, "end": end,

@@ -338,7 +338,7 @@ async def run_cluster_watcher(
                             group.create_task(raise_when_recovered(producer.recovered))
                             group.create_task(
                                 watch_for_data_loss(
-                                    bootstrap, PUBLISHED_TOPICS, recovered=producer.recovered, service=SERVICE,
+                                    bootstrap, PUBLISHED_TOPICS, producer=producer, service=SERVICE,
                                     interval=broker_check_seconds, security=settings.kafka_security,
                                 )  # fmt: skip
                             )

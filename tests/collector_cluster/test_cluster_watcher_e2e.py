@@ -169,6 +169,8 @@ async def test_after_a_broker_restart_the_watcher_relists_and_republishes_everyt
             before = Inbox()
             async with _following(first.bootstrap, before):
                 await before.wait_for(is_event(NodeStatusEvent, node="restart-node"))
+                await before.wait_for(is_event(HyperNodeEvent, name="restart-tor"))
+                await before.wait_for(is_event(PendingPodEvent, uid=uid))
             first.kill_now()  # as SIGKILL: every topic is gone
             await second.start()
             await ensure_topics(second.bootstrap)
