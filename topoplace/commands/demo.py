@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 
+from aiokafka.errors import KafkaError
 from rich.console import Console
 
+from topoplace.broker import BrokerError
 from topoplace.config import Settings
 from topoplace.demo.runner import DemoOptions, run_demo
 
@@ -23,7 +26,13 @@ def _run(args: argparse.Namespace) -> int:
         traces_path=Path(args.traces),
         work_dir=Path(args.work_dir),
     )
-    return asyncio.run(run_demo(options, Settings.from_env(), Console()))
+    settings = Settings.from_env()
+    try:
+        return asyncio.run(run_demo(options, settings, Console()))
+    except (KafkaError, BrokerError) as exc:  # the named Kafka is away: one line, no traceback
+        where = settings.kafka_bootstrap or "the embedded broker"
+        print(f"topoplace demo: Kafka at {where}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
