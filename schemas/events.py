@@ -333,7 +333,10 @@ class DeadLetterEvent(Event, frozen=True, kw_only=True):
     partition: int
     offset: int
     key: str | None = None
-    value: str  # the original bytes, decoded as UTF-8 with replacement
+    value: str  # the original bytes, decoded as UTF-8 with replacement; cut to a bound when value_truncated
     error: str  # names the field and the reason
     service: str
     failed_at: float = 0.0
+    value_size: int = 0  # bytes of the original value
+    value_sha256: str = ""  # hex SHA-256 of the original bytes: finds the original when the value was cut
+    value_truncated: bool = False

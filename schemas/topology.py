@@ -7,8 +7,13 @@ device means the same thing everywhere.
 from __future__ import annotations
 
 import enum
+from typing import Annotated
 
 import msgspec
+
+# Decoding rejects a negative value with the field named ("Expected `int` >= 0 - at `$.devices[0].index`"),
+# so a bad topology is dead-lettered at the edge instead of entering the placer's view.
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 
 
 class Vendor(enum.StrEnum):
@@ -31,15 +36,15 @@ class PcieLevel(enum.StrEnum):
 class Device(msgspec.Struct, frozen=True, kw_only=True):
     """One accelerator as the node agent sees it."""
 
-    index: int  # the device's own index on the node (NVML / driver index), never a sort position
+    index: NonNegative  # the device's own index on the node (NVML / driver index), never a sort position
     uuid: str
     vendor: Vendor
     model: str
-    memory_mib: int
+    memory_mib: NonNegative
     numa_node: int | None = None
-    cores: int = 100  # shareable compute units: percent for GPUs, NeuronCores for Neuron
+    cores: NonNegative = 100  # shareable compute units: percent for GPUs, NeuronCores for Neuron
     link_zone: int | None = None  # MetaXLink group (> 0); None or <= 0 = no zone
-    nvswitch_links: int = 0  # NVLinks to the NVSwitch fabric (0 = direct links only)
+    nvswitch_links: NonNegative = 0  # NVLinks to the NVSwitch fabric (0 = direct links only)
     healthy: bool = True
 
 
@@ -50,9 +55,9 @@ class Link(msgspec.Struct, frozen=True, kw_only=True):
     asymmetric and the engine scores it 0 with a warning.
     """
 
-    src: int
-    dst: int
-    nvlinks: int = 0  # bonded NVLinks (or MetaXLink / NeuronLink lanes)
+    src: NonNegative
+    dst: NonNegative
+    nvlinks: NonNegative = 0  # bonded NVLinks (or MetaXLink / NeuronLink lanes)
     pcie: PcieLevel | None = None
 
 

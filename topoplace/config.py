@@ -7,8 +7,12 @@ from collections.abc import Mapping
 
 import msgspec
 
+from topoplace.kafka_security import SECURITY_ENV_VARS, KafkaSecurity, SecurityConfigError, security_from_env
+
 KAFKA_BOOTSTRAP = "KAFKA_BOOTSTRAP"
 KAFKA_IDEMPOTENCE = "TOPOPLACE_KAFKA_IDEMPOTENCE"
+EMBEDDED_BROKER = "TOPOPLACE_EMBEDDED_BROKER"
+TOPOLOGY_REPUBLISH = "TOPOPLACE_TOPOLOGY_REPUBLISH_SECONDS"
 KUBE_API_URL = "TOPOPLACE_KUBE_API_URL"
 KUBECONFIG = "KUBECONFIG"
 SCHEDULER_NAME = "TOPOPLACE_SCHEDULER_NAME"
@@ -28,6 +32,8 @@ NODE_POLICIES: tuple[str, ...] = ("binpack", "spread", "fragmentation")
 ENV_VARS: tuple[str, ...] = (
     KAFKA_BOOTSTRAP,
     KAFKA_IDEMPOTENCE,
+    EMBEDDED_BROKER,
+    TOPOLOGY_REPUBLISH,
     KUBE_API_URL,
     KUBECONFIG,
     SCHEDULER_NAME,
@@ -39,6 +45,7 @@ ENV_VARS: tuple[str, ...] = (
     OTLP_TRACES_ENDPOINT,
     OTEL_RESOURCE_ATTRIBUTES,
     NODE_POLICY,
+    *SECURITY_ENV_VARS,
 )
 
 LOG_LEVELS: tuple[str, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -62,8 +69,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     embedded broker (no idempotent producer: Tansu cannot serve one).
     """
 
-    kafka_bootstrap: str | None = None  # None: start or use the embedded broker
+    kafka_bootstrap: str | None = None  # None: the embedded broker when embedded_broker, else an error
     kafka_idempotence: bool = False
+    embedded_broker: bool = False  # run a private in-memory broker when no kafka_bootstrap is given
+    kafka_security: KafkaSecurity = KafkaSecurity()  # TLS / SASL of every Kafka client; its password is masked
+    topology_republish_seconds: float = 60.0  # the node agent sends an unchanged topology again this often
     kube_api_url: str | None = None
     kubeconfig: str | None = None
     scheduler_name: str = "topoplace"
@@ -87,9 +97,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         kube_api_url = _url(environ, KUBE_API_URL)
         otlp_endpoint = _url(environ, OTLP_ENDPOINT)
         otlp_traces_endpoint = _url(environ, OTLP_TRACES_ENDPOINT)
+        try:
+            security = security_from_env(environ)
+        except SecurityConfigError as exc:
+            raise ConfigError(exc.variable, exc.reason) from None
         return cls(
+            kafka_security=security,
             kafka_bootstrap=bootstrap,
             kafka_idempotence=idempotence,
+            embedded_broker=_bool(environ, EMBEDDED_BROKER, default=False),
+            topology_republish_seconds=_positive_seconds(environ, TOPOLOGY_REPUBLISH, default=60.0),
             kube_api_url=kube_api_url,
             kubeconfig=_optional(environ, KUBECONFIG),
             scheduler_name=_name(environ, SCHEDULER_NAME, "topoplace"),
@@ -146,6 +163,19 @@ def _bool(environ: Mapping[str, str], variable: str, *, default: bool) -> bool:
     if lowered in _FALSE:
         return False
     raise ConfigError(variable, f"must be one of true/false/1/0/yes/no/on/off, got {value!r}")
+
+
+def _positive_seconds(environ: Mapping[str, str], variable: str, *, default: float) -> float:
+    value = _optional(environ, variable)
+    if value is None:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ConfigError(variable, f"must be a number of seconds, got {value!r}") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise ConfigError(variable, f"must be a positive number of seconds, got {value!r}")
+    return seconds
 
 
 def _port(environ: Mapping[str, str], variable: str) -> int:

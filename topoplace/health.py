@@ -16,12 +16,14 @@ class HealthServer:
         port: int,
         *,
         ready: Callable[[], bool],
+        reason: Callable[[], str | None] | None = None,  # why it is not ready, for /readyz
         host: str = "0.0.0.0",  # probes come from the kubelet, not from localhost
         registry: prometheus_client.CollectorRegistry = prometheus_client.REGISTRY,
     ) -> None:
         self.port = port
         self.host = host
         self.ready = ready
+        self.reason = reason
         self.registry = registry
         self._runner: web.AppRunner | None = None
 
@@ -56,7 +58,10 @@ class HealthServer:
             ready = self.ready()
         except Exception as exc:  # noqa: BLE001 - a failing check means "not ready", with the reason
             return web.Response(status=503, text=f"not ready: {type(exc).__name__}: {exc}\n")
-        return web.Response(text="ready\n") if ready else web.Response(status=503, text="not ready\n")
+        if ready:
+            return web.Response(text="ready\n")
+        why = self.reason() if self.reason is not None else None
+        return web.Response(status=503, text=f"not ready: {why}\n" if why else "not ready\n")
 
     async def _metrics(self, request: web.Request) -> web.Response:
         body = prometheus_client.generate_latest(self.registry)

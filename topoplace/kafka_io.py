@@ -1,4 +1,6 @@
-"""Kafka edges of every service: produce events, consume them at least once, replay compacted topics.
+"""Kafka edges of every service: consume events at least once, replay compacted topics.
+
+Producing lives in topoplace.kafka_producer (EventProducer is re-exported here).
 
 Tracing choice: trace context is propagated by hand with
 opentelemetry.propagate.inject/extract, not by opentelemetry-instrumentation-aiokafka.
@@ -12,23 +14,23 @@ in `Received.trace_context`, and the handler opens its processing span there.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from types import TracebackType
-from typing import Self
 
 import msgspec
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
-from aiokafka.errors import CommitFailedError, IllegalStateError
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
+from aiokafka.errors import CommitFailedError
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.context import Context
 from prometheus_client import Counter, Histogram
 
 from schemas.events import DeadLetterEvent, Event
 from schemas.topics import Topic
-from topoplace import broker, telemetry
+from topoplace import broker
+from topoplace.kafka_producer import EventProducer
+from topoplace.kafka_security import KafkaSecurity, client_options
 from topoplace.kafka_wire import (
     DecodeError,
     Headers,
@@ -51,6 +53,7 @@ __all__ = [
     "latest_by_key",
     "read_compacted",
     "trace_headers",
+    "watch_for_data_loss",
 ]
 
 log = logging.getLogger(__name__)
@@ -60,14 +63,32 @@ log = logging.getLogger(__name__)
 # 50 ms keeps a pod's pending -> bound latency low for a few idle polls per second.
 FETCH_MAX_WAIT_MS = 50
 
+# A dead letter carries at most this much of the rejected value (bytes of UTF-8), so that even
+# escaped as JSON (a control character takes 6 bytes) it stays far below the producer's 1 MB limit.
+DLQ_VALUE_MAX_BYTES = 16 * 1024
+DLQ_ERROR_MAX_CHARS = 4096
+
+# A follower that has not reached the end offsets it read at start within this time declares
+# itself caught up anyway: a restarted broker once reported an end that no fetch reached.
+CATCH_UP_TIMEOUT_S = 30.0
+
 # --- metrics (default registry; served by topoplace.health) ----------------------------------
 
 MESSAGES_CONSUMED = Counter("topoplace_messages_consumed", "Messages read from a topic", ["topic", "service"])
-MESSAGES_PRODUCED = Counter("topoplace_messages_produced", "Messages acknowledged by the broker", ["topic", "service"])
 MESSAGES_DEAD_LETTERED = Counter(
     "topoplace_messages_dead_lettered",
     "Messages rejected (sent to <topic>.dlq, or dropped when there is no producer)",
     ["topic", "reason", "service"],
+)
+DEAD_LETTERS_FAILED = Counter(
+    "topoplace_dead_letters_failed",
+    "Rejected messages whose dead letter could not be sent (logged, committed, skipped)",
+    ["topic", "service"],
+)
+CATCH_UP_GIVEN_UP = Counter(
+    "topoplace_follower_catch_up_given_up",
+    "Followers that declared themselves caught up at their time limit, short of the end offsets",
+    ["service"],
 )
 HANDLER_SECONDS = Histogram(
     "topoplace_handler_seconds",
@@ -75,83 +96,6 @@ HANDLER_SECONDS = Histogram(
     ["topic", "service"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
-
-# --- producing -------------------------------------------------------------------------------
-
-
-class EventProducer:
-    """Sends events as JSON with the current trace context; returns once the broker has them."""
-
-    def __init__(self, bootstrap: str, *, service: str, idempotence: bool = False) -> None:
-        self.bootstrap = bootstrap
-        self.service = service
-        self.idempotence = idempotence
-        self._producer: AIOKafkaProducer | None = None
-        self._encoder = msgspec.json.Encoder()
-
-    async def start(self) -> None:
-        if self._producer is not None:
-            return
-        if self.idempotence and await broker.is_embedded(self.bootstrap):
-            # The embedded broker cannot serve InitProducerId: every send would fail.
-            log.warning(
-                "kafka.idempotence_off", extra={"fields": {"reason": "embedded broker", "service": self.service}}
-            )
-            self.idempotence = False
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap,
-            client_id=self.service,
-            acks="all",  # durable before send() returns: offsets are committed after it
-            enable_idempotence=self.idempotence,
-        )
-        try:
-            await producer.start()
-        except BaseException:
-            await producer.stop()  # no half-open client left behind
-            raise
-        self._producer = producer
-
-    async def stop(self) -> None:
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            await producer.stop()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
-
-    async def send(self, topic: Topic | str, key: str | None, event: msgspec.Struct | None) -> None:
-        """Send one event (None = tombstone) and wait for the broker's acknowledgement."""
-        if self._producer is None:
-            raise IllegalStateError(f"EventProducer of {self.service} is not started")
-        name = topic if isinstance(topic, str) else topic.name
-        value = self._encoder.encode(event) if event is not None else None
-        tracer = telemetry.get_tracer(__name__, self.service)
-        with tracer.start_as_current_span(
-            f"send {name}",
-            kind=trace.SpanKind.PRODUCER,
-            attributes={
-                "messaging.system": "kafka",
-                "messaging.operation.type": "send",
-                "messaging.destination.name": name,
-                "messaging.kafka.message.key": key or "",
-            },
-        ) as span:
-            metadata = await self._producer.send_and_wait(
-                name,
-                value=value,
-                key=key.encode("utf-8") if key is not None else None,
-                headers=trace_headers(),
-            )
-            span.set_attribute("messaging.destination.partition.id", str(metadata.partition))
-            span.set_attribute("messaging.kafka.offset", metadata.offset)
-        MESSAGES_PRODUCED.labels(topic=name, service=self.service).inc()
-
 
 # --- consuming -------------------------------------------------------------------------------
 
@@ -198,8 +142,9 @@ class _Processor:
     async def process(self, record: ConsumerRecord[bytes, bytes], handler: Handler) -> None:
         """Hand one record to `handler`; a bad record or a failed handler is dead-lettered.
 
-        Returns once the record is done with (handled or durably rejected); raises
-        only when the rejection itself could not be sent.
+        Returns once the record is done with: handled, dead-lettered, or (when the
+        dead letter itself cannot be sent) logged and counted, so that one message
+        never stops its partition.
         """
         MESSAGES_CONSUMED.labels(topic=record.topic, service=self.service).inc()
         try:
@@ -241,23 +186,46 @@ class _Processor:
             log.warning("message.rejected", extra={"fields": fields})
             return
         key = decode_key(record.key)
-        dead = DeadLetterEvent(
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            key=key,
-            value=(record.value or b"").decode("utf-8", errors="replace"),
-            error=error,
-            service=self.service,
-            failed_at=time.time(),
-        )
+        dead = dead_letter(record, key=key, error=error, service=self.service, failed_at=time.time())
         # The dead letter stays in the trace of the message it rejects.
         token = otel_context.attach(extract_trace_context(tuple(record.headers or ())))
         try:
             await self.producer.send(self.topics[record.topic].dlq, key, dead)
+        except Exception as exc:  # noqa: BLE001 - one message must never stop its partition
+            DEAD_LETTERS_FAILED.labels(topic=record.topic, service=self.service).inc()
+            log.error(
+                "message.dead_letter_failed",
+                extra={"fields": {**fields, "dlq_error": f"{type(exc).__name__}: {exc}"[:DLQ_ERROR_MAX_CHARS]}},
+            )
+            return
         finally:
             otel_context.detach(token)
         log.warning("message.dead_lettered", extra={"fields": fields})
+
+
+def dead_letter(
+    record: ConsumerRecord[bytes, bytes], *, key: str | None, error: str, service: str, failed_at: float
+) -> DeadLetterEvent:
+    """The DLQ copy of a rejected record: its value cut to DLQ_VALUE_MAX_BYTES, with size and SHA-256 of the whole."""
+    raw = record.value or b""
+    text = raw.decode("utf-8", errors="replace")
+    encoded = text.encode("utf-8")
+    truncated = len(encoded) > DLQ_VALUE_MAX_BYTES
+    if truncated:
+        text = encoded[:DLQ_VALUE_MAX_BYTES].decode("utf-8", errors="ignore")  # no half character at the cut
+    return DeadLetterEvent(
+        topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+        key=key,
+        value=text,
+        error=error[:DLQ_ERROR_MAX_CHARS],
+        service=service,
+        failed_at=failed_at,
+        value_size=len(raw),
+        value_sha256=hashlib.sha256(raw).hexdigest(),
+        value_truncated=truncated,
+    )
 
 
 class _StoppableLoop:
@@ -315,11 +283,13 @@ class EventConsumer(_StoppableLoop):
         from_beginning: bool = True,
         session_timeout_ms: int | None = None,
         concurrency: int = 1,
+        security: KafkaSecurity | None = None,
     ) -> None:
         super().__init__()
         if concurrency < 1:
             raise ValueError(f"concurrency: must be at least 1, got {concurrency}")
         self.concurrency = concurrency
+        self.security = security
         self.session_timeout_ms = session_timeout_ms
         self.bootstrap = bootstrap
         self.topics = tuple(topics)
@@ -337,17 +307,10 @@ class EventConsumer(_StoppableLoop):
         self._task = asyncio.current_task()
         if self._stopping.is_set():
             return
-        session_timeout_ms = self.session_timeout_ms or await broker.group_session_timeout_ms(self.bootstrap)
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=self.group_id,
-            client_id=self.service,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest" if self.from_beginning else "latest",
-            session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=max(100, session_timeout_ms // 4),
-            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+        session_timeout_ms = self.session_timeout_ms or await broker.group_session_timeout_ms(
+            self.bootstrap, self.security
         )
+        consumer = self.client(session_timeout_ms)
         consumer.subscribe([t.name for t in self.topics], listener=self._listener)
         try:
             await consumer.start()
@@ -362,7 +325,21 @@ class EventConsumer(_StoppableLoop):
             membership = _membership(consumer)
             await consumer.stop()
             if membership is not None:
-                await broker.leave_group(self.bootstrap, *membership)
+                await broker.leave_group(self.bootstrap, *membership, security=self.security)
+
+    def client(self, session_timeout_ms: int = broker.KAFKA_SESSION_TIMEOUT_MS) -> AIOKafkaConsumer:
+        """The aiokafka group consumer this reads with (not started)."""
+        return AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group_id,
+            client_id=self.service,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest" if self.from_beginning else "latest",
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=max(100, session_timeout_ms // 4),
+            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+            **client_options(self.security),
+        )
 
     async def _process_partition(
         self,
@@ -383,7 +360,7 @@ class EventConsumer(_StoppableLoop):
             )
             for result in results:
                 if isinstance(result, BaseException):
-                    raise result  # a rejection that could not be sent: uncommitted, read again
+                    raise result  # cancelled: uncommitted, read again
             await self._commit(consumer, tp, window[-1].offset + 1)
 
     async def _commit(self, consumer: AIOKafkaConsumer, tp: TopicPartition, next_offset: int) -> None:
@@ -451,13 +428,43 @@ class TopicFollower(_StoppableLoop):
         *,
         service: str,
         producer: EventProducer | None = None,
+        catch_up_timeout: float = CATCH_UP_TIMEOUT_S,
+        security: KafkaSecurity | None = None,
     ) -> None:
         super().__init__()
+        self.security = security
         self.bootstrap = bootstrap
         self.topics = tuple(topics)
         self.service = service
+        self.catch_up_timeout = catch_up_timeout
         self._processor = _Processor(self.topics, service, producer)
         self.caught_up = asyncio.Event()
+        # Partition -> (position reached, end to reach); None until the ends are known.
+        self._progress: dict[TopicPartition, tuple[int, int]] | None = None
+
+    def client(self) -> AIOKafkaConsumer:
+        """The aiokafka consumer this follows with, outside any group (not started)."""
+        return AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            client_id=self.service,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+            **client_options(self.security),
+        )
+
+    def waiting_reason(self) -> str | None:
+        """Why the follower is not caught up yet (for /readyz); None once it is."""
+        if self.caught_up.is_set():
+            return None
+        if self._progress is None:
+            return "not connected to the broker yet"
+        behind = ", ".join(
+            f"{tp.topic}/{tp.partition} at {position} of {end}"
+            for tp, (position, end) in sorted(self._progress.items())
+        )
+        return f"catching up on {behind}"
 
     async def run(self, handler: Handler) -> None:
         await self._follow(handler, stop_at_end=False)
@@ -466,14 +473,7 @@ class TopicFollower(_StoppableLoop):
         self._task = asyncio.current_task()
         if self._stopping.is_set():
             return
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=None,
-            client_id=self.service,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
-        )
+        consumer = self.client()
         try:
             await consumer.start()
             partitions = await _all_partitions(consumer, self.topics)
@@ -482,8 +482,10 @@ class TopicFollower(_StoppableLoop):
             ends = await consumer.end_offsets(partitions)
             starts = await consumer.beginning_offsets(partitions)
             pending = {tp: end for tp, end in ends.items() if end > starts[tp]}
+            self._progress = {tp: (starts[tp], end) for tp, end in pending.items()}
             if not pending:
                 self.caught_up.set()
+            deadline = time.monotonic() + self.catch_up_timeout
             while not (stop_at_end and self.caught_up.is_set()):
                 batches = await self._fetch(consumer, timeout_ms=200 if pending else 1000)
                 if batches is None:
@@ -498,15 +500,32 @@ class TopicFollower(_StoppableLoop):
                         await self._processor.process(record, handler)
                 if pending:
                     await self._update_caught_up(consumer, pending)
+                if pending and time.monotonic() >= deadline:
+                    self._give_up_catching_up(pending)
+                    pending.clear()
         finally:
             await consumer.stop()
+
+    def _give_up_catching_up(self, pending: dict[TopicPartition, int]) -> None:
+        reason = self.waiting_reason()
+        CATCH_UP_GIVEN_UP.labels(service=self.service).inc()
+        log.warning(
+            "follower.caught_up_by_time_limit",
+            extra={"fields": {"service": self.service, "after_s": self.catch_up_timeout, "reason": reason}},
+        )
+        self.caught_up.set()
 
     async def _update_caught_up(self, consumer: AIOKafkaConsumer, pending: dict[TopicPartition, int]) -> None:
         # The position, not the last offset seen: compaction and transaction
         # markers leave gaps the position steps over.
         for tp, end in list(pending.items()):
-            if await consumer.position(tp) >= end:
+            position = await consumer.position(tp)
+            if self._progress is not None:
+                self._progress[tp] = (position, end)
+            if position >= end:
                 del pending[tp]
+                if self._progress is not None:
+                    self._progress.pop(tp, None)
         if not pending:
             self.caught_up.set()
             log.info(
@@ -521,13 +540,61 @@ async def _all_partitions(consumer: AIOKafkaConsumer, topics: Sequence[Topic]) -
     for topic in topics:
         ids = consumer.partitions_for_topic(topic.name)
         if not ids:
-            raise LookupError(f"topic {topic.name!r} does not exist on the broker (create it first)")
+            raise broker.TopicMissingError(f"topic {topic.name!r} does not exist on the broker (create it first)")
         partitions += [TopicPartition(topic.name, p) for p in sorted(ids)]
     return partitions
 
 
+async def watch_for_data_loss(
+    bootstrap: str,
+    topics: Sequence[Topic],
+    *,
+    producer: EventProducer,
+    service: str,
+    interval: float,
+    security: KafkaSecurity | None = None,
+) -> None:
+    """Set `producer.recovered` once the broker shows it lost data (restarted empty).
+
+    That is: a partition's end offset below one seen before, or below what `producer`
+    had acknowledged there. Runs until cancelled, or until `recovered` is set. A Kafka
+    broker never moves an end offset back, so this costs one offsets request per
+    `interval` and never fires there; the embedded in-memory broker comes back from a
+    restart with every end at 0.
+    """
+    recovered = producer.recovered
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, client_id=service, **client_options(security)
+    )
+    await consumer.start()
+    try:
+        highest: dict[TopicPartition, int] = {}
+        while not recovered.is_set():
+            ends = await consumer.end_offsets(await _all_partitions(consumer, topics))
+            acknowledged = producer.acknowledged_ends()
+            for tp, end in ends.items():
+                highest[tp] = max(highest.get(tp, 0), acknowledged.get((tp.topic, tp.partition), 0))
+                if end < highest[tp]:
+                    log.warning(
+                        "kafka.end_offset_went_back",
+                        extra={"fields": {"topic": tp.topic, "partition": tp.partition, "end": end,
+                                          "before": highest[tp], "service": service}},  # fmt: skip
+                    )
+                    recovered.set()
+                highest[tp] = max(end, highest.get(tp, 0))
+            if not recovered.is_set():
+                await asyncio.sleep(interval)  # a poll: the broker announces nothing
+    finally:
+        await consumer.stop()
+
+
 async def read_compacted(
-    bootstrap: str, topic: Topic, *, service: str = "topoplace-reader", timeout: float = 30.0
+    bootstrap: str,
+    topic: Topic,
+    *,
+    service: str = "topoplace-reader",
+    timeout: float = 30.0,
+    security: KafkaSecurity | None = None,
 ) -> list[Received]:
     """Every message of `topic` from offset 0 up to its end at call time (in order within a partition).
 
@@ -539,7 +606,7 @@ async def read_compacted(
     async def collect(message: Received) -> None:
         received.append(message)
 
-    follower = TopicFollower(bootstrap, [topic], service=service)
+    follower = TopicFollower(bootstrap, [topic], service=service, security=security)
     await asyncio.wait_for(follower._follow(collect, stop_at_end=True), timeout)
     return received
 

@@ -20,7 +20,8 @@ Share rules (the annotation format's meaning, schemas.annotations):
   no memory for anyone else; a whole device (all memory, all cores) therefore
   needs an idle device.
 - Shares must fit: the memory of all holders <= the device's memory, and their
-  cores <= the device's cores (percent for GPUs).
+  cores <= the device's cores (percent for GPUs). A share of cores 0 (memory
+  only, HAMi's gpucores 0) takes no cores but needs one left free.
 - While a node's topology has not been seen, memory cannot be summed: only
   "all memory" holders are checked against others, and cores against 100.
 """
@@ -273,7 +274,8 @@ def _device_collision(
     total_cores = DEFAULT_DEVICE_CORES if capacity is None else capacity.cores
     used_cores = sum(min(o.cores, total_cores) for o in others.values())
     wanted_cores = min(share.cores, total_cores)
-    if used_cores + wanted_cores > total_cores:
+    # A memory-only share (cores 0) still runs on the device: it needs a core left, as the engine asks.
+    if used_cores + wanted_cores > total_cores or (wanted_cores == 0 and used_cores >= total_cores):
         free_cores = max(total_cores - used_cores, 0)
         return (
             f"{where} has {free_cores} of {total_cores} cores free, the placement asks for {wanted_cores} ({held_by})"

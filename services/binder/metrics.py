@@ -27,6 +27,10 @@ EVENTS_FAILED = Counter(
     "topoplace_binder_events_failed_total",
     "Kubernetes Events that could not be created (best effort: the binding is not affected).",
 )
+EVENTS_DROPPED = Counter(
+    "topoplace_binder_events_dropped_total",
+    "Kubernetes Events given up: retries exhausted, or too many retries in flight.",
+)
 LEDGER_PODS = Gauge(
     "topoplace_binder_ledger_pods",
     "Pods the device ledger knows to hold devices.",

@@ -17,6 +17,7 @@ from schemas.events import (
     PlacementEvent,
     PlacementOutcome,
 )
+from schemas.shares import share_problem
 
 
 class ApiErrorKind(enum.Enum):
@@ -116,12 +117,9 @@ def placement_problem(placement: PlacementEvent) -> str | None:
     if placement.outcome is PlacementOutcome.PLACED and not placement.node:
         return "node: empty in a placed decision"
     for position, share in enumerate(placement.devices):
-        if share.index < 0:
-            return f"devices[{position}].index: {share.index} is negative"
-        if share.memory_mib < 0:
-            return f"devices[{position}].memory_mib: {share.memory_mib} is negative"
-        if share.cores <= 0:
-            return f"devices[{position}].cores: {share.cores} must be positive"
+        problem = share_problem(share, position)
+        if problem is not None:
+            return problem
     return None
 
 

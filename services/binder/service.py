@@ -33,11 +33,12 @@ from services.binder.metrics import LEDGER_DELETES_REFUSED, LEDGER_EDITS_IGNORED
 from services.binder.reporting import PodReporter
 from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
 from topoplace import kube, telemetry
-from topoplace.broker import kafka_bootstrap
+from topoplace.broker import ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
 from topoplace.kafka_io import EventConsumer, EventProducer, Received, TopicFollower
 from topoplace.logs import configure_logging
+from topoplace.supervise import Supervisor
 
 SERVICE = "topoplace-binder"
 LEDGER_TOPICS = (topics.PODS_LIFECYCLE, topics.TOPOLOGY_NODES)
@@ -124,27 +125,61 @@ async def run_binder(
     stop: asyncio.Event | None = None,
     policy: BackoffPolicy = DEFAULT_POLICY,
 ) -> None:
-    """Bind placements until `stop` is set (or a component fails, which is raised)."""
+    """Bind placements until `stop` is set (or a component fails for a reason other than Kafka, which is raised)."""
     configure_logging(SERVICE, settings.log_level)
     provider = telemetry.setup_tracing(SERVICE, settings)
     stop = stop or asyncio.Event()
-    async with contextlib.AsyncExitStack() as stack:
-        bootstrap = await stack.enter_async_context(kafka_bootstrap(settings))
-        producer = EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence)
-        await producer.start()
-        stack.push_async_callback(producer.stop)
+    supervisor = Supervisor(SERVICE, stop=stop)
+    current: list[TopicFollower] = []  # the ledger follower of the body that runs now
 
+    def not_ready_reason() -> str:
+        if supervisor.problem is not None:
+            return f"Kafka: {supervisor.problem} (reconnecting)"
+        return (current[-1].waiting_reason() or "ledger ready") if current else "connecting to Kafka"
+
+    async with contextlib.AsyncExitStack() as stack:
+        bootstrap = await stack.enter_async_context(kafka_bootstrap(settings, create_topics=False))
         api = await kube.api_client(settings)
         stack.push_async_callback(api.close)
         skip_proxy_lookups(api)
         core = client.CoreV1Api(api)
+        # Ready once the ledger has caught up: only then are placements taken.
+        health = HealthServer(
+            settings.health_port, ready=lambda: bool(current) and current[-1].caught_up.is_set(),
+            reason=not_ready_reason,
+        )  # fmt: skip
+        port = await health.start()
+        stack.push_async_callback(health.stop)
+        log.info("binder.started", extra={"fields": {"health_port": port, "bootstrap": bootstrap}})
+        await supervisor.run(
+            "streams",
+            lambda: _run_streams(settings, bootstrap, core, policy=policy, stop=stop,
+                                 supervisor=supervisor, current=current),  # fmt: skip
+        )
+    provider.force_flush()
 
+
+async def _run_streams(
+    settings: Settings,
+    bootstrap: str,
+    core: client.CoreV1Api,
+    *,
+    policy: BackoffPolicy,
+    stop: asyncio.Event,
+    supervisor: Supervisor,
+    current: list[TopicFollower],
+) -> None:
+    """One run of the binder's streams, from a fresh connection, a fresh API watch and an empty ledger."""
+    current.clear()
+    # A broker that came back empty gets its topics again.
+    await ensure_topics(bootstrap, security=settings.kafka_security)
+    async with EventProducer(
+        bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security
+    ) as producer:
         cluster = ClusterView()
         ledger = DeviceLedger(pod_gone=cluster.knows_gone)
-        reporter = PodReporter(
-            EventRecorder(core, component=settings.scheduler_name), ConditionWriter(core, sleep=asyncio.sleep)
-        )
-        stack.push_async_callback(reporter.drain)  # Events and conditions in flight still go out
+        events = EventRecorder(core, component=settings.scheduler_name)
+        reporter = PodReporter(events, ConditionWriter(core, sleep=asyncio.sleep))
         steps = BindingSteps(ledger=ledger, binder=PodBinder(core, policy=policy), reporter=reporter, cluster=cluster)
         tracer = telemetry.get_tracer("topoplace.binder", service=SERVICE)
         placements = PlacementHandler(steps=steps, producer=producer, tracer=tracer)
@@ -156,7 +191,9 @@ async def run_binder(
             else:
                 await placements(message)
 
-        follower = TopicFollower(bootstrap, LEDGER_TOPICS, service=SERVICE, producer=producer)
+        follower = TopicFollower(
+            bootstrap, LEDGER_TOPICS, service=SERVICE, producer=producer, security=settings.kafka_security
+        )
         consumer = EventConsumer(
             bootstrap,
             list(DECISION_TOPICS),
@@ -164,14 +201,9 @@ async def run_binder(
             service=SERVICE,
             producer=producer,
             concurrency=CONCURRENCY,
+            security=settings.kafka_security,
         )
-
-        # Ready once the ledger has caught up: only then are placements taken.
-        health = HealthServer(settings.health_port, ready=follower.caught_up.is_set)
-        port = await health.start()
-        stack.push_async_callback(health.stop)
-        log.info("binder.started", extra={"fields": {"health_port": port, "bootstrap": bootstrap}})
-
+        current.append(follower)
         watches = watch_cluster(core, cluster, ledger)
         watch_tasks = [asyncio.create_task(w.run(), name=f"binder-watch-{w.resource}") for w in watches]
         ledger_task: asyncio.Task[None] | None = None
@@ -181,6 +213,7 @@ async def run_binder(
             if await _until(stopped, watch_tasks, *[asyncio.create_task(w.synced.wait()) for w in watches]):
                 ledger_task = asyncio.create_task(follower.run(ledger_feed(ledger)), name="binder-ledger")
                 if await _until(stopped, [*watch_tasks, ledger_task], asyncio.create_task(follower.caught_up.wait())):
+                    supervisor.running()
                     log.info("binder.ledger_ready", extra={"fields": {"pods": ledger.pod_count()}})
                     consumer_task = asyncio.create_task(consumer.run(decide), name="binder-placements")
                     await asyncio.wait(
@@ -190,8 +223,9 @@ async def run_binder(
             stopped.cancel()
             await consumer.stop()
             await follower.stop()
+            await reporter.drain()  # Events and conditions in flight still go out
+            await events.close()  # Events still retrying are given up with the run
             await _reap(ledger_task, consumer_task, *watch_tasks)
-    provider.force_flush()
 
 
 async def _until(stopped: asyncio.Task[bool], loops: list[asyncio.Task[None]], *ready: asyncio.Task[bool]) -> bool:

@@ -18,12 +18,11 @@ watch_translate / watch_gangs / watch_trackers (pure), the list+watch loop in wa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -49,14 +48,24 @@ from services.collector.watch_objects import HyperNode, Node, Pod, PodGroup, Top
 from services.collector.watch_stream import ListWatch, ResourceMissing
 from services.collector.watch_trackers import Outcome, PodTracker, Publication
 from topoplace import telemetry
-from topoplace.broker import kafka_bootstrap
+from topoplace.broker import ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
-from topoplace.kafka_io import EventProducer, latest_by_key, read_compacted
+from topoplace.kafka_io import EventProducer, latest_by_key, read_compacted, watch_for_data_loss
+from topoplace.kafka_security import KafkaSecurity
 from topoplace.kube import api_client
 from topoplace.logs import configure_logging
+from topoplace.supervise import Supervisor, raise_when_recovered
 
 SERVICE = "topoplace-collector"
+PUBLISHED_TOPICS = (
+    topics.PODS_PENDING,
+    topics.GANGS_PENDING,
+    topics.PODS_LIFECYCLE,
+    topics.NODES_STATUS,
+    topics.TOPOLOGY_NETWORK,
+    topics.TOPOLOGY_LEVELS,
+)
 VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES = "topology.volcano.sh", "v1alpha1", "hypernodes"
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUPS = "scheduling.volcano.sh", "v1beta1", "podgroups"
 KUEUE_GROUP, TOPOLOGIES = "kueue.x-k8s.io", "topologies"
@@ -393,8 +402,13 @@ async def run_cluster_watcher(
     resync_seconds: float = 300.0,
     hypernodes_file: str | None = None,
     stop: asyncio.Event | None = None,
+    broker_check_seconds: float = 10.0,
 ) -> None:
-    """Run until `stop` is set (or the watcher fails, which raises)."""
+    """Run until `stop` is set; a broker outage restarts the watcher, any other failure raises.
+
+    Every `broker_check_seconds` the end offsets of its topics are compared with the highest
+    seen: a broker that came back without its data gets the whole cluster relisted.
+    """
     if resync_seconds <= 0:
         raise ValueError(f"resync_seconds: must be positive, got {resync_seconds}")
     if hypernodes_file is not None and not os.path.exists(hypernodes_file):
@@ -402,28 +416,59 @@ async def run_cluster_watcher(
     configure_logging(SERVICE, settings.log_level)
     telemetry.setup_tracing(SERVICE, settings)
     stop = stop if stop is not None else asyncio.Event()
-    watcher: ClusterWatcher | None = None
-    health = HealthServer(settings.health_port, ready=lambda: watcher is not None and watcher.ready())
+    supervisor = Supervisor(SERVICE, stop=stop)
+    current: list[ClusterWatcher] = []  # the watcher of the body that runs now
+
+    def not_ready_reason() -> str:
+        if supervisor.problem is not None:
+            return f"Kafka: {supervisor.problem} (reconnecting)"
+        return "listing the cluster" if current else "connecting to Kafka"
+
+    health = HealthServer(
+        settings.health_port, ready=lambda: bool(current) and current[-1].ready(), reason=not_ready_reason
+    )
     port = await health.start()
     log.info(
         "collector.cluster_watcher_started",
         extra={"fields": {"scheduler": settings.scheduler_name, "health_port": port}},
     )
     try:
-        async with (
-            kafka_bootstrap(settings) as bootstrap,
-            EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer,
-        ):
+        async with kafka_bootstrap(settings, create_topics=False) as bootstrap:
             api = await api_client(settings)
             try:
-                watcher = ClusterWatcher(
-                    api,
-                    producer,
-                    scheduler_name=settings.scheduler_name,
-                    resync_seconds=resync_seconds,
-                    hypernodes_file=hypernodes_file,
-                )
-                await _run_until(_seeded_run(watcher, bootstrap), stop)
+
+                async def watch() -> None:
+                    # Every run is a new watcher: it seeds from the topics and lists everything again,
+                    # so a broker that came back empty gets the whole cluster republished.
+                    current.clear()
+                    await ensure_topics(bootstrap, security=settings.kafka_security)
+                    async with EventProducer(
+                        bootstrap,
+                        service=SERVICE,
+                        idempotence=settings.kafka_idempotence,
+                        security=settings.kafka_security,
+                    ) as producer:
+                        watcher = ClusterWatcher(
+                            api,
+                            producer,
+                            scheduler_name=settings.scheduler_name,
+                            resync_seconds=resync_seconds,
+                            hypernodes_file=hypernodes_file,
+                        )
+                        current.append(watcher)
+                        supervisor.running()
+                        async with asyncio.TaskGroup() as group:
+                            # A broker back from an outage may be empty: a new watcher relists everything.
+                            group.create_task(raise_when_recovered(producer.recovered))
+                            group.create_task(
+                                watch_for_data_loss(
+                                    bootstrap, PUBLISHED_TOPICS, producer=producer, service=SERVICE,
+                                    interval=broker_check_seconds, security=settings.kafka_security,
+                                )  # fmt: skip
+                            )
+                            await _seeded_run(watcher, bootstrap, settings.kafka_security)
+
+                await supervisor.run("watch", watch)
             finally:
                 await api.close()
     finally:
@@ -432,32 +477,16 @@ async def run_cluster_watcher(
         log.info("collector.cluster_watcher_stopped", extra={"fields": {}})
 
 
-async def _run_until(work: Awaitable[None], stop: asyncio.Event) -> None:
-    """Cancellation in one place: the work ends when `stop` is set; its own failure propagates."""
-    task = asyncio.ensure_future(work)
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    if task.done() and not task.cancelled() and task.exception() is not None:
-        raise task.exception()  # type: ignore[misc]
-
-
-async def _seeded_run(watcher: ClusterWatcher, bootstrap: str) -> None:
-    await _seed_from_topics(watcher, bootstrap)
+async def _seeded_run(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
+    await _seed_from_topics(watcher, bootstrap, security)
     await watcher.run()
 
 
-async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str) -> None:
+async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
     state: dict[str, list[msgspec.Struct]] = {}
     for topic in (topics.PODS_LIFECYCLE, topics.NODES_STATUS, topics.TOPOLOGY_NETWORK, topics.TOPOLOGY_LEVELS):
         try:
-            latest = latest_by_key(await read_compacted(bootstrap, topic, service=SERVICE))
+            latest = latest_by_key(await read_compacted(bootstrap, topic, service=SERVICE, security=security))
         except (LookupError, TimeoutError, OSError, KafkaError) as exc:
             log.warning("collector.seed_failed", extra={"fields": {"topic": topic.name, "error": str(exc)}})
             latest = {}

@@ -1,7 +1,8 @@
 """The node agent: publishes one node's device topology and usage (the fleet: several nodes').
 
-topology.nodes (compacted, key = node) gets the topology at start and again
-whenever it changes; usage.devices (key = node) gets the usage every
+topology.nodes (compacted, key = node) gets the topology at start, again
+whenever it changes, every TOPOPLACE_TOPOLOGY_REPUBLISH_SECONDS (60 s) and after
+every reconnect, so a broker that lost its data gets it back; usage.devices (key = node) gets the usage every
 interval. The source is NVML or a fixture (a shipped name or a file); a
 fixture node has no load, so its usage is zero and every device healthy.
 """
@@ -27,11 +28,12 @@ from services.collector.nvml_source import NodeReading, NvmlUnavailableError
 from services.collector.topo_matrix import TopoMatrixError
 from services.collector.topology_files import FixtureError, load_topology
 from topoplace import telemetry
-from topoplace.broker import kafka_bootstrap
+from topoplace.broker import ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
 from topoplace.kafka_io import EventProducer
 from topoplace.logs import configure_logging
+from topoplace.supervise import Supervisor, raise_when_recovered
 
 SERVICE = "topoplace-collector"
 NVML_SOURCE = "nvml"
@@ -102,14 +104,19 @@ async def publish_loop(
     first: NodeReading | None = None,
     on_topology: Callable[[NodeTopology], None] | None = None,
     clock: Callable[[], float] = time.time,
+    republish_seconds: float = 60.0,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> None:
     """Publish until `stop` is set: the topology when it differs from the last one sent, the usage every tick.
 
-    A failed read after the first is logged and retried on the next tick (the
-    last topology stays valid); `first` is a reading already taken at start.
+    An unchanged topology is sent again every `republish_seconds` (and by every new
+    loop, as after a reconnect): a broker that lost its data gets it back. A failed
+    read after the first is logged and retried on the next tick (the last topology
+    stays valid); `first` is a reading already taken at start.
     """
     tracer = telemetry.get_tracer(__name__, SERVICE)
     last: NodeTopology | None = None
+    last_sent = 0.0
     reading = first
     while not stop.is_set():
         if reading is None:
@@ -121,7 +128,7 @@ async def publish_loop(
         if reading is not None:
             _log_problems(node, reading)
             now = clock()
-            if reading.topology != last:
+            if reading.topology != last or monotonic() - last_sent >= republish_seconds:
                 with tracer.start_as_current_span(
                     "collector.publish_topology",
                     attributes={
@@ -132,6 +139,7 @@ async def publish_loop(
                 ):
                     await producer.send(topics.TOPOLOGY_NODES, node, topology_event(reading.topology, now))
                 last = reading.topology
+                last_sent = monotonic()
                 log.info(
                     "collector.topology_published",
                     extra={"fields": {"node": node, "machine_type": last.machine_type, "devices": len(last.devices)}},
@@ -186,20 +194,41 @@ async def publish_nodes(
     """
     if interval_seconds <= 0:
         raise ValueError(f"interval_seconds: must be positive, got {interval_seconds}")
-    firsts = {node: await asyncio.to_thread(read) for node, read in readers.items()}
+    firsts: dict[str, NodeReading | None] = {node: await asyncio.to_thread(read) for node, read in readers.items()}
     configure_logging(SERVICE, settings.log_level)
     tracing = telemetry.setup_tracing(SERVICE, settings)
     stop = stop if stop is not None else asyncio.Event()
+    supervisor = Supervisor(SERVICE, stop=stop)
     published: set[str] = set()
-    health = HealthServer(settings.health_port, ready=lambda: len(published) == len(readers))
+
+    def not_ready_reason() -> str:
+        if supervisor.problem is not None:
+            return f"Kafka: {supervisor.problem} (reconnecting)"
+        return f"{len(published)} of {len(readers)} topologies published"
+
+    health = HealthServer(
+        settings.health_port, ready=lambda: len(published) == len(readers), reason=not_ready_reason
+    )
     port = await health.start()
     nodes = list(readers)
     log.info("collector.node_agent_started", extra={"fields": {"nodes": nodes, "health_port": port}})
-    try:
+
+    def on_topology(topology: NodeTopology) -> None:
+        published.add(topology.node)
+        supervisor.running()
+
+    async def publish(bootstrap: str) -> None:
+        # Every run starts with no topology sent, so a reconnect republishes every node's.
+        published.clear()
+        await ensure_topics(bootstrap, security=settings.kafka_security)
         async with (
-            kafka_bootstrap(settings) as bootstrap,
-            EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer,
+            EventProducer(
+                bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security
+            ) as producer,
+            asyncio.TaskGroup() as group,
         ):
+            # A broker back from an outage may have lost the topologies: start over, which republishes.
+            recovery = group.create_task(raise_when_recovered(producer.recovered))
             await asyncio.gather(
                 *(
                     publish_loop(
@@ -208,12 +237,18 @@ async def publish_nodes(
                         node=node,
                         interval_seconds=interval_seconds,
                         stop=stop,
-                        first=firsts[node],
-                        on_topology=lambda topology: published.add(topology.node),
+                        first=firsts.pop(node, None),  # taken at start: used by the first run only
+                        on_topology=on_topology,
+                        republish_seconds=settings.topology_republish_seconds,
                     )
                     for node, read in readers.items()
                 )
             )
+            recovery.cancel()  # stopped: nothing left to republish
+
+    try:
+        async with kafka_bootstrap(settings, create_topics=False) as bootstrap:
+            await supervisor.run("publish", lambda: publish(bootstrap))
     finally:
         await health.stop()
         # Flush only our own spans: other services may share this process (tests, the demo).

@@ -29,7 +29,7 @@ from services.placer.decide import Cause, Decider, PlaceFn
 from services.placer.engine import Mode
 from services.placer.parking import TicketState
 from topoplace import telemetry
-from topoplace.broker import kafka_bootstrap
+from topoplace.broker import ensure_topics, kafka_bootstrap
 from topoplace.config import NODE_POLICY, ConfigError, Settings
 from topoplace.health import HealthServer
 from topoplace.kafka_io import (
@@ -40,6 +40,7 @@ from topoplace.kafka_io import (
     extract_trace_context,
 )
 from topoplace.logs import configure_logging
+from topoplace.supervise import Supervisor
 
 SERVICE = "topoplace-placer"
 
@@ -267,7 +268,7 @@ async def run_placer(
     stop: asyncio.Event | None = None,
     place: PlaceFn | None = None,
 ) -> None:
-    """Run one placer replica until `stop` is set (or a stream fails)."""
+    """Run one placer replica until `stop` is set (or a stream fails for a reason other than Kafka)."""
     if mode is Mode.HAMI and settings.node_policy not in (None, "binpack", "spread"):
         # HAMi knows binpack and spread only; refuse at start rather than fail every pod.
         raise ConfigError(NODE_POLICY, f"{settings.node_policy!r} is not a node policy of hami mode (binpack, spread)")
@@ -275,10 +276,24 @@ async def run_placer(
     telemetry.setup_tracing(SERVICE, settings)
     stop = stop if stop is not None else asyncio.Event()
     try:
-        async with kafka_bootstrap(settings) as bootstrap:
+        async with kafka_bootstrap(settings, create_topics=False) as bootstrap:
             await _serve(settings, bootstrap, mode=mode, stop=stop, place=place)
     finally:
         telemetry.shutdown_tracing()  # flush: the last decisions' spans are in the file
+
+
+class _Streams:
+    """The follower and the consumer of the body that runs now (a restart builds new ones)."""
+
+    def __init__(self, follower: TopicFollower, consumer: EventConsumer) -> None:
+        self.follower = follower
+        self.consumer = consumer
+
+    def ready(self) -> bool:
+        return self.follower.caught_up.is_set() and self.consumer.started.is_set()
+
+    def waiting_reason(self) -> str:
+        return self.follower.waiting_reason() or "joining the consumer group of pods.pending"
 
 
 async def _serve(
@@ -289,9 +304,55 @@ async def _serve(
     stop: asyncio.Event,
     place: PlaceFn | None,
 ) -> None:
-    async with EventProducer(bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence) as producer:
+    """The health server for the whole run; the Kafka streams under a supervisor that restarts them."""
+    supervisor = Supervisor(SERVICE, stop=stop)
+    current: list[_Streams] = []
+
+    def not_ready_reason() -> str:
+        if supervisor.problem is not None:
+            return f"Kafka: {supervisor.problem} (reconnecting)"
+        return current[-1].waiting_reason() if current else "connecting to Kafka"
+
+    health = HealthServer(
+        settings.health_port, ready=lambda: bool(current) and current[-1].ready(), reason=not_ready_reason
+    )
+    port = await health.start()
+    log.info("placer.starting", extra={"fields": {"mode": mode.value, "health_port": port}})
+    try:
+        await supervisor.run(
+            "streams",
+            lambda: _run_streams(settings, bootstrap, mode=mode, stop=stop, place=place,
+                                 supervisor=supervisor, current=current),  # fmt: skip
+        )
+    finally:
+        current.clear()
+        metrics.CAUGHT_UP.set(0)
+        await health.stop()
+        log.info("placer.stopped", extra={"fields": {}})
+
+
+async def _run_streams(
+    settings: Settings,
+    bootstrap: str,
+    *,
+    mode: Mode,
+    stop: asyncio.Event,
+    place: PlaceFn | None,
+    supervisor: Supervisor,
+    current: list[_Streams],
+) -> None:
+    """One run of the placer's streams, from a fresh connection and an empty view."""
+    current.clear()
+    metrics.CAUGHT_UP.set(0)
+    # A broker that came back empty gets its topics again.
+    await ensure_topics(bootstrap, security=settings.kafka_security)
+    async with EventProducer(
+        bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security
+    ) as producer:
         service = PlacerService(producer, mode=mode, place=place, node_policy=settings.node_policy)
-        follower = TopicFollower(bootstrap, FOLLOWED_TOPICS, service=SERVICE, producer=producer)
+        follower = TopicFollower(
+            bootstrap, FOLLOWED_TOPICS, service=SERVICE, producer=producer, security=settings.kafka_security
+        )
         consumer = EventConsumer(
             bootstrap,
             DECIDED_TOPICS,
@@ -299,22 +360,16 @@ async def _serve(
             service=SERVICE,
             producer=producer,
             concurrency=CONCURRENCY,
+            security=settings.kafka_security,
         )
-        health = HealthServer(
-            settings.health_port,
-            ready=lambda: follower.caught_up.is_set() and consumer.started.is_set(),
-        )
-        port = await health.start()
-        log.info(
-            "placer.starting",
-            extra={"fields": {"mode": mode.value, "health_port": port}},
-        )
+        current.append(_Streams(follower, consumer))
         tasks: list[asyncio.Task[None]] = [
             asyncio.create_task(follower.run(service.on_state), name="follower")
         ]
         try:
             # Decide nothing before the view holds everything the topics already say.
             if await _first_of(stop, follower.caught_up, tasks):
+                supervisor.running()
                 metrics.CAUGHT_UP.set(1)
                 log.info(
                     "placer.caught_up",
@@ -327,9 +382,6 @@ async def _serve(
             await consumer.stop()
             await follower.stop()
             failed = await _finish(tasks)
-            metrics.CAUGHT_UP.set(0)
-            await health.stop()
-            log.info("placer.stopped", extra={"fields": {}})
         if failed is not None:
             raise failed
 

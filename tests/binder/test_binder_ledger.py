@@ -77,6 +77,18 @@ def test_shares_fit_while_memory_and_cores_last(ledger: DeviceLedger) -> None:
     assert len(over_cores) == 1 and "cores" in over_cores[0]
 
 
+def test_memory_only_share_fits_beside_shares_that_leave_cores(ledger: DeviceLedger) -> None:
+    ledger.hold(Holding(pod_uid="a", node="n1", devices=(share(0, 4000, 60),)))
+    assert ledger.collisions("p", "n1", (share(0, 4000, 0),)) == ()
+
+
+def test_memory_only_share_needs_a_core_left(ledger: DeviceLedger) -> None:
+    # The engine refuses a cores-0 share on a device whose cores are all taken ("all cores taken")
+    ledger.hold(Holding(pod_uid="a", node="n1", devices=(share(0, 4000, 100),)))
+    reasons = ledger.collisions("p", "n1", (share(0, 4000, 0),))
+    assert len(reasons) == 1 and "cores" in reasons[0]
+
+
 def test_memory_zero_means_all_memory(ledger: DeviceLedger) -> None:
     # A cores-only share (memory 0) takes the device's whole memory: nothing else fits beside it.
     ledger.hold(Holding(pod_uid="a", node="n1", devices=(DeviceAssignment(index=2, memory_mib=0, cores=30),)))

@@ -126,12 +126,18 @@ def test_terminating_unbound_pod_fails() -> None:
             {"devices": (DeviceAssignment(index=1), DeviceAssignment(index=0, memory_mib=-5))},
             "devices[1].memory_mib",
         ),
-        ({"devices": (DeviceAssignment(index=0, cores=0),)}, "devices[0].cores"),
+        ({"devices": (DeviceAssignment(index=0, cores=101),)}, "devices[0].cores"),
+        ({"devices": (DeviceAssignment(index=0, cores=-1),)}, "devices[0].cores"),
     ],
 )
 def test_placement_problems_name_the_field(changes: dict[str, object], field: str) -> None:
     problem = placement_problem(placement(**changes))
     assert problem is not None and problem.startswith(field)
+
+
+def test_memory_only_share_is_a_valid_placement() -> None:
+    # nvidia.com/gpumem without gpucores (or gpucores: 0): memory only, no compute share, as in HAMi
+    assert placement_problem(placement(devices=(DeviceAssignment(index=0, memory_mib=4000, cores=0),))) is None
 
 
 def test_unschedulable_placement_needs_no_node() -> None:

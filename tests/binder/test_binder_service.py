@@ -33,6 +33,7 @@ from schemas.events import (
 from schemas.topology import Device, Vendor
 from services.binder.retry import BackoffPolicy
 from services.binder.service import run_binder
+from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.config import Settings
 from topoplace.kafka_io import EventProducer, Received, TopicFollower
 from topoplace.kubeapi import KubeApiServer
@@ -317,3 +318,37 @@ async def test_a_forged_lifecycle_delete_on_the_topic_frees_nothing_at_start(
     assert outcome.outcome is BindingOutcome.CONFLICT
     assert uid in outcome.reason  # still held by the running pod the forged event named
     assert not kube_api.store.get("pods", taker["metadata"]["name"], "default")["spec"].get("nodeName")
+
+
+async def test_the_binder_goes_on_binding_after_its_broker_restarted_empty(kube_api: KubeApiServer) -> None:
+    port = free_port()
+    first, second = EmbeddedBroker(port=port), EmbeddedBroker(port=port)
+    await first.start()
+    await ensure_topics(first.bootstrap)
+    stop = asyncio.Event()
+    settings = Settings(kafka_bootstrap=first.bootstrap, kube_api_url=kube_api.url, health_port=0)
+    new_node(kube_api, "n1", 4)
+    binder = asyncio.create_task(run_binder(settings, stop=stop, policy=BackoffPolicy(base_seconds=0.01)))
+    try:
+        async with EventProducer(first.bootstrap, service="binder-test") as producer:
+            before = new_pod(kube_api)
+            bound, stop_following = await follow(first.bootstrap, topics.BINDINGS, lambda e: e.uid)
+            await producer.send(topics.PLACEMENTS, "n1", placement_for(before, "n1"))
+            await bound.wait_for(before["metadata"]["uid"])
+            await stop_following()
+        first.kill_now()  # as SIGKILL: the in-memory topics are gone
+        await second.start()
+        await ensure_topics(second.bootstrap)
+        async with EventProducer(second.bootstrap, service="binder-test") as producer:
+            after = new_pod(kube_api)
+            bound, stop_following = await follow(second.bootstrap, topics.BINDINGS, lambda e: e.uid)
+            await producer.send(topics.PLACEMENTS, "n1", placement_for(after, "n1", (DeviceAssignment(index=1),)))
+            (outcome,) = await bound.wait_for(after["metadata"]["uid"])
+            await stop_following()
+        assert outcome.outcome is BindingOutcome.BOUND
+        assert not binder.done()
+    finally:
+        stop.set()
+        await asyncio.wait_for(binder, WAIT)
+        first.kill_now()
+        await second.stop()

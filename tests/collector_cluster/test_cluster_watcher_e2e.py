@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from schemas.events import (
 )
 from services.collector import watch_gangs as gangs
 from services.collector.cluster_watcher import run_cluster_watcher
-from topoplace.broker import EmbeddedBroker, ensure_topics
+from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.config import Settings
 from topoplace.kafka_io import Received, TopicFollower
 from topoplace.kubeapi import KubeApiServer
@@ -200,3 +201,48 @@ async def test_a_kueue_gang_reaches_gangs_pending_inside_its_span(
     assert isinstance(member_uids, list) and sorted(member_uids) == sorted(uids)
     carried = trace.get_current_span(message.trace_context).get_span_context()
     assert f"{carried.trace_id:032x}" == spans[0].trace_id
+
+
+async def test_after_a_broker_restart_the_watcher_relists_and_republishes_everything() -> None:
+    port = free_port()
+    first, second = EmbeddedBroker(port=port), EmbeddedBroker(port=port)
+    await first.start()
+    await ensure_topics(first.bootstrap)
+    async with KubeApiServer() as api:
+        api.store.create("nodes", node_json("restart-node"))
+        api.store.create("hypernodes.topology.volcano.sh", hypernode_json("restart-tor", 1, [("Node", "restart-node")]))
+        pod = api.store.create("pods", {**pod_json("restart-pod"), "metadata": {"name": "restart-pod"}},
+                               namespace="default")  # fmt: skip
+        uid = pod["metadata"]["uid"]
+        settings = Settings(kafka_bootstrap=first.bootstrap, kube_api_url=api.url, health_port=0)
+        watcher = Watcher(settings, resync_seconds=3600, broker_check_seconds=0.1)  # no resync during the test
+        try:
+            before = Inbox()
+            async with _following(first.bootstrap, before):
+                await before.wait_for(is_event(NodeStatusEvent, node="restart-node"))
+                await before.wait_for(is_event(HyperNodeEvent, name="restart-tor"))
+                await before.wait_for(is_event(PendingPodEvent, uid=uid))
+            first.kill_now()  # as SIGKILL: every topic is gone
+            await second.start()
+            await ensure_topics(second.bootstrap)
+            after = Inbox()
+            async with _following(second.bootstrap, after):
+                await after.wait_for(is_event(NodeStatusEvent, node="restart-node"), timeout=40)
+                await after.wait_for(is_event(HyperNodeEvent, name="restart-tor"), timeout=40)
+                await after.wait_for(is_event(PendingPodEvent, uid=uid), timeout=40)
+            assert not watcher.task.done()
+        finally:
+            await watcher.close()
+            first.kill_now()
+            await second.stop()
+
+
+@contextlib.asynccontextmanager
+async def _following(bootstrap: str, inbox: Inbox) -> AsyncIterator[None]:
+    follower = TopicFollower(bootstrap, WATCHED, service="test-reader")
+    task = asyncio.create_task(follower.run(inbox))
+    try:
+        yield
+    finally:
+        await follower.stop()
+        await asyncio.gather(task, return_exceptions=True)

@@ -151,3 +151,16 @@ def test_hypernode_deletion_is_an_event_then_a_tombstone() -> None:
     assert [(p.topic, p.key) for p in out] == [(topics.TOPOLOGY_NETWORK.name, "tor")] * 2
     assert isinstance(out[0].event, HyperNodeEvent) and out[0].event.deleted and out[0].event.tier == 1
     assert out[1].event is None
+
+
+def test_a_resync_republishes_unchanged_nodes_and_hypernodes() -> None:
+    # A broker that lost nodes.status or topology.network gets them back at the next resync.
+    nodes, network = node_tracker(), hypernode_tracker()
+    nodes.relisted([node("n")], 1.0)
+    network.relisted([hypernode("tor", 1, [("Node", "n")])], 1.0)
+    assert nodes.relisted([node("n")], 2.0).publications == []
+    assert network.relisted([hypernode("tor", 1, [("Node", "n")])], 2.0).publications == []
+    again = nodes.relisted([node("n")], 3.0, force=True).publications
+    assert [(p.topic, p.key) for p in again] == [(topics.NODES_STATUS.name, "n")]
+    again = network.relisted([hypernode("tor", 1, [("Node", "n")])], 3.0, force=True).publications
+    assert [(p.topic, p.key) for p in again] == [(topics.TOPOLOGY_NETWORK.name, "tor")]

@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import msgspec
@@ -18,7 +19,7 @@ from schemas.topology import NodeTopology
 from services.collector.node_agent import idle_usage, make_reader, publish_loop, run_node_agent
 from services.collector.nvml_source import NodeReading, NvmlUnavailableError
 from services.collector.topology_files import FixtureError, load_topology
-from topoplace.broker import free_port
+from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.config import Settings
 from topoplace.kafka_io import Received, TopicFollower
 
@@ -108,6 +109,66 @@ async def test_a_failed_read_skips_one_tick_and_keeps_going() -> None:
     read = sequence(reading(topology), NvmlUnavailableError("driver went away"), reading(topology))
     recorder = await run_loop(read, usage_limit=2)
     assert recorder.kinds() == [TOPO, USAGE, USAGE]
+
+
+async def test_an_unchanged_topology_is_published_again_after_the_republish_interval() -> None:
+    topology = load_topology("pcie-4gpu", node="n1")
+    ticks = iter(range(25, 10_000, 25))  # each look at the clock is 25 s later
+
+    recorder = await run_loop(
+        sequence(reading(topology)), usage_limit=5, republish_seconds=60.0, monotonic=lambda: float(next(ticks))
+    )
+    # sent at 25; looked at 50, 75 (too soon), 100 (75 s after): sent again
+    assert recorder.kinds() == [TOPO, USAGE, USAGE, USAGE, TOPO, USAGE, USAGE]
+
+
+async def test_the_agent_publishes_its_topology_again_into_a_restarted_empty_broker() -> None:
+    node = f"agent-{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    first, second = EmbeddedBroker(port=port), EmbeddedBroker(port=port)
+    await first.start()
+    await ensure_topics(first.bootstrap)
+    stop = asyncio.Event()
+    # No periodic republication in this test: only the reconnect can bring the topology back.
+    settings = Settings(kafka_bootstrap=first.bootstrap, topology_republish_seconds=3600.0)
+    agent = asyncio.create_task(
+        run_node_agent(settings, node=node, source="pcie-4gpu", interval_seconds=0.05, stop=stop)
+    )
+    try:
+        await asyncio.wait_for(_topology_on(first.bootstrap, node), WAIT)
+        first.kill_now()  # as SIGKILL: the in-memory topics are gone
+        await second.start()
+        await ensure_topics(second.bootstrap)
+        event = await asyncio.wait_for(_topology_on(second.bootstrap, node), 2 * WAIT)
+        assert not agent.done()
+    finally:
+        stop.set()
+        await asyncio.wait_for(agent, WAIT)
+        first.kill_now()
+        await second.stop()
+    assert event.devices == load_topology("pcie-4gpu", node=node).devices
+
+
+async def _topology_on(bootstrap: str, node: str) -> NodeTopologyEvent:
+    """The first topology of `node` on the broker's topology.nodes (waits for it)."""
+    found: asyncio.Future[NodeTopologyEvent] = asyncio.get_running_loop().create_future()
+
+    async def collect(message: Received) -> None:
+        if message.key == node and isinstance(message.event, NodeTopologyEvent) and not found.done():
+            found.set_result(message.event)
+
+    follower = TopicFollower(bootstrap, [topics.TOPOLOGY_NODES], service="test")
+    following = asyncio.create_task(follower.run(collect))
+    try:
+        waiting: list[asyncio.Future[Any]] = [found, following]
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if not found.done():
+            following.result()  # the follower ended first: its error says why
+            raise AssertionError("the follower ended before the topology arrived")
+        return found.result()
+    finally:
+        await follower.stop()
+        await asyncio.gather(following, return_exceptions=True)
 
 
 async def test_the_reading_taken_at_start_is_published_first() -> None:

@@ -66,3 +66,17 @@ async def test_prints_address_creates_topics_and_stops_on_signal(stop_signal: si
         if command.returncode is None:
             command.kill()
             await command.wait()
+
+
+def test_topics_ensure_on_an_unreachable_kafka_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from topoplace.broker import free_port
+    from topoplace.cli import main
+
+    address = f"127.0.0.1:{free_port()}"
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", address)
+    assert main(["topics", "ensure"]) == 1
+    err = capsys.readouterr().err
+    assert f"topoplace topics ensure: {address}: KafkaConnectionError" in err
+    assert "Traceback" not in err

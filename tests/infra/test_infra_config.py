@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+import certifi
 import msgspec
 import pytest
 
@@ -118,6 +119,8 @@ def test_env_vars_lists_every_variable_read() -> None:
 _VALID = {
     "KAFKA_BOOTSTRAP": "kafka:9092",
     "TOPOPLACE_KAFKA_IDEMPOTENCE": "on",
+    "TOPOPLACE_EMBEDDED_BROKER": "1",
+    "TOPOPLACE_TOPOLOGY_REPUBLISH_SECONDS": "15",
     "TOPOPLACE_KUBE_API_URL": "http://api:8080",
     "KUBECONFIG": "kc.yaml",
     "TOPOPLACE_SCHEDULER_NAME": "other",
@@ -129,14 +132,41 @@ _VALID = {
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://otel:4318/v1/traces",
     "OTEL_RESOURCE_ATTRIBUTES": "a=b",
     "TOPOPLACE_NODE_POLICY": "fragmentation",
+    "KAFKA_SECURITY_PROTOCOL": "SSL",
+    "KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
+    "KAFKA_SASL_USERNAME": "user",
+    "KAFKA_SASL_PASSWORD": "secret",
+    "KAFKA_SSL_CAFILE": certifi.where(),
+    "KAFKA_SSL_CERTFILE": __file__,  # any readable file: only the path is read here
+    "KAFKA_SSL_KEYFILE": __file__,
+}
+# Variables that mean something only beside others: the test sets those too.
+_SASL = {"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_SASL_MECHANISM": "PLAIN",
+         "KAFKA_SASL_USERNAME": "u", "KAFKA_SASL_PASSWORD": "p"}  # fmt: skip
+_TLS_PAIR = {"KAFKA_SECURITY_PROTOCOL": "SSL", "KAFKA_SSL_CERTFILE": certifi.where(),
+             "KAFKA_SSL_KEYFILE": certifi.where()}  # fmt: skip
+_NEEDS: dict[str, dict[str, str]] = {
+    "KAFKA_SASL_MECHANISM": _SASL,
+    "KAFKA_SASL_USERNAME": _SASL,
+    "KAFKA_SASL_PASSWORD": _SASL,
+    "KAFKA_SSL_CAFILE": {"KAFKA_SECURITY_PROTOCOL": "SSL"},
+    "KAFKA_SSL_CERTFILE": _TLS_PAIR,
+    "KAFKA_SSL_KEYFILE": _TLS_PAIR,
 }
 
 
 @pytest.mark.parametrize("variable", ENV_VARS)
 def test_every_listed_variable_has_an_effect(variable: str) -> None:
-    default = msgspec.structs.asdict(Settings.from_env({}))
-    changed = msgspec.structs.asdict(Settings.from_env({variable: _VALID[variable]}))
+    beside = _NEEDS.get(variable, {})
+    default = msgspec.structs.asdict(Settings.from_env(beside))
+    changed = msgspec.structs.asdict(Settings.from_env({**beside, variable: _VALID[variable]}))
     assert changed != default
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "soon", "inf", "nan"])
+def test_the_republish_interval_must_be_a_positive_number(value: str) -> None:
+    with pytest.raises(ConfigError, match="TOPOPLACE_TOPOLOGY_REPUBLISH_SECONDS"):
+        Settings.from_env({"TOPOPLACE_TOPOLOGY_REPUBLISH_SECONDS": value})
 
 
 def test_blank_values_count_as_unset() -> None:

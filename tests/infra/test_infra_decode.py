@@ -88,6 +88,31 @@ def test_bad_values_name_the_field_and_the_reason(value: bytes, kind: str, start
     assert caught.value.error.startswith(starts), caught.value.error
 
 
+def _with_link(**fields: object) -> dict[str, object]:
+    link = {"src": 0, "dst": 1, "nvlinks": 4}
+    link.update(fields)
+    return {**topology_dict(), "links": [link]}
+
+
+@pytest.mark.parametrize(
+    ("value", "starts"),
+    [
+        (_with_device_field(index=-1), "devices[0].index: expected `int` >= 0"),
+        (_with_device_field(memory_mib=-80), "devices[0].memory_mib: expected `int` >= 0"),
+        (_with_device_field(cores=-5), "devices[0].cores: expected `int` >= 0"),
+        (_with_device_field(nvswitch_links=-1), "devices[0].nvswitch_links: expected `int` >= 0"),
+        (_with_link(src=-1), "links[0].src: expected `int` >= 0"),
+        (_with_link(dst=-2), "links[0].dst: expected `int` >= 0"),
+        (_with_link(nvlinks=-4), "links[0].nvlinks: expected `int` >= 0"),
+    ],
+)
+def test_negative_topology_numbers_are_rejected_with_the_field(value: dict[str, object], starts: str) -> None:
+    with pytest.raises(DecodeError) as caught:
+        decode_event(TOPOLOGY, msgspec.json.encode(value))
+    assert caught.value.kind == RejectReason.INVALID_FIELD
+    assert caught.value.error.startswith(starts), caught.value.error
+
+
 def message(key: str | None, event: events.Event | None, offset: int) -> Received:
     return Received(
         topic="nodes.status", partition=0, offset=offset, key=key, event=event, trace_context=Context(),

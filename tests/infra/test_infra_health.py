@@ -56,6 +56,22 @@ async def test_a_readiness_check_that_raises_means_not_ready_with_the_reason() -
         await server.stop()
 
 
+async def test_not_ready_says_why_when_told() -> None:
+    why: list[str | None] = ["catching up on topology.nodes/0 at 3 of 9"]
+    server = HealthServer(0, ready=lambda: why[0] is None, reason=lambda: why[0], host="127.0.0.1")
+    port = await server.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
+                assert response.status == 503
+                assert await response.text() == "not ready: catching up on topology.nodes/0 at 3 of 9\n"
+            why[0] = None
+            async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
+                assert response.status == 200
+    finally:
+        await server.stop()
+
+
 async def test_a_taken_port_fails_start() -> None:
     first = HealthServer(0, ready=lambda: True, host="127.0.0.1")
     port = await first.start()

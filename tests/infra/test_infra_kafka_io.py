@@ -7,6 +7,7 @@ import uuid
 
 import msgspec
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import IllegalStateError
 from infra_helpers import dlq_of, metric, produce_raw, running
 from opentelemetry import trace
@@ -280,6 +281,63 @@ async def test_follower_catches_up_delivers_tombstones_and_replays_from_zero(
     async with running(replay, collect_replay):
         await asyncio.wait_for(replay.caught_up.wait(), WAIT)
     assert sorted((m.partition, m.offset) for m in replayed) == sorted((m.partition, m.offset) for m in seen)
+
+
+async def test_a_follower_whose_end_is_never_reached_declares_itself_caught_up_in_time(
+    kafka_bootstrap: str, compacted_topic: Topic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As a restarted broker once did: it reports an end offset that no fetch ever reaches.
+    real_end_offsets = AIOKafkaConsumer.end_offsets
+
+    async def unreachable_ends(self: AIOKafkaConsumer, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        ends = await real_end_offsets(self, partitions)
+        return {tp: end + 1 for tp, end in ends.items()}
+
+    monkeypatch.setattr(AIOKafkaConsumer, "end_offsets", unreachable_ends)
+    service = f"test-stuck-{uuid.uuid4().hex[:6]}"
+    follower = TopicFollower(kafka_bootstrap, [compacted_topic], service=service, catch_up_timeout=0.5)
+    assert follower.waiting_reason() == "not connected to the broker yet"
+
+    async def ignore(message: Received) -> None:
+        pass
+
+    reasons: list[str | None] = []
+    async with running(follower, ignore):
+        await asyncio.wait_for(follower.caught_up.wait(), WAIT)
+        reasons.append(follower.waiting_reason())
+    assert reasons == [None]
+    assert metric("topoplace_follower_catch_up_given_up_total", service=service) == 1
+
+
+async def test_a_follower_says_what_it_waits_for(
+    kafka_bootstrap: str, compacted_topic: Topic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_end_offsets = AIOKafkaConsumer.end_offsets
+    real_beginning_offsets = AIOKafkaConsumer.beginning_offsets
+    asked = asyncio.Event()
+
+    async def unreachable_ends(self: AIOKafkaConsumer, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        ends = await real_end_offsets(self, partitions)
+        return {tp: end + 5 for tp, end in ends.items()}
+
+    async def beginnings(self: AIOKafkaConsumer, *partitions: TopicPartition) -> dict[TopicPartition, int]:
+        starts: dict[TopicPartition, int] = await real_beginning_offsets(self, *partitions)
+        asked.set()  # the follower goes on up to its first fetch before this test runs again
+        return starts
+
+    monkeypatch.setattr(AIOKafkaConsumer, "end_offsets", unreachable_ends)
+    monkeypatch.setattr(AIOKafkaConsumer, "beginning_offsets", beginnings)
+    follower = TopicFollower(kafka_bootstrap, [compacted_topic], service="test-waiting", catch_up_timeout=600)
+
+    async def ignore(message: Received) -> None:
+        pass
+
+    async with running(follower, ignore):
+        await asyncio.wait_for(asked.wait(), WAIT)
+        reason = follower.waiting_reason()
+    assert reason is not None
+    assert reason.startswith("catching up on") and compacted_topic.name in reason
+    assert not follower.caught_up.is_set()
 
 
 async def test_two_members_share_the_partitions_and_the_survivor_takes_over(

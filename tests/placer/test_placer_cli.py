@@ -7,12 +7,14 @@ import os
 import signal
 import sys
 
+import aiohttp
 import pytest
 from placer_builders import pending, status, topology
 from placer_kafka import TIMEOUT_S, Recorder
 
 from schemas import topics
 from schemas.events import PlacementOutcome
+from topoplace.broker import free_port
 from topoplace.cli import build_parser
 from topoplace.kafka_io import EventProducer
 
@@ -69,3 +71,49 @@ async def test_process_decides_then_stops_on_sigterm(fresh_broker: str) -> None:
                 await process.wait()
     assert process.returncode == 0, stderr.decode()[-2000:]
     assert b'"placer.stopped"' in stderr
+
+
+def test_no_kafka_configured_exits_2_naming_both_ways(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No private broker behind the operator's back: a service needs Kafka, or the explicit setting.
+    monkeypatch.delenv("KAFKA_BOOTSTRAP", raising=False)
+    monkeypatch.delenv("TOPOPLACE_EMBEDDED_BROKER", raising=False)
+    args = build_parser().parse_args(["placer"])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert "KAFKA_BOOTSTRAP" in err and "TOPOPLACE_EMBEDDED_BROKER" in err
+
+
+async def test_unreachable_kafka_is_retried_says_why_not_ready_and_stops_without_a_traceback() -> None:
+    health_port = free_port()
+    env = {**os.environ, "KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port()}", "TOPOPLACE_HEALTH_PORT": str(health_port)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "topoplace.cli", "placer",
+        env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stderr is not None
+    seen: list[bytes] = []
+    try:
+        # The second restart proves it retries; by then /readyz has the reason.
+        while sum(b'"service.kafka_loop_restart"' in line for line in seen) < 2:
+            line = await asyncio.wait_for(process.stderr.readline(), TIMEOUT_S)
+            assert line, b"".join(seen).decode()[-2000:]
+            seen.append(line)
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"http://127.0.0.1:{health_port}/readyz") as response,
+        ):
+            status_code, text = response.status, await response.text()
+        process.send_signal(signal.SIGTERM)
+        rest = await asyncio.wait_for(process.stderr.read(), TIMEOUT_S)
+        await asyncio.wait_for(process.wait(), TIMEOUT_S)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    output = (b"".join(seen) + rest).decode()
+    assert process.returncode == 0, output[-2000:]
+    assert "Traceback" not in output
+    assert status_code == 503
+    assert text.startswith("not ready: Kafka:") and "KafkaConnectionError" in text

@@ -30,7 +30,7 @@ from schemas.events import (
 )
 from services.placer.decide import PlaceFn
 from services.placer.engine import Decision, Mode, PodRequest, Snapshot
-from topoplace.broker import free_port
+from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.kafka_io import EventProducer, Received
 from topoplace.telemetry import read_spans
 
@@ -408,3 +408,37 @@ async def test_placer_rebuilds_bound_pods_from_the_lifecycle(fresh_broker: str) 
             assert [d.index for d in rec.placements()[1].devices] == [0, 1]
     # The retry, caused by another pod's deletion, still belongs to the parked pod's trace.
     assert [_trace_of(m) for m in rec.on(topics.PLACEMENTS)] == [pod_trace, pod_trace]
+
+
+async def test_the_placer_goes_on_deciding_after_its_broker_restarted_empty() -> None:
+    port = free_port()
+    first, second = EmbeddedBroker(port=port), EmbeddedBroker(port=port)
+    await first.start()
+    try:
+        await ensure_topics(first.bootstrap)
+        async with placer(placer_settings(first.bootstrap), first_fit) as running:
+            async with (
+                EventProducer(first.bootstrap, service="test") as producer,
+                Recorder(first.bootstrap, [topics.PLACEMENTS]) as rec,
+            ):
+                await _seed(producer, {"a": 4})
+                await _submit(producer, pending("before", 1))
+                await rec.wait_for(lambda: len(rec.placements()) >= 1, "the decision before the restart")
+            first.kill_now()  # as SIGKILL: the in-memory topics are gone
+            await second.start()
+            await ensure_topics(second.bootstrap)
+            async with (
+                EventProducer(second.bootstrap, service="test") as producer,
+                Recorder(second.bootstrap, [topics.PLACEMENTS]) as rec,
+            ):
+                await _seed(producer, {"b": 4})  # what the collectors republish
+                await _submit(producer, pending("after", 1))
+                await rec.wait_for(
+                    lambda: any(p.uid == "after" for p in rec.placements()), "a decision after the restart", 60
+                )
+            assert not running.task.done()
+    finally:
+        first.kill_now()
+        await second.stop()
+    (after,) = [p for p in rec.placements() if p.uid == "after"]
+    assert after.outcome is PlacementOutcome.PLACED

@@ -18,8 +18,10 @@ def _run(args: argparse.Namespace) -> int:
         return BAD_INPUT
     import asyncio
 
+    from aiokafka.errors import KafkaError
     from rich.console import Console
 
+    from topoplace.broker import BrokerError
     from topoplace.config import Settings
     from topoplace.demo.runner import DemoOptions, run_demo
 
@@ -33,7 +35,13 @@ def _run(args: argparse.Namespace) -> int:
         traces_path=Path(args.traces),
         work_dir=Path(args.work_dir),
     )
-    return asyncio.run(run_demo(options, Settings.from_env(), Console()))
+    settings = Settings.from_env()
+    try:
+        return asyncio.run(run_demo(options, settings, Console()))
+    except (KafkaError, BrokerError) as exc:  # the named Kafka is away: one line, no traceback
+        where = settings.kafka_bootstrap or "the embedded broker"
+        print(f"topoplace demo: Kafka at {where}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 def check_outputs(args: argparse.Namespace) -> str:

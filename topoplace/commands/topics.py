@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
-from topoplace.commands.exit_codes import BAD_INPUT, OK
+from topoplace.commands.exit_codes import BAD_INPUT, NO_PLACE, OK
 from topoplace.config import Settings
-
-if TYPE_CHECKING:  # imported by the command that runs: building the parser stays cheap
-    pass
 
 TAIL_STARTS = ("beginning", "end")
 
@@ -24,15 +20,22 @@ def _bootstrap(command: str, why: str) -> str | None:
 
 
 def _ensure(args: argparse.Namespace) -> int:
+    from aiokafka.errors import KafkaError
+
     from schemas import topics
-    from topoplace.broker import ensure_topics
+    from topoplace.broker import BrokerError, ensure_topics
 
     bootstrap = _bootstrap("ensure", "the embedded broker creates its topics itself")
     if bootstrap is None:
         return BAD_INPUT
     import asyncio
 
-    asyncio.run(ensure_topics(bootstrap))
+    settings = Settings.from_env()
+    try:
+        asyncio.run(ensure_topics(bootstrap, security=settings.kafka_security))
+    except (KafkaError, OSError, BrokerError) as exc:  # Kafka away or refusing: one line, no traceback
+        print(f"topoplace topics ensure: {bootstrap}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return NO_PLACE
     for name in topics.all_topic_names():
         print(name)
     return OK

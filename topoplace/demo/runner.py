@@ -111,7 +111,8 @@ async def run_demo(options: DemoOptions, settings: Settings, console: Console) -
     children: list[processes.ServiceProcess] = []
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") or k.startswith("OTEL_EXPORTER")}
 
-    async with kafka_bootstrap(settings) as bootstrap:
+    # The demo runs its own broker unless KAFKA_BOOTSTRAP names one.
+    async with kafka_bootstrap(msgspec.structs.replace(settings, embedded_broker=True)) as bootstrap:
         env["KAFKA_BOOTSTRAP"] = bootstrap
         console.print(f"broker at {bootstrap}")
         try:

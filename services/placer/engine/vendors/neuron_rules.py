@@ -140,6 +140,9 @@ def device_groups(
     """Every legal group of ``count`` whole free devices, ascending by first index."""
     if count <= 0:
         return NoFit(f"{count} Neuron devices requested")
+    if count > len(devices):
+        # Bounded before any work: the groups below are built in proportion to `count`.
+        return NoFit(f"{count} Neuron devices requested, the node has {len(devices)}")
     if family is Family.TRAINIUM and count not in TRAINIUM_BLOCK_SIZES:
         return NoFit(
             f"Trainium nodes take 1, 4, 8 or 16 Neuron devices per pod, as an aligned block; {count} were requested"
@@ -190,6 +193,8 @@ def core_options(family: Family, devices: Sequence[NeuronDevice], cores: int) ->
     per_device = uniform_cores(devices)
     if isinstance(per_device, NoFit):
         return per_device
+    if cores > per_device * len(devices):
+        return NoFit(f"{cores} NeuronCores requested, the node has {per_device * len(devices)}")
     by_index = _by_index(devices)
     if cores <= per_device:
         options = [Option((Take(i, cores),)) for i in sorted(by_index) if by_index[i].free_cores >= cores]
