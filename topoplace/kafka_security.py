@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from aiokafka.helpers import create_ssl_context
 
 SECURITY_PROTOCOL = "KAFKA_SECURITY_PROTOCOL"
 SASL_MECHANISM = "KAFKA_SASL_MECHANISM"
@@ -159,6 +158,8 @@ def client_options(security: KafkaSecurity | None) -> dict[str, Any]:
 
 
 def _ssl_context(security: KafkaSecurity) -> ssl.SSLContext:
+    from aiokafka.helpers import create_ssl_context  # only with TLS: short commands stay light
+
     context: ssl.SSLContext = create_ssl_context(
         cafile=security.ssl_cafile, certfile=security.ssl_certfile, keyfile=security.ssl_keyfile
     )

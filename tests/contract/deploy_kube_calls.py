@@ -54,6 +54,7 @@ METHODS: dict[str, tuple[str, str, str]] = {
     "patch_namespaced_pod_status": (CORE, "pods/status", "patch"),
     "create_namespaced_pod_binding": (CORE, "pods/binding", "create"),
     "create_namespaced_event": (CORE, "events", "create"),
+    "patch_namespaced_event": (CORE, "events", "patch"),
     "list_node": (CORE, "nodes", "list"),
     "read_node": (CORE, "nodes", "get"),
     "create_node": (CORE, "nodes", "create"),
