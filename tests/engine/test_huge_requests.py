@@ -34,7 +34,7 @@ def cluster(fixture: str) -> Snapshot:
 def test_a_request_beyond_any_node_is_unschedulable_with_the_reason(
     fixture: str, requests: dict[str, str], noun: str, mode: Mode
 ) -> None:
-    decision = place(cluster(fixture), PodRequest(uid="huge", requests=requests), mode)
+    decision = place(cluster(fixture), PodRequest(uid="huge", requests=requests), mode, explain=True)
     assert decision.node is None
     assert decision.reason
     reasons = [v.reason for v in decision.alternatives]
