@@ -21,13 +21,20 @@ import msgspec
 from bench import pipeline_speed, plots, search_speed
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
-from bench.fragmentation import typical_classes
 from bench.report import build_figures, build_markdown, build_notes
 from bench.results import Machine, Results, output_dirs, write_results
 from bench.topoplace_trace import topoplace_factory
 from bench.trace import load_nodes, load_pods
-from bench.trace_policies import PAPER_POLICIES, PUBLISHED_UNALLOCATED_PCT, PolicyFactory, RandomFit, with_first_tie
-from bench.trace_replay import ReplayResult, replay
+from bench.trace_policies import (
+    PAPER_POLICIES,
+    PUBLISHED_UNALLOCATED_PCT,
+    PolicyFactory,
+    RandomFit,
+    Resolution,
+    Ties,
+    variant,
+)
+from bench.trace_replay import EARLIER, SIMULATOR, ReplayProtocol, ReplayResult, replay
 from services.placer.engine import Mode
 
 HERE = Path(__file__).resolve().parent
@@ -44,6 +51,7 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     device_seed: int
     speed: tuple[tuple[int, int], ...]  # (nodes, decisions)
     search_quick: bool
+    earlier_variants: bool  # also replay every paper policy under our earlier protocol (labelled extras)
 
 
 PROFILES = {
@@ -56,6 +64,7 @@ PROFILES = {
         device_seed=1,
         speed=((10, 200), (100, 40), (1000, 6)),
         search_quick=True,
+        earlier_variants=False,
     ),
     "full": Profile(
         name="full",
@@ -66,19 +75,27 @@ PROFILES = {
         device_seed=1,
         speed=((10, 500), (100, 100), (1000, 20), (10000, 3)),
         search_quick=False,
+        earlier_variants=True,
     ),
 }
 
 
-def trace_policies() -> dict[str, PolicyFactory]:
-    policies: dict[str, PolicyFactory] = dict(PAPER_POLICIES)
-    for policy in PAPER_POLICIES.values():
-        if policy is not RandomFit:  # random-fit has no ties to break
-            variant = with_first_tie(policy)  # type: ignore[arg-type]
-            policies[variant.name] = variant
-    policies["topoplace"] = topoplace_factory(Mode.DEFAULT)
-    policies["topoplace-hami"] = topoplace_factory(Mode.HAMI)
-    policies["topoplace-frag"] = topoplace_factory(Mode.DEFAULT, fragmentation=True)
+def trace_policies(earlier_variants: bool = False) -> dict[str, tuple[PolicyFactory, ReplayProtocol]]:
+    """Every trace policy with the protocol it is replayed under. The paper's policies and ours run
+    under the simulator's protocol (the reference); our earlier replay of FGD (exact scores, random or
+    list-order ties, its protocol) stays as labelled extras, of every paper policy with `earlier_variants`."""
+    policies: dict[str, tuple[PolicyFactory, ReplayProtocol]] = {
+        name: (factory, SIMULATOR) for name, factory in PAPER_POLICIES.items()
+    }
+    for name, policy in PAPER_POLICIES.items():
+        if policy is RandomFit or (name != "fgd" and not earlier_variants):
+            continue
+        for ties in (Ties.RANDOM, Ties.FIRST):
+            extra = variant(policy, ties, Resolution.EXACT)  # type: ignore[arg-type]
+            policies[extra.name] = (extra, EARLIER)
+    policies["topoplace"] = (topoplace_factory(Mode.DEFAULT), SIMULATOR)
+    policies["topoplace-hami"] = (topoplace_factory(Mode.HAMI), SIMULATOR)
+    policies["topoplace-frag"] = (topoplace_factory(Mode.DEFAULT, fragmentation=True), SIMULATOR)
     return policies
 
 
@@ -91,14 +108,22 @@ def run_trace(
 ) -> dict[str, list[ReplayResult]]:
     nodes = load_nodes(nodes_path)
     pods = load_pods(pods_path)
-    classes = typical_classes(pods)
+    classes = {protocol.name: protocol.classes(pods) for protocol in (SIMULATOR, EARLIER)}
     out: dict[str, list[ReplayResult]] = {}
-    for name, factory in trace_policies().items():
+    for name, (factory, protocol) in trace_policies(profile.earlier_variants).items():
         if only and name not in only:
             continue
         out[name] = []
         for seed in profile.trace_seeds:
-            result = replay(nodes, pods, factory, classes, seed=seed, stop_at=profile.trace_stop_at)
+            result = replay(
+                nodes,
+                pods,
+                factory,
+                classes[protocol.name],
+                seed=seed,
+                stop_at=profile.trace_stop_at,
+                protocol=protocol,
+            )
             out[name].append(result)
             _log(f"trace {name} seed {seed}: unallocated {result.unallocated_pct:.2f} % ({result.seconds:.1f} s)")
     return out
