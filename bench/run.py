@@ -21,6 +21,7 @@ import msgspec
 from bench import pipeline_speed, plots, search_speed
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
+from bench.fgd_plus import FgdPlus
 from bench.report import build_figures, build_markdown, build_notes
 from bench.results import Machine, Results, output_dirs, write_results
 from bench.topoplace_trace import topoplace_factory
@@ -96,6 +97,7 @@ def trace_policies(earlier_variants: bool = False) -> dict[str, tuple[PolicyFact
     policies["topoplace"] = (topoplace_factory(Mode.DEFAULT), SIMULATOR)
     policies["topoplace-hami"] = (topoplace_factory(Mode.HAMI), SIMULATOR)
     policies["topoplace-frag"] = (topoplace_factory(Mode.DEFAULT, fragmentation=True), SIMULATOR)
+    policies[FgdPlus.name] = (FgdPlus, SIMULATOR)
     return policies
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from bench.cluster import ClusterState
 from bench.fragmentation import FragmentationModel, PodClass, typical_classes
 from bench.trace import NodeRow, PodRow
+from bench.trace_links import TraceLinkMeter
 from bench.trace_policies import PolicyFactory
 
 TARGET_DEMAND = 1.30
@@ -75,6 +76,9 @@ class ReplayResult(msgspec.Struct, frozen=True, kw_only=True):
     seconds: float
     decisions: int
     curve: tuple[CurvePoint, ...]
+    multi_gpu_pods: int = 0  # pods placed on 2+ GPUs up to the reading
+    link_quality_pct: float = 100.0  # their sets' mean link score, % of the best set free on the node then
+    link_optimal_pct: float = 100.0  # share of them on a link-optimal set
 
 
 def arrival_sequence(
@@ -121,6 +125,7 @@ def replay(
     gpu_nodes = [n for n in nodes if n.gpus > 0]
     state = ClusterState(gpu_nodes, protocol.node_order(len(gpu_nodes), seed))
     policy = factory(state, classes)
+    links = TraceLinkMeter(state)
     rng = np.random.default_rng(seed + 7919)  # the policy's own randomness, apart from the arrival order
     sequence = arrival_sequence(pods, state.capacity_milli, seed, within_target=protocol.inflate_within_target)
     window: list[float] = []  # unallocated % at each event whose arrived % rounds to 100
@@ -145,6 +150,8 @@ def replay(
             if placement is None:  # the policy's own device rules refused every node
                 dropped += 1
             else:
+                if arrived <= READ_AT_DEMAND * state.capacity_milli:
+                    links.observe(placement.node, placement.gpus)
                 state.place(pod, placement)
                 policy.placed(pod, placement)
         arrived_pct = 100.0 * arrived / state.capacity_milli
@@ -177,4 +184,7 @@ def replay(
         seconds=seconds,
         decisions=decisions,
         curve=tuple(curve),
+        multi_gpu_pods=len(links.quality),
+        link_quality_pct=links.mean_pct,
+        link_optimal_pct=links.optimal_pct,
     )
