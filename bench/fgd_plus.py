@@ -3,9 +3,9 @@
 A bench prototype (not the engine's) of a policy for the simulator's protocol:
 
 - node level: FGD's integer score (`fgd_score`): the fragmentation change binned coarsely;
-- inside one level, CPU-only and CPU-heavy pods go to the node with the most CPU to spare
-  relative to its free GPUs (free CPU minus what its free GPUs would need at the node's own
-  CPU-per-GPU ratio), so GPUs are not left without CPU; other pods keep the node order;
+- inside one level, by CPU spare: free CPU after placing minus what the node's free GPUs would
+  need at its own CPU-per-GPU ratio. CPU-only and CPU-heavy pods go to the node with the most
+  spare, GPU pods light on CPU to the node with the least, so GPUs are not left without CPU;
 - remaining ties: the fixed node order (the cluster's node ranks);
 - devices: a shared pod takes, among the GPUs with its node's top score, one in the NVLink group
   (quad of an 8-GPU node) that is already broken, so whole quads and 8-sets stay intact; a
@@ -41,15 +41,21 @@ class FgdPlus(Fgd):
     def cpu_heavy(self, pod: PodRow) -> bool:
         return pod.num_gpu == 0 or pod.cpu_milli * MILLI / pod.gpu_milli_total > self.heavy_ratio
 
-    def in_level(self, pod: PodRow, candidates: np.ndarray) -> np.ndarray:
-        """CPU spare after placing, relative to the free GPUs' own CPU needs, scaled into [0, SECONDARY_SPAN)."""
-        if not self.cpu_heavy(pod):
-            return np.zeros(len(candidates))
+    def cpu_spare(self, pod: PodRow, candidates: np.ndarray) -> np.ndarray:
+        """Free CPU after placing minus the CPU the node's free GPUs would need at its own CPU-per-GPU
+        ratio, over the simulator's CPU maximum (clipped to [-1, 1])."""
         cpu_after = self.state.cpu_free[candidates] - pod.cpu_milli
         gpu_after = self.gpu_left(candidates) - pod.gpu_milli_total
-        slack = (cpu_after - gpu_after / MILLI * self.cpu_per_gpu[candidates]) / MAX_SPEC_CPU
-        key: np.ndarray = (np.clip(slack, -1.0, 1.0) + 1.0) / 2.0 * SECONDARY_SPAN
-        return key
+        spare: np.ndarray = np.clip(
+            (cpu_after - gpu_after / MILLI * self.cpu_per_gpu[candidates]) / MAX_SPEC_CPU, -1, 1
+        )
+        return spare
+
+    def in_level(self, pod: PodRow, candidates: np.ndarray) -> np.ndarray:
+        """The in-level key in [0, SECONDARY_SPAN): more CPU spare is better for a CPU-heavy pod, less for
+        a GPU pod light on CPU (it leaves the CPU-rich nodes to the pods that need them)."""
+        key: np.ndarray = (self.cpu_spare(pod, candidates) + 1.0) / 2.0 * SECONDARY_SPAN
+        return key if self.cpu_heavy(pod) else SECONDARY_SPAN - key
 
     def group_free(self, node: int) -> np.ndarray:
         """For each GPU slot: how many fully free GPUs its group holds (fewer = more broken)."""

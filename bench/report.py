@@ -126,6 +126,15 @@ def build_figures(
                 unit="% of multi-GPU pods",
             )
         )
+        ms_per_decision = _mean([1000.0 * r.seconds / max(r.decisions, 1) for r in runs])
+        figures.append(
+            Figure(
+                name=f"trace.ms_per_decision.{policy}",
+                value=round(ms_per_decision, 4),
+                unit="ms",
+                detail="replay time per placement decision over all feasible nodes (this machine)",
+            )
+        )
         figures.append(
             Figure(
                 name=f"trace.seconds_per_seed.{policy}",

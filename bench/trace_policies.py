@@ -129,7 +129,9 @@ class _Base:
 
 
 class RandomFit(_Base):
-    """Any feasible node, uniformly (random_score.go: one node drawn per pod gets the top score)."""
+    """Any feasible node, uniformly (random_score.go: one node drawn per pod gets the top score); with the
+    simulator's resolution a shared pod also takes a uniformly random GPU that fits (the experiments run
+    random-fit with GPU selection "random": open_gpu_share.go allocateGpuIdBasedOnRandomFit)."""
 
     name = "random-fit"
 
@@ -137,7 +139,11 @@ class RandomFit(_Base):
         return np.zeros(len(candidates))
 
     def choose(self, pod: PodRow, candidates: np.ndarray, rng: np.random.Generator) -> Placement:
-        return self.devices(pod, int(candidates[rng.integers(len(candidates))]))
+        node = int(candidates[rng.integers(len(candidates))])
+        if self.resolution is Resolution.SIMULATOR and 0 < pod.gpu_milli < MILLI:
+            fits = np.flatnonzero(self.state.gpu_free[node] >= pod.gpu_milli)
+            return Placement(node=node, gpus=(int(fits[rng.integers(len(fits))]),))
+        return self.devices(pod, node)
 
 
 class BestFit(_Base):

@@ -27,10 +27,14 @@ def test_a_cpu_only_pod_goes_to_the_node_with_cpu_to_spare_for_its_free_gpus():
     assert _choose(state, pod(num_gpu=0, gpu_milli=0, cpu=2000)).node == 1
 
 
-def test_gpu_light_pods_keep_the_node_order_inside_a_level():
+def test_gpu_pods_light_on_cpu_go_to_the_node_short_of_cpu_and_ties_follow_the_node_order():
+    # A 1-GPU pod with 1 core (below the nodes' 16 cores per GPU): same FGD level on both nodes; it goes to
+    # node 0, short of CPU, and leaves node 1's spare CPU to CPU-heavy pods, whatever the node order.
     state = ClusterState([node("a", gpus=2), node("b", gpus=2)], node_order=[1, 0])
-    state.cpu_free[1] -= 20000  # node 1 is short of CPU, but a light pod does not care
-    assert _choose(state, pod(gpu_milli=1000, cpu=1000)).node == 1  # rank 0 = node 1
+    state.cpu_free[0] -= 20000
+    assert _choose(state, pod(gpu_milli=1000, cpu=1000)).node == 0
+    even = ClusterState([node("a", gpus=2), node("b", gpus=2)], node_order=[1, 0])
+    assert _choose(even, pod(gpu_milli=1000, cpu=1000)).node == 1  # equal in every key: rank 0 = node 1
 
 
 def test_a_shared_pod_goes_to_a_gpu_of_an_already_broken_group():

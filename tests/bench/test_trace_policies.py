@@ -159,3 +159,10 @@ def test_gpu_model_constraint_filters_nodes():
     with pytest.raises(ValueError, match="needs"):
         state.place(pod(gpu_milli=1000), Placement(node=0, gpus=(0,)))
         state.place(pod(gpu_milli=1000), Placement(node=0, gpus=(0,)))
+
+
+def test_random_fit_takes_a_random_gpu_that_fits_for_a_shared_pod():
+    # One node, GPUs with 1000 / 300 / 600 free: a 500-milli pod fits GPUs 0 and 2, and both get picked.
+    state = cluster([node("a", gpus=3)], held={0: [0, 700, 400]})
+    picks = {choose(RandomFit, state, pod(gpu_milli=500), seed=s).gpus for s in range(30)}
+    assert picks == {(0,), (2,)}
