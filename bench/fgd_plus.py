@@ -3,9 +3,11 @@
 A bench prototype (not the engine's) of a policy for the simulator's protocol:
 
 - node level: FGD's integer score (`fgd_score`): the fragmentation change binned coarsely;
-- inside one level, by CPU spare: free CPU after placing minus what the node's free GPUs would
-  need at its own CPU-per-GPU ratio. CPU-only and CPU-heavy pods go to the node with the most
-  spare, GPU pods light on CPU to the node with the least, so GPUs are not left without CPU;
+- inside one level, a GPU pod goes to a node already in use before an idle one (idle nodes stay
+  whole for the multi-GPU pods FGD's typical shapes barely see);
+- then by CPU spare: free CPU after placing minus what the node's free GPUs would need at its
+  own CPU-per-GPU ratio. CPU-only and CPU-heavy pods go to the node with the most spare, GPU
+  pods light on CPU to the node with the least, so GPUs are not left without CPU;
 - remaining ties: the fixed node order (the cluster's node ranks);
 - devices: a shared pod takes, among the GPUs with its node's top score, one in the NVLink group
   (quad of an 8-GPU node) that is already broken, so whole quads and 8-sets stay intact; a
@@ -52,10 +54,18 @@ class FgdPlus(Fgd):
         return spare
 
     def in_level(self, pod: PodRow, candidates: np.ndarray) -> np.ndarray:
-        """The in-level key in [0, SECONDARY_SPAN): more CPU spare is better for a CPU-heavy pod, less for
-        a GPU pod light on CPU (it leaves the CPU-rich nodes to the pods that need them)."""
-        key: np.ndarray = (self.cpu_spare(pod, candidates) + 1.0) / 2.0 * SECONDARY_SPAN
-        return key if self.cpu_heavy(pod) else SECONDARY_SPAN - key
+        """The in-level key in [0, SECONDARY_SPAN): for a GPU pod a used node before an idle one; then more
+        CPU spare for a CPU-heavy pod, less for a GPU pod light on CPU (it leaves the CPU-rich nodes to the
+        pods that need them)."""
+        spare = (self.cpu_spare(pod, candidates) + 1.0) / 2.0  # in [0, 1]
+        by_cpu = spare if self.cpu_heavy(pod) else 1.0 - spare
+        if pod.num_gpu == 0:
+            key: np.ndarray = by_cpu * SECONDARY_SPAN
+            return key
+        # Upper half of the span for a node already in use, the CPU rule inside each half.
+        idle = (self.state.gpu_free[candidates] == MILLI).sum(axis=1) == self.state.gpu_count[candidates]
+        key = (np.where(idle, 0.0, 1.0) + by_cpu) / 2.0 * SECONDARY_SPAN
+        return key
 
     def group_free(self, node: int) -> np.ndarray:
         """For each GPU slot: how many fully free GPUs its group holds (fewer = more broken)."""

@@ -37,6 +37,15 @@ def test_gpu_pods_light_on_cpu_go_to_the_node_short_of_cpu_and_ties_follow_the_n
     assert _choose(even, pod(gpu_milli=1000, cpu=1000)).node == 1  # equal in every key: rank 0 = node 1
 
 
+def test_gpu_pods_go_to_a_used_node_before_an_idle_one_inside_a_level():
+    # Node 0 idle, node 1 with one GPU held (4-GPU nodes, whole-GPU class: a 1-GPU pod scores alike on both).
+    # The idle node comes first in the node order and has the least CPU spare, but the used node wins.
+    state = ClusterState([node("a", gpus=4), node("b", gpus=4)], node_order=[0, 1])
+    state.place(pod("h", 1, 1000, cpu=0, memory=0), Placement(node=1, gpus=(0,)))
+    state.cpu_free[0] -= 20000
+    assert _choose(state, pod(gpu_milli=1000, cpu=1000)).node == 1
+
+
 def test_a_shared_pod_goes_to_a_gpu_of_an_already_broken_group():
     # An 8-GPU node whose GPU 5 (second quad) is in use; the class wants whole GPUs, so any idle GPU scores
     # alike. Plain FGD takes GPU 0 and breaks the first quad too; fgd+ stays in the broken quad.
