@@ -81,3 +81,14 @@ def test_link_meter_scores_sets_against_the_best_free_set():
     assert len(meter.quality) == 1
     assert meter.mean_pct == 100.0 * table.set_score(worst) / best < 100.0
     assert meter.optimal_pct == 0.0
+
+
+def test_in_a_replay_every_multi_gpu_pod_of_fgd_plus_is_on_a_link_optimal_set():
+    from bench.trace_replay import SIMULATOR, replay
+
+    nodes = [node(f"n{i}", gpus=8, model="V100M32", cpu=96000, memory=1 << 20) for i in range(3)]
+    shapes = [(1, 1000), (1, 300), (2, 1000), (4, 1000), (1, 500), (3, 1000)]
+    pods = [pod(f"p{i}", k, milli, cpu=2000) for i, (k, milli) in enumerate(shapes * 4)]
+    result = replay(nodes, pods, FgdPlus, SIMULATOR.classes(pods), seed=1)
+    assert result.multi_gpu_pods > 0
+    assert result.link_optimal_pct == 100.0 and result.link_quality_pct == 100.0

@@ -61,6 +61,11 @@ def test_results_json_round_trips_and_every_figure_is_well_formed(tmp_path):
         and "best-fit" in next(f for f in loaded.figures if f.name == "trace.unallocated_gpu_pct.fgd").baselines
     )
     assert (latest / "results.md").read_text().startswith("# topoplace benchmark")
+    by_name = {f.name: f for f in loaded.figures}
+    for policy in ("fgd", "best-fit"):
+        assert by_name[f"trace.link_quality_mean_pct.{policy}"].value is not None
+        assert by_name[f"trace.link_optimal_sets_pct.{policy}"].unit == "% of multi-GPU pods"
+        assert by_name[f"trace.ms_per_decision.{policy}"].value is not None
 
 
 def test_every_figure_family_is_documented_in_the_readme():
