@@ -231,6 +231,33 @@ def build_figures(
     return figures
 
 
+def second_list_figures(label: str, trace: Mapping[str, Sequence[ReplayResult]]) -> list[Figure]:
+    """The headline figures of a second pod list (`<label>.<family>.<policy>`), each against the others."""
+    unalloc = _trace_means(trace, "unallocated_pct")
+    links = _trace_means(trace, "link_quality_pct")
+    figures = []
+    for policy, runs in trace.items():
+        values = [r.unallocated_pct for r in runs]
+        figures.append(
+            Figure(
+                name=f"{label}.unallocated_gpu_pct.{policy}",
+                value=round(unalloc[policy], 4),
+                unit="% of GPU capacity",
+                baselines=_others(unalloc, policy),
+                detail=f"mean of {len(runs)} seeds at 100 % arrived demand; sd {_sd(values):.2f}",
+            )
+        )
+        figures.append(
+            Figure(
+                name=f"{label}.link_quality_mean_pct.{policy}",
+                value=round(links[policy], 4),
+                unit="% of the best free set",
+                baselines=_others(links, policy),
+            )
+        )
+    return figures
+
+
 PACKING_GAP = (
     "Its node score (link quality + bin-packing fill + remainder protection) has no model of the workload's "
     "pod classes, which is what FGD and best-fit's CPU+GPU packing exploit (see topoplace-frag for the "

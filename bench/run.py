@@ -22,7 +22,7 @@ from bench import pipeline_speed, plots, search_speed
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
 from bench.fgd_plus import FgdPlus
-from bench.report import build_figures, build_markdown, build_notes
+from bench.report import build_figures, build_markdown, build_notes, second_list_figures
 from bench.results import Machine, Results, output_dirs, write_results
 from bench.topoplace_trace import topoplace_factory
 from bench.trace import load_nodes, load_pods
@@ -41,6 +41,8 @@ from services.placer.engine import Mode
 HERE = Path(__file__).resolve().parent
 DEFAULT_NODES = HERE / "data" / "alibaba-gpu-v2023" / "openb_node_list_gpu_node.csv"
 DEFAULT_PODS = HERE / "data" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
+MULTIGPU_PODS = HERE / "data" / "alibaba-gpu-v2023" / "openb_pod_list_multigpu20.csv"
+MULTIGPU_POLICIES = ("fgd", FgdPlus.name)  # the second pod list: FGD against our candidate only
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True):
@@ -91,7 +93,8 @@ def trace_policies(earlier_variants: bool = False) -> dict[str, tuple[PolicyFact
     for name, policy in PAPER_POLICIES.items():
         if policy is RandomFit or (name != "fgd" and not earlier_variants):
             continue
-        for ties in (Ties.RANDOM, Ties.FIRST):
+        # Short profile: the list-order variant only (the figure the README quoted before the reference).
+        for ties in (Ties.RANDOM, Ties.FIRST) if earlier_variants else (Ties.FIRST,):
             extra = variant(policy, ties, Resolution.EXACT)  # type: ignore[arg-type]
             policies[extra.name] = (extra, EARLIER)
     policies["topoplace"] = (topoplace_factory(Mode.DEFAULT), SIMULATOR)
@@ -137,6 +140,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", type=Path, default=DEFAULT_NODES, help="node list CSV (Alibaba v2023 format)")
     parser.add_argument("--pods", type=Path, default=DEFAULT_PODS, help="pod list CSV (Alibaba v2023 format)")
     parser.add_argument(
+        "--multigpu-pods",
+        type=Path,
+        default=MULTIGPU_PODS,
+        help="second pod list, replayed for fgd and topoplace-fgd+ only (figures trace_multigpu20.*)",
+    )
+    parser.add_argument(
         "--out", type=Path, default=HERE / "results", help="results root (a dated folder and latest/ go here)"
     )
     parser.add_argument("--seeds", type=int, default=None, help="override the profile's number of trace seeds")
@@ -154,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     _log(f"profile {profile.name}: trace replay ({len(profile.trace_seeds)} seeds)")
     trace = run_trace(args.nodes, args.pods, profile)
+    _log(f"trace replay of {args.multigpu_pods.name} ({', '.join(MULTIGPU_POLICIES)})")
+    multigpu = run_trace(args.nodes, args.multigpu_pods, profile, only=MULTIGPU_POLICIES)
     _log("device-level quality on synthetic fixture clusters")
     device: list[DevicePolicyResult] = run_all(profile.device_per_type, profile.device_jobs, profile.device_seed)
     _log("engine speed")
@@ -170,14 +181,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log(run.summary())
     pipeline = [run.headline() for run in pipeline_runs]  # the highest offered load: pipeline.*.placers<n>
 
-    figures = build_figures(trace, device, speed, search, pipeline) + pipeline_speed.step_figure_list(pipeline_runs)
+    figures = (
+        build_figures(trace, device, speed, search, pipeline)
+        + second_list_figures("trace_multigpu20", multigpu)
+        + pipeline_speed.step_figure_list(pipeline_runs)
+    )
     notes = build_notes(trace, device, speed, search)
     results = Results(
         generated_at=now.isoformat(timespec="seconds"),
         profile=profile.name,
         command=f"python -m bench.run --profile {profile.name}" + (f" --seeds {args.seeds}" if args.seeds else ""),
         machine=machine,
-        inputs={"nodes": args.nodes.name, "pods": args.pods.name, "seconds": f"{time.perf_counter() - started:.0f}"},
+        inputs={
+            "nodes": args.nodes.name,
+            "pods": args.pods.name,
+            "multigpu_pods": args.multigpu_pods.name,
+            "seconds": f"{time.perf_counter() - started:.0f}",
+        },
         figures=tuple(figures),
         notes=tuple(notes),
     )

@@ -10,7 +10,7 @@ import msgspec
 from bench.device_replay import DEVICE_POLICIES, build_cluster, run_policy, workload
 from bench.engine_speed import measure
 from bench.fragmentation import typical_classes
-from bench.report import build_figures, build_markdown, build_notes
+from bench.report import build_figures, build_markdown, build_notes, second_list_figures
 from bench.results import Machine, Results, load_results, output_dirs, write_results
 from bench.trace_policies import BestFit, Fgd
 from bench.trace_replay import replay
@@ -71,7 +71,12 @@ def test_results_json_round_trips_and_every_figure_is_well_formed(tmp_path):
 def test_every_figure_family_is_documented_in_the_readme():
     results, _ = tiny_run()
     documented = README.read_text()
-    for figure in results.figures:
+    nodes, pods = [node("n", gpus=4)], [pod("a", 2, 1000), pod("b", 1, 300)]
+    second = {p.name: [replay(nodes, pods, p, typical_classes(pods), seed=0)] for p in (BestFit, Fgd)}
+    extra = second_list_figures("trace_multigpu20", second)
+    assert {f.name for f in extra} >= {"trace_multigpu20.unallocated_gpu_pct.fgd"}
+    assert "best-fit" in next(f for f in extra if f.name == "trace_multigpu20.unallocated_gpu_pct.fgd").baselines
+    for figure in (*results.figures, *extra):
         prefix = ".".join(figure.name.split(".")[:2])
         assert f"`{prefix}" in documented, f"{figure.name}: family {prefix} not documented in bench/README.md"
 
