@@ -26,7 +26,7 @@ from bench.cluster import MILLI, ClusterState, Placement
 from bench.fragmentation import PodClass
 from bench.trace import PodRow
 from bench.trace_links import node_pair_table
-from bench.trace_policies import MAX_SPEC_CPU, Fgd, fgd_score
+from bench.trace_policies import MAX_SPEC_CPU, Fgd, distinct_rows, fgd_score
 
 GROUP_SIZE = 4  # GPUs per NVLink quad / PCIe half of an 8-GPU node; smaller nodes are one group
 SECONDARY_SPAN = 0.98  # the in-level key lives in [0, 0.98): it never lifts a node to the next level
@@ -83,8 +83,8 @@ class FgdPlus(Fgd):
             keys = np.column_stack(
                 [self.model.node_model[candidates], self.state.cpu_free[candidates], self.state.gpu_free[candidates]]
             )
-            _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-            after = self.model.after_share(candidates[first], pod)[inverse.reshape(-1)]
+            first, inverse = distinct_rows(keys)
+            after = self.model.after_share(candidates[first], pod)[inverse]
             level = fgd_score(before[:, None] - after)  # (K, G)
             top = level.max(axis=1)
             node = self.pick(top + self.in_level(pod, candidates), candidates, rng)

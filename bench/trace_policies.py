@@ -84,6 +84,23 @@ def fgd_score(gain: np.ndarray) -> np.ndarray:
     return out
 
 
+_ROW_HASH = np.random.default_rng(20230710).integers(1, 2**62, size=64, dtype=np.int64) | 1
+
+
+def distinct_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, inverse) as `np.unique(keys, axis=0)` gives them, for an integer matrix: rows are hashed to
+    one int64 (wrapping dot product with fixed odd multipliers), which sorts far faster than rows; the
+    result is checked and the row-wise unique used in the (never yet seen) case of a hash collision."""
+    with np.errstate(over="ignore"):
+        hashed = keys.astype(np.int64) @ _ROW_HASH[: keys.shape[1]]
+    _, first, inverse = np.unique(hashed, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not np.array_equal(keys[first][inverse], keys):
+        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    return first, inverse
+
+
 class _Base:
     """Device choice inside the chosen node shared by the non-FGD policies (the simulator's best-fit GPU
     choice, open_gpu_share.go): a shared pod goes to the GPU with the least free share that fits (first
@@ -266,8 +283,8 @@ class Fgd(_Base):
             keys = np.column_stack(
                 [self.model.node_model[candidates], self.state.cpu_free[candidates], self.state.gpu_free[candidates]]
             )
-            _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-            after = self.model.after_share(candidates[first], pod)[inverse.reshape(-1)]  # (K, G)
+            first, inverse = distinct_rows(keys)
+            after = self.model.after_share(candidates[first], pod)[inverse]  # (K, G)
             gain = self.resolve(before[:, None] - after)  # -inf (GPU too full) stays -inf
             best_gpu = np.argmax(gain, axis=1)  # lowest index among a node's equal GPUs
             node = self.pick(gain[np.arange(len(candidates)), best_gpu], candidates, rng)

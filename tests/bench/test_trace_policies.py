@@ -16,6 +16,7 @@ from bench.trace_policies import (
     RandomFit,
     Resolution,
     Ties,
+    distinct_rows,
     fgd_score,
     normalise_scores,
     pick_best,
@@ -166,3 +167,11 @@ def test_random_fit_takes_a_random_gpu_that_fits_for_a_shared_pod():
     state = cluster([node("a", gpus=3)], held={0: [0, 700, 400]})
     picks = {choose(RandomFit, state, pod(gpu_milli=500), seed=s).gpus for s in range(30)}
     assert picks == {(0,), (2,)}
+
+
+def test_distinct_rows_groups_equal_rows_like_a_row_wise_unique():
+    rng = np.random.default_rng(5)
+    keys = rng.integers(-1, 3, size=(300, 6))
+    first, inverse = distinct_rows(keys)
+    assert np.array_equal(keys[first][inverse], keys)  # every row maps to an equal representative
+    assert len(first) == len(np.unique(keys, axis=0))  # and there is one representative per distinct row
