@@ -268,7 +268,7 @@ FRAG_GAP = (
     "typical classes as the snapshot's workload), on devices only: CPU-only pods never reach the engine and go "
     "to the node with the most free CPU (NodeResourcesFit LeastAllocated), while fgd places them by "
     "fragmentation too; the engine does not count a class as unable to run for lack of free CPU; and equal "
-    "deltas go to the emptier node (fgd/first-tie: to the first node)."
+    "scores go to the emptier node (fgd: to the first node in the per-seed node order)."
 )
 
 
