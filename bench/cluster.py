@@ -25,8 +25,14 @@ class Placement(msgspec.Struct, frozen=True, kw_only=True):
 class ClusterState:
     """Mutable free-resource arrays; `place` applies one pod, nothing else mutates them."""
 
-    def __init__(self, nodes: Sequence[NodeRow]) -> None:
+    def __init__(self, nodes: Sequence[NodeRow], node_order: Sequence[int] | np.ndarray | None = None) -> None:
+        """`node_order`: each node's rank in the order that breaks ties between equal scores
+        (lowest rank wins); default: the list order (node-name order in the trace)."""
         self.names = [n.name for n in nodes]
+        rank = np.arange(len(nodes)) if node_order is None else np.asarray(node_order, dtype=np.int64)
+        if sorted(rank.tolist()) != list(range(len(nodes))):
+            raise ValueError(f"node_order: not a permutation of 0..{len(nodes) - 1}")
+        self.node_rank = rank
         self.models = sorted({n.model for n in nodes if n.model})
         model_index = {m: i for i, m in enumerate(self.models)}
         width = max(1, max(n.gpus for n in nodes))

@@ -1,7 +1,7 @@
 """The FGD paper's fragmentation measure (Weng et al., USENIX ATC 2023, section 3).
 
 For a target workload described by its typical pod classes (the most common
-pod shapes, covering 95 % of GPU pods, with their probabilities), a node's
+pod shapes, covering 95 % of the pods, with their probabilities), a node's
 fragmentation is the expected milli-GPU that the next pod cannot use:
 
   F(node) = sum over classes c of p_c * frag_c(node), where
@@ -9,7 +9,10 @@ fragmentation is the expected milli-GPU that the next pod cannot use:
            (GPU model not accepted, too little CPU, or too few GPUs with enough free share);
          = the free share of each GPU whose free share is below c's per-GPU share, otherwise.
 
-As in the paper's simulator, only CPU (not memory) enters the "can host" test.
+As in the paper's simulator, only CPU (not memory) enters the "can host" test,
+and a CPU-only class never counts as hosted: every idle GPU of the node is a
+fragment for it (the simulator's utils/frag.go counts only its "Q3 satisfied"
+case as not fragmented, and a pod without GPUs never falls in that case).
 """
 
 from __future__ import annotations
@@ -32,11 +35,18 @@ class PodClass(msgspec.Struct, frozen=True, kw_only=True):
     probability: float = 0.0
 
 
-def typical_classes(pods: Sequence[PodRow], coverage: float = 0.95) -> list[PodClass]:
-    """The most frequent GPU pod shapes, in decreasing count, until `coverage` of GPU pods; renormalised."""
+def typical_classes(
+    pods: Sequence[PodRow], coverage: float = 0.95, *, include_cpu_only: bool = False
+) -> list[PodClass]:
+    """The most frequent pod shapes, in decreasing count, until `coverage` of the pods; renormalised.
+
+    `include_cpu_only=False` counts GPU pods only (our earlier reading of the paper); the simulator
+    counts every pod (utils/frag.go GetTypicalPods with CPU pods involved), CPU-only shapes included."""
     if not 0.0 < coverage <= 1.0:
         raise ValueError(f"coverage: {coverage} is not in (0, 1]")
-    counts = Counter((p.cpu_milli, p.num_gpu, p.gpu_milli, p.gpu_spec) for p in pods if p.num_gpu > 0)
+    counts = Counter(
+        (p.cpu_milli, p.num_gpu, p.gpu_milli, p.gpu_spec) for p in pods if include_cpu_only or p.num_gpu > 0
+    )
     total = sum(counts.values())
     if total == 0:
         return []
@@ -66,6 +76,7 @@ class FragmentationModel:
         self.cls_cpu = np.array([c.cpu_milli for c in classes], dtype=np.int64)
         self.cls_num = np.array([c.num_gpu for c in classes], dtype=np.int64)
         self.cls_milli = np.array([c.gpu_milli for c in classes], dtype=np.int64)
+        self.gpu_class = self.cls_num > 0  # a CPU-only class is never hosted: all idle GPU is its fragment
         # access[c, m]: class c accepts GPU model m; the extra last column is "no GPU model" (never).
         access = np.zeros((len(classes), len(state.models) + 1), dtype=bool)
         for ci, c in enumerate(classes):
@@ -99,7 +110,7 @@ class FragmentationModel:
     ) -> np.ndarray:
         """Expected fragment; leading axes of ge/lt are candidates, last axis classes; total/cpu/model broadcast."""
         access = np.moveaxis(self.access[:, model], 0, -1)  # (..., C)
-        hostable = access & (ge >= self.cls_num) & (cpu_free[..., None] >= self.cls_cpu)
+        hostable = access & (ge >= self.cls_num) & (cpu_free[..., None] >= self.cls_cpu) & self.gpu_class
         per_class = np.where(hostable, lt, total[..., None])
         expected: np.ndarray = per_class @ self.p
         return expected
@@ -147,7 +158,7 @@ def node_fragmentation(gpu_free: Sequence[int], cpu_free: int, model: str, class
     for c in classes:
         accepted = not c.gpu_spec or model in c.gpu_spec
         enough = sum(1 for f in gpu_free if f >= c.gpu_milli) >= c.num_gpu
-        if accepted and enough and cpu_free >= c.cpu_milli:
+        if c.num_gpu > 0 and accepted and enough and cpu_free >= c.cpu_milli:
             value += c.probability * sum(f for f in gpu_free if f < c.gpu_milli)
         else:
             value += c.probability * total

@@ -29,7 +29,7 @@ def _finish(fig: Figure, path: Path, machine: str) -> Path:
 def fragmentation_curve(
     replays: Mapping[str, Sequence[ReplayResult]], published: Mapping[str, float], path: Path, machine: str
 ) -> Path:
-    """Unallocated GPU over the replay (first seed of each policy); /first-tie variants dashed."""
+    """Unallocated GPU over the replay (first seed of each policy); labelled variants (`<policy>/...`) dashed."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     bases = [p for p in replays if "/" not in p]
@@ -57,7 +57,7 @@ def fragmentation_curve(
     ax.set_ylabel("unallocated GPU, % of capacity")
     ax.set_title(
         "Alibaba GPU trace v2023, 1,213 GPU nodes: unallocated GPU as demand arrives (seed 0)\n"
-        "x = published mean at 100 % (Weng et al., ATC'23); dashed = ties to the first node"
+        "x = published mean at 100 % (Weng et al., ATC'23); dashed = our earlier replay's variants"
     )
     ax.legend(fontsize=8, ncol=2, loc="upper right")
     ax.grid(alpha=0.3)

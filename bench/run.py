@@ -21,18 +21,28 @@ import msgspec
 from bench import pipeline_speed, plots, search_speed
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
-from bench.fragmentation import typical_classes
-from bench.report import build_figures, build_markdown, build_notes
+from bench.fgd_plus import FgdPlus
+from bench.report import build_figures, build_markdown, build_notes, second_list_figures
 from bench.results import Machine, Results, output_dirs, write_results
 from bench.topoplace_trace import topoplace_factory
 from bench.trace import load_nodes, load_pods
-from bench.trace_policies import PAPER_POLICIES, PUBLISHED_UNALLOCATED_PCT, PolicyFactory, RandomFit, with_first_tie
-from bench.trace_replay import ReplayResult, replay
+from bench.trace_policies import (
+    PAPER_POLICIES,
+    PUBLISHED_UNALLOCATED_PCT,
+    PolicyFactory,
+    RandomFit,
+    Resolution,
+    Ties,
+    variant,
+)
+from bench.trace_replay import EARLIER, SIMULATOR, ReplayProtocol, ReplayResult, replay
 from services.placer.engine import Mode
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_NODES = HERE / "data" / "alibaba-gpu-v2023" / "openb_node_list_gpu_node.csv"
 DEFAULT_PODS = HERE / "data" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
+MULTIGPU_PODS = HERE / "data" / "alibaba-gpu-v2023" / "openb_pod_list_multigpu20.csv"
+MULTIGPU_POLICIES = ("fgd", FgdPlus.name)  # the second pod list: FGD against our candidate only
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True):
@@ -44,6 +54,7 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     device_seed: int
     speed: tuple[tuple[int, int], ...]  # (nodes, decisions)
     search_quick: bool
+    earlier_variants: bool  # also replay every paper policy under our earlier protocol (labelled extras)
 
 
 PROFILES = {
@@ -56,6 +67,7 @@ PROFILES = {
         device_seed=1,
         speed=((10, 200), (100, 40), (1000, 6)),
         search_quick=True,
+        earlier_variants=False,
     ),
     "full": Profile(
         name="full",
@@ -66,19 +78,29 @@ PROFILES = {
         device_seed=1,
         speed=((10, 500), (100, 100), (1000, 20), (10000, 3)),
         search_quick=False,
+        earlier_variants=True,
     ),
 }
 
 
-def trace_policies() -> dict[str, PolicyFactory]:
-    policies: dict[str, PolicyFactory] = dict(PAPER_POLICIES)
-    for policy in PAPER_POLICIES.values():
-        if policy is not RandomFit:  # random-fit has no ties to break
-            variant = with_first_tie(policy)  # type: ignore[arg-type]
-            policies[variant.name] = variant
-    policies["topoplace"] = topoplace_factory(Mode.DEFAULT)
-    policies["topoplace-hami"] = topoplace_factory(Mode.HAMI)
-    policies["topoplace-frag"] = topoplace_factory(Mode.DEFAULT, fragmentation=True)
+def trace_policies(earlier_variants: bool = False) -> dict[str, tuple[PolicyFactory, ReplayProtocol]]:
+    """Every trace policy with the protocol it is replayed under. The paper's policies and ours run
+    under the simulator's protocol (the reference); our earlier replay of FGD (exact scores, random or
+    list-order ties, its protocol) stays as labelled extras, of every paper policy with `earlier_variants`."""
+    policies: dict[str, tuple[PolicyFactory, ReplayProtocol]] = {
+        name: (factory, SIMULATOR) for name, factory in PAPER_POLICIES.items()
+    }
+    for name, policy in PAPER_POLICIES.items():
+        if policy is RandomFit or (name != "fgd" and not earlier_variants):
+            continue
+        # Short profile: the list-order variant only (the figure the README quoted before the reference).
+        for ties in (Ties.RANDOM, Ties.FIRST) if earlier_variants else (Ties.FIRST,):
+            extra = variant(policy, ties, Resolution.EXACT)  # type: ignore[arg-type]
+            policies[extra.name] = (extra, EARLIER)
+    policies["topoplace"] = (topoplace_factory(Mode.DEFAULT), SIMULATOR)
+    policies["topoplace-hami"] = (topoplace_factory(Mode.HAMI), SIMULATOR)
+    policies["topoplace-frag"] = (topoplace_factory(Mode.DEFAULT, fragmentation=True), SIMULATOR)
+    policies[FgdPlus.name] = (FgdPlus, SIMULATOR)
     return policies
 
 
@@ -91,14 +113,22 @@ def run_trace(
 ) -> dict[str, list[ReplayResult]]:
     nodes = load_nodes(nodes_path)
     pods = load_pods(pods_path)
-    classes = typical_classes(pods)
+    classes = {protocol.name: protocol.classes(pods) for protocol in (SIMULATOR, EARLIER)}
     out: dict[str, list[ReplayResult]] = {}
-    for name, factory in trace_policies().items():
+    for name, (factory, protocol) in trace_policies(profile.earlier_variants).items():
         if only and name not in only:
             continue
         out[name] = []
         for seed in profile.trace_seeds:
-            result = replay(nodes, pods, factory, classes, seed=seed, stop_at=profile.trace_stop_at)
+            result = replay(
+                nodes,
+                pods,
+                factory,
+                classes[protocol.name],
+                seed=seed,
+                stop_at=profile.trace_stop_at,
+                protocol=protocol,
+            )
             out[name].append(result)
             _log(f"trace {name} seed {seed}: unallocated {result.unallocated_pct:.2f} % ({result.seconds:.1f} s)")
     return out
@@ -109,6 +139,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="short")
     parser.add_argument("--nodes", type=Path, default=DEFAULT_NODES, help="node list CSV (Alibaba v2023 format)")
     parser.add_argument("--pods", type=Path, default=DEFAULT_PODS, help="pod list CSV (Alibaba v2023 format)")
+    parser.add_argument(
+        "--multigpu-pods",
+        type=Path,
+        default=MULTIGPU_PODS,
+        help="second pod list, replayed for fgd and topoplace-fgd+ only (figures trace_multigpu20.*)",
+    )
     parser.add_argument(
         "--out", type=Path, default=HERE / "results", help="results root (a dated folder and latest/ go here)"
     )
@@ -127,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     _log(f"profile {profile.name}: trace replay ({len(profile.trace_seeds)} seeds)")
     trace = run_trace(args.nodes, args.pods, profile)
+    _log(f"trace replay of {args.multigpu_pods.name} ({', '.join(MULTIGPU_POLICIES)})")
+    multigpu = run_trace(args.nodes, args.multigpu_pods, profile, only=MULTIGPU_POLICIES)
     _log("device-level quality on synthetic fixture clusters")
     device: list[DevicePolicyResult] = run_all(profile.device_per_type, profile.device_jobs, profile.device_seed)
     _log("engine speed")
@@ -143,14 +181,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log(run.summary())
     pipeline = [run.headline() for run in pipeline_runs]  # the highest offered load: pipeline.*.placers<n>
 
-    figures = build_figures(trace, device, speed, search, pipeline) + pipeline_speed.step_figure_list(pipeline_runs)
+    figures = (
+        build_figures(trace, device, speed, search, pipeline)
+        + second_list_figures("trace_multigpu20", multigpu)
+        + pipeline_speed.step_figure_list(pipeline_runs)
+    )
     notes = build_notes(trace, device, speed, search)
     results = Results(
         generated_at=now.isoformat(timespec="seconds"),
         profile=profile.name,
         command=f"python -m bench.run --profile {profile.name}" + (f" --seeds {args.seeds}" if args.seeds else ""),
         machine=machine,
-        inputs={"nodes": args.nodes.name, "pods": args.pods.name, "seconds": f"{time.perf_counter() - started:.0f}"},
+        inputs={
+            "nodes": args.nodes.name,
+            "pods": args.pods.name,
+            "multigpu_pods": args.multigpu_pods.name,
+            "seconds": f"{time.perf_counter() - started:.0f}",
+        },
         figures=tuple(figures),
         notes=tuple(notes),
     )

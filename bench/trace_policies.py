@@ -1,15 +1,22 @@
 """Node-scoring policies of the FGD paper, reimplemented for the trace replay.
 
 Sources: Weng et al., "Beware of Fragmentation", USENIX ATC 2023 (sections 3,
-5, 6), and the descriptions and score formulas of its public simulator
+5, 6), and the score rules of its public simulator
 (hkust-adsl/kubernetes-scheduler-simulator, pkg/simulator/plugin). No code was
 copied. Each policy scores every feasible node for one pod; the highest score
-wins and ties are broken uniformly at random (what kube-scheduler's host
-selection does). Guesses are listed in bench/README.md.
+wins. Two settings make the reference protocol (bench/README.md lists each rule
+with the simulator file it comes from):
+
+- resolution: the simulator's integer scores (`Resolution.SIMULATOR`, the
+  reference) or exact floats (`Resolution.EXACT`, our earlier replay);
+- ties: the lowest rank in the cluster's node order (`Ties.NODE_ORDER`, the
+  reference: the simulator's node names carry a per-seed random prefix and the
+  smallest name wins), a uniformly random node, or the first in list order.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -28,26 +35,88 @@ class TracePolicy(Protocol):
     def placed(self, pod: PodRow, placement: Placement) -> None: ...
 
 
-def pick_best(scores: np.ndarray, candidates: np.ndarray, rng: np.random.Generator | None) -> int:
-    """The candidate with the highest score: uniformly at random among ties, or the first
-    (lowest node index = node-name order) when no generator is given."""
+MAX_NODE_SCORE = 100  # kube-scheduler's framework.MaxNodeScore
+MAX_SPEC_CPU = 128_000  # the simulator's normalisers (open-gpu-share/utils/const.go)
+MAX_SPEC_GPU = 8_000
+
+
+class Ties(enum.StrEnum):
+    NODE_ORDER = "node-order"  # lowest rank in the cluster's node order (the simulator, per-seed order)
+    RANDOM = "random"  # uniformly at random among the tied nodes
+    FIRST = "first"  # the first in the node list (trace name order)
+
+
+class Resolution(enum.StrEnum):
+    SIMULATOR = "simulator"  # the simulator's integer node scores
+    EXACT = "exact"  # exact floats (our earlier replay)
+
+
+def pick_best(
+    scores: np.ndarray, candidates: np.ndarray, rng: np.random.Generator | None, rank: np.ndarray | None = None
+) -> int:
+    """The candidate with the highest score. Ties: the lowest `rank[node]` when a rank is given,
+    else uniformly at random when a generator is given, else the first candidate (lowest index)."""
     best = scores.max()
     tied = np.flatnonzero(scores >= best - 1e-9)
-    return int(candidates[tied[0] if len(tied) == 1 or rng is None else rng.choice(tied)])
+    if len(tied) == 1:
+        return int(candidates[tied[0]])
+    if rank is not None:
+        return int(candidates[tied[np.argmin(rank[candidates[tied]])]])
+    return int(candidates[tied[0] if rng is None else rng.choice(tied)])
+
+
+def normalise_scores(raw: np.ndarray) -> np.ndarray:
+    """kube-scheduler-style NormalizeScore (simulator plugin_utils.go): min..max onto 0..100 in integer
+    arithmetic; all 0 when every node scores the same."""
+    low, high = int(raw.min()), int(raw.max())
+    if high == low:
+        return np.zeros(len(raw), dtype=np.int64)
+    out: np.ndarray = (raw.astype(np.int64) - low) * MAX_NODE_SCORE // (high - low)
+    return out
+
+
+def fgd_score(gain: np.ndarray) -> np.ndarray:
+    """The simulator's FGD node score: int64(sigmoid(gain / 1000) * 100), gain in milli-GPU
+    (fgd_score.go; truncation toward zero, the score is never negative)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        score = np.trunc(1.0 / (1.0 + np.exp(-gain / 1000.0)) * MAX_NODE_SCORE)
+    out: np.ndarray = np.where(np.isneginf(gain), -np.inf, score)  # a GPU the share does not fit stays out
+    return out
+
+
+_ROW_HASH = np.random.default_rng(20230710).integers(1, 2**62, size=64, dtype=np.int64) | 1
+
+
+def distinct_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, inverse) as `np.unique(keys, axis=0)` gives them, for an integer matrix: rows are hashed to
+    one int64 (wrapping dot product with fixed odd multipliers), which sorts far faster than rows; the
+    result is checked and the row-wise unique used in the (never yet seen) case of a hash collision."""
+    with np.errstate(over="ignore"):
+        hashed = keys.astype(np.int64) @ _ROW_HASH[: keys.shape[1]]
+    _, first, inverse = np.unique(hashed, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not np.array_equal(keys[first][inverse], keys):
+        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    return first, inverse
 
 
 class _Base:
-    """Device choice inside the chosen node shared by the non-FGD policies (a guess, see README):
-    a shared pod goes to the GPU with the least free share that fits, whole-GPU pods take the
-    lowest-index fully free GPUs."""
+    """Device choice inside the chosen node shared by the non-FGD policies (the simulator's best-fit GPU
+    choice, open_gpu_share.go): a shared pod goes to the GPU with the least free share that fits (first
+    on ties), whole-GPU pods take the lowest-index fully free GPUs."""
 
     name = "base"
-    random_ties = True  # kube-scheduler's host selection; False = first node in name order
+    ties = Ties.NODE_ORDER
+    resolution = Resolution.SIMULATOR
 
     def __init__(self, state: ClusterState, classes: Sequence[PodClass]) -> None:
         self.state = state
-        self.max_cpu = float(state.cpu_cap.max())
-        self.max_gpu = float(state.gpu_count.max() * MILLI)
+        if self.resolution is Resolution.SIMULATOR:
+            self.max_cpu, self.max_gpu = float(MAX_SPEC_CPU), float(MAX_SPEC_GPU)
+        else:
+            self.max_cpu = float(state.cpu_cap.max())
+            self.max_gpu = float(state.gpu_count.max() * MILLI)
 
     def devices(self, pod: PodRow, node: int) -> Placement:
         if pod.num_gpu == 0:
@@ -59,11 +128,13 @@ class _Base:
     def scores(self, pod: PodRow, candidates: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def tie_rng(self, rng: np.random.Generator) -> np.random.Generator | None:
-        return rng if self.random_ties else None
+    def pick(self, scores: np.ndarray, candidates: np.ndarray, rng: np.random.Generator) -> int:
+        if self.ties is Ties.NODE_ORDER:
+            return pick_best(scores, candidates, None, self.state.node_rank)
+        return pick_best(scores, candidates, rng if self.ties is Ties.RANDOM else None)
 
     def choose(self, pod: PodRow, candidates: np.ndarray, rng: np.random.Generator) -> Placement:
-        return self.devices(pod, pick_best(self.scores(pod, candidates), candidates, self.tie_rng(rng)))
+        return self.devices(pod, self.pick(self.scores(pod, candidates), candidates, rng))
 
     def placed(self, pod: PodRow, placement: Placement) -> None:
         return None
@@ -75,12 +146,21 @@ class _Base:
 
 
 class RandomFit(_Base):
-    """Any feasible node, uniformly."""
+    """Any feasible node, uniformly (random_score.go: one node drawn per pod gets the top score); with the
+    simulator's resolution a shared pod also takes a uniformly random GPU that fits (the experiments run
+    random-fit with GPU selection "random": open_gpu_share.go allocateGpuIdBasedOnRandomFit)."""
 
     name = "random-fit"
 
     def scores(self, pod: PodRow, candidates: np.ndarray) -> np.ndarray:
         return np.zeros(len(candidates))
+
+    def choose(self, pod: PodRow, candidates: np.ndarray, rng: np.random.Generator) -> Placement:
+        node = int(candidates[rng.integers(len(candidates))])
+        if self.resolution is Resolution.SIMULATOR and 0 < pod.gpu_milli < MILLI:
+            fits = np.flatnonzero(self.state.gpu_free[node] >= pod.gpu_milli)
+            return Placement(node=node, gpus=(int(fits[rng.integers(len(fits))]),))
+        return self.devices(pod, node)
 
 
 class BestFit(_Base):
@@ -91,8 +171,12 @@ class BestFit(_Base):
     def scores(self, pod: PodRow, candidates: np.ndarray) -> np.ndarray:
         cpu_left = (self.state.cpu_free[candidates] - pod.cpu_milli) / self.max_cpu
         gpu_left = (self.gpu_left(candidates) - pod.gpu_milli_total) / self.max_gpu
-        score: np.ndarray = 1.0 - (0.5 * cpu_left + 0.5 * gpu_left)
-        return score
+        if self.resolution is Resolution.EXACT:
+            score: np.ndarray = 1.0 - (0.5 * cpu_left + 0.5 * gpu_left)
+            return score
+        # best_fit_score.go: int64((1 - weighted left) * 100), then NormalizeScore over the nodes.
+        raw = np.trunc((1.0 - (cpu_left * 0.5 + gpu_left * 0.5)) * MAX_NODE_SCORE).astype(np.int64)
+        return normalise_scores(raw)
 
 
 class DotProduct(_Base):
@@ -106,6 +190,8 @@ class DotProduct(_Base):
         node_gpu = self.gpu_left(candidates) / self.max_gpu
         dot = node_cpu * (pod.cpu_milli / self.max_cpu) + node_gpu * (pod.gpu_milli_total / self.max_gpu)
         score: np.ndarray = 1.0 - dot / 2.0
+        if self.resolution is Resolution.SIMULATOR:  # dot_product_score.go: int64(100 * score)
+            score = np.trunc(MAX_NODE_SCORE * score)
         return score
 
 
@@ -159,8 +245,14 @@ class GpuClustering(_Base):
         has = counts[:, t] > 0
         kinds = (counts > 0).sum(axis=1)
         tier = np.where(has & (kinds == 1), 3, np.where(has, 2, np.where(kinds == 0, 1, 0)))
+        quarter = MAX_NODE_SCORE // 4
+        if self.resolution is Resolution.SIMULATOR:  # gpu_clustering_score.go, integer arithmetic
+            used = (MAX_SPEC_GPU - self.gpu_left(candidates)).astype(np.int64)
+            banded: np.ndarray = (quarter * used // MAX_SPEC_GPU + quarter * tier).astype(float)
+            return banded
         packed = (self.max_gpu - self.gpu_left(candidates)) / self.max_gpu
-        return 25.0 * packed + 25.0 * tier
+        score: np.ndarray = quarter * packed + quarter * tier
+        return score
 
     def placed(self, pod: PodRow, placement: Placement) -> None:
         if pod.num_gpu:
@@ -169,7 +261,10 @@ class GpuClustering(_Base):
 
 
 class Fgd(_Base):
-    """Fragmentation Gradient Descent: the node (and GPU) whose fragmentation grows least."""
+    """Fragmentation Gradient Descent: the node (and GPU) whose fragmentation grows least.
+
+    With the simulator's resolution (fgd_score.go) every candidate GPU and node scores
+    int64(sigmoid(gain / 1000) * 100); inside a node the first GPU with the top score wins."""
 
     name = "fgd"
 
@@ -177,8 +272,10 @@ class Fgd(_Base):
         super().__init__(state, classes)
         self.model = FragmentationModel(classes, state)
 
+    def resolve(self, gain: np.ndarray) -> np.ndarray:
+        return fgd_score(gain) if self.resolution is Resolution.SIMULATOR else gain
+
     def choose(self, pod: PodRow, candidates: np.ndarray, rng: np.random.Generator) -> Placement:
-        rng_or_none = self.tie_rng(rng)
         before = self.model.frag[candidates]
         if 0 < pod.gpu_milli < MILLI:  # a share of one GPU
             # Nodes in the same state (model, free CPU, free share per GPU) score the same:
@@ -186,14 +283,14 @@ class Fgd(_Base):
             keys = np.column_stack(
                 [self.model.node_model[candidates], self.state.cpu_free[candidates], self.state.gpu_free[candidates]]
             )
-            _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-            after = self.model.after_share(candidates[first], pod)[inverse.reshape(-1)]  # (K, G)
-            gain = before[:, None] - after
+            first, inverse = distinct_rows(keys)
+            after = self.model.after_share(candidates[first], pod)[inverse]  # (K, G)
+            gain = self.resolve(before[:, None] - after)  # -inf (GPU too full) stays -inf
             best_gpu = np.argmax(gain, axis=1)  # lowest index among a node's equal GPUs
-            node = pick_best(gain[np.arange(len(candidates)), best_gpu], candidates, rng_or_none)
+            node = self.pick(gain[np.arange(len(candidates)), best_gpu], candidates, rng)
             return Placement(node=node, gpus=(int(best_gpu[np.flatnonzero(candidates == node)[0]]),))
         after = self.model.after_whole(candidates, pod)  # also a CPU-only pod: it takes no GPU
-        node = pick_best(before - after, candidates, rng_or_none)
+        node = self.pick(self.resolve(before - after), candidates, rng)
         return Placement(node=node, gpus=self.state.first_free_gpus(node, pod.num_gpu))
 
     def placed(self, pod: PodRow, placement: Placement) -> None:
@@ -211,15 +308,13 @@ PAPER_POLICIES: dict[str, PolicyFactory] = {
     Fgd.name: Fgd,
 }
 
-FIRST_TIE_SUFFIX = "/first-tie"
 
-
-def with_first_tie(policy: type[_Base]) -> type[_Base]:
-    """The same policy with ties going to the first node in name order instead of a random one.
-
-    The artifact's tie handling is not something we could read; this variant shows how much the
-    figure depends on it (a sensitivity check, reported beside the random-tie figure)."""
-    return type(policy.__name__ + "FirstTie", (policy,), {"name": policy.name + FIRST_TIE_SUFFIX, "random_ties": False})
+def variant(policy: type[_Base], ties: Ties, resolution: Resolution) -> type[_Base]:
+    """The same policy with other tie and score-resolution rules (our earlier replay's settings), named
+    `<policy>/<resolution>-<ties>-tie`, e.g. `fgd/exact-random-tie`."""
+    suffix = f"/{resolution.value}-{ties.value}-tie"
+    attrs = {"name": policy.name + suffix, "ties": ties, "resolution": resolution}
+    return type(policy.__name__ + suffix.replace("/", "_").replace("-", "_"), (policy,), attrs)
 
 
 # Means at 100 % arrived GPU demand, Weng et al. ATC'23 (default trace, 10 seeds).

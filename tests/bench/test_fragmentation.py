@@ -83,3 +83,24 @@ def test_refresh_follows_a_placement():
     state.place(pod("x", 1, 800, cpu=0), Placement(node=0, gpus=(0,)))
     model.refresh(0)
     assert model.frag[0] == pytest.approx(node_fragmentation([200, 1000], 10000, "T4", CLASSES))
+
+
+def test_typical_classes_with_cpu_only_shapes_cover_all_pods():
+    pods = [pod("c", 0, 0, cpu=2000)] * 6 + [pod("g", 1, 500)] * 3 + [pod("w", 1, 1000)]
+    gpu_only = typical_classes(pods, coverage=0.95)
+    assert {c.num_gpu for c in gpu_only} == {1}  # the CPU-only shape is left out
+    everything = typical_classes(pods, coverage=0.85, include_cpu_only=True)
+    # 6 CPU-only + 3 shared = 90 % >= 85 %: two shapes, renormalised over the 9 pods they cover.
+    assert [(c.num_gpu, c.probability) for c in everything] == [(0, pytest.approx(6 / 9)), (1, pytest.approx(3 / 9))]
+
+
+def test_a_cpu_only_class_counts_every_idle_gpu_as_a_fragment():
+    # The simulator never counts a pod without GPUs as "satisfied": all 1,500 free milli-GPU are its fragment,
+    # however much CPU is free.
+    classes = [
+        PodClass(cpu_milli=1000, num_gpu=0, gpu_milli=0, probability=0.5),
+        PodClass(cpu_milli=1000, num_gpu=1, gpu_milli=500, probability=0.5),
+    ]
+    assert node_fragmentation([1000, 500], 30000, "T4", classes) == pytest.approx(0.5 * 1500 + 0.5 * 0)
+    state = cluster([node("a", gpus=2, cpu=32000)], held={0: [0, 500]})
+    assert FragmentationModel(classes, state).frag[0] == pytest.approx(750.0)

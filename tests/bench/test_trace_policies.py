@@ -14,8 +14,13 @@ from bench.trace_policies import (
     GpuClustering,
     GpuPacking,
     RandomFit,
+    Resolution,
+    Ties,
+    distinct_rows,
+    fgd_score,
+    normalise_scores,
     pick_best,
-    with_first_tie,
+    variant,
 )
 from tests.bench.helpers import cluster, node, pod
 
@@ -101,8 +106,52 @@ def test_ties_random_or_first():
     assert pick_best(scores, candidates, None) == 11
     seen = {pick_best(scores, candidates, np.random.default_rng(s)) for s in range(30)}
     assert seen == {11, 12}
-    variant = with_first_tie(BestFit)
-    assert variant.name == "best-fit/first-tie" and variant.random_ties is False
+    rank = np.zeros(14, dtype=np.int64)
+    rank[11], rank[12] = 5, 2  # node 12 comes first in the node order
+    assert pick_best(scores, candidates, np.random.default_rng(0), rank) == 12
+    extra = variant(BestFit, Ties.FIRST, Resolution.EXACT)
+    assert extra.name == "best-fit/exact-first-tie" and extra.ties is Ties.FIRST
+    assert extra.resolution is Resolution.EXACT and BestFit.resolution is Resolution.SIMULATOR
+
+
+def test_fgd_score_is_the_simulators_truncated_sigmoid():
+    gains = np.array([0.0, -500.0, 1000.0, -np.inf])
+    assert fgd_score(gains).tolist() == [50.0, 37.0, 73.0, -np.inf]  # sigmoid(-0.5) = 0.3775 -> 37
+
+
+def test_normalised_scores_span_0_to_100_in_integers():
+    assert normalise_scores(np.array([10, 20, 30])).tolist() == [0, 50, 100]
+    assert normalise_scores(np.array([0, 1, 3])).tolist() == [0, 33, 100]
+    assert normalise_scores(np.array([7, 7])).tolist() == [0, 0]
+
+
+def test_integer_fgd_scores_tie_close_gains_and_the_node_order_decides():
+    # Class: 500 milli of one GPU. Node 0 has 520 free, node 1 510: both host the class (fragment 0).
+    # A 100-milli pod leaves 420 / 410, below 500: gains -420 / -410. Exact scores pick node 1; the
+    # integer scores are both int(100 * sigmoid(-0.42 | -0.41)) = 39, so the node order decides.
+    classes = [PodClass(cpu_milli=0, num_gpu=1, gpu_milli=500, probability=1.0)]
+    nodes = [node("a", gpus=1), node("b", gpus=1)]
+    state = ClusterState(nodes, node_order=[0, 1])
+    for i, held in ((0, 480), (1, 490)):
+        state.place(pod(f"h{i}", 1, held, cpu=0, memory=0), Placement(node=i, gpus=(0,)))
+    small = pod(gpu_milli=100)
+    assert choose(Fgd, state, small, classes=classes).node == 0  # equal integer scores: rank 0 = node 0
+    exact = variant(Fgd, Ties.NODE_ORDER, Resolution.EXACT)
+    assert choose(exact, state, small, classes=classes).node == 1  # exact: node 1's fragment grows less
+
+
+def test_cpu_only_pods_follow_the_node_order_when_every_node_scores_alike():
+    nodes = [node("a"), node("b"), node("c")]
+    cpu_pod = pod(num_gpu=0, gpu_milli=0)
+    for order, expected in (([2, 0, 1], 1), ([0, 1, 2], 0)):
+        state = ClusterState(nodes, node_order=order)
+        for policy in (Fgd, BestFit, GpuPacking, GpuClustering, DotProduct):
+            assert choose(policy, state, cpu_pod).node == expected, policy.name
+
+
+def test_node_order_must_be_a_permutation():
+    with pytest.raises(ValueError, match="node_order"):
+        ClusterState([node("a"), node("b")], node_order=[0, 0])
 
 
 def test_gpu_model_constraint_filters_nodes():
@@ -111,3 +160,18 @@ def test_gpu_model_constraint_filters_nodes():
     with pytest.raises(ValueError, match="needs"):
         state.place(pod(gpu_milli=1000), Placement(node=0, gpus=(0,)))
         state.place(pod(gpu_milli=1000), Placement(node=0, gpus=(0,)))
+
+
+def test_random_fit_takes_a_random_gpu_that_fits_for_a_shared_pod():
+    # One node, GPUs with 1000 / 300 / 600 free: a 500-milli pod fits GPUs 0 and 2, and both get picked.
+    state = cluster([node("a", gpus=3)], held={0: [0, 700, 400]})
+    picks = {choose(RandomFit, state, pod(gpu_milli=500), seed=s).gpus for s in range(30)}
+    assert picks == {(0,), (2,)}
+
+
+def test_distinct_rows_groups_equal_rows_like_a_row_wise_unique():
+    rng = np.random.default_rng(5)
+    keys = rng.integers(-1, 3, size=(300, 6))
+    first, inverse = distinct_rows(keys)
+    assert np.array_equal(keys[first][inverse], keys)  # every row maps to an equal representative
+    assert len(first) == len(np.unique(keys, axis=0))  # and there is one representative per distinct row
