@@ -196,8 +196,8 @@ class Pipeline:
         await start_groups_at_end(
             self.bootstrap,
             {
-                settings.group_id(PLACER): [topics.PODS_PENDING],
-                settings.group_id(BINDER): [topics.PLACEMENTS],
+                settings.group_id(PLACER): [topics.PODS_PENDING, topics.GANGS_PENDING],
+                settings.group_id(BINDER): [topics.PLACEMENTS, topics.GANG_PLACEMENTS],
             },
         )
         self._follower_task = asyncio.create_task(self._follower.run(self.outcomes.record), name="e2e-outcomes")
