@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from e2e_checks import double_booked, pod_state
-from e2e_cluster import NAMESPACE, CLUSTER, PodSpec, pod_manifest, pods_by_uid
+from e2e_cluster import CLUSTER, NAMESPACE, PodSpec, pod_manifest, pods_by_uid
 from e2e_pipeline import Pipeline
 
 from schemas.events import BindingOutcome
