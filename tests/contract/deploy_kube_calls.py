@@ -76,6 +76,7 @@ CUSTOM_METHODS: dict[str, tuple[str, int]] = {
     "create_cluster_custom_object": ("create", 2),
     "patch_cluster_custom_object": ("patch", 2),
     "list_namespaced_custom_object": ("list", 3),
+    "create_namespaced_custom_object": ("create", 3),
     "get_namespaced_custom_object": ("get", 4),
     "patch_namespaced_custom_object": ("patch", 3),
     "patch_namespaced_custom_object_status": ("patch", 3),

@@ -31,7 +31,8 @@ def test_node_capacity_counts_the_fixtures_devices() -> None:
         topology = load_topology(node.fixture, node=node.name)
         for vendor, resource in cluster.DEVICE_RESOURCE.items():
             count = sum(1 for d in topology.devices if d.vendor == vendor)
-            assert manifest["status"]["capacity"].get(resource, "0") == str(count)
+            advertised = count * cluster.SHARES_PER_DEVICE.get(vendor, 1)
+            assert manifest["status"]["capacity"].get(resource, "0") == str(advertised)
 
 
 def test_hypernodes_cover_every_node_once() -> None:

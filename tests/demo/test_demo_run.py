@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from topoplace.demo import workload
+
 
 @pytest.mark.e2e
 def test_demo_accounts_for_every_pod_and_traces_them_through_all_services(tmp_path: Path) -> None:
@@ -23,8 +25,16 @@ def test_demo_accounts_for_every_pod_and_traces_them_through_all_services(tmp_pa
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     demo = json.loads((tmp_path / "report.json").read_text())
     summary = demo["summary"]
-    assert summary["pods"] == 24 and summary["unaccounted"] == 0
-    assert summary["bound"] + summary["unschedulable"] == 24
+    pods = 24 + sum(gang.members for gang in workload.GANGS)
+    assert summary["pods"] == pods and summary["unaccounted"] == 0
+    assert summary["bound"] + summary["unschedulable"] == pods
+    for gang in workload.GANGS:  # all or nothing, in one leaf switch when it fits
+        members = [p for p in demo["pods"] if p["gang"] == f"default/{gang.name}"]
+        assert len(members) == gang.members
+        outcomes = {p["outcome"] for p in members}
+        assert outcomes == ({"bound"} if gang.fits else {"unschedulable"}), gang.name
+        if gang.fits:
+            assert {(p["hypernode"], p["tier"]) for p in members} == {(members[0]["hypernode"], 1)}
     assert summary["bound_with_full_trace_pct"] >= 95.0
     bound = [p for p in demo["pods"] if p["outcome"] == "bound"]
     assert bound and all(p["node"] and p["devices"] and p["trace_id"] for p in bound)

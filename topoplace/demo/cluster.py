@@ -17,6 +17,10 @@ DEVICE_RESOURCE: dict[Vendor, str] = {
     Vendor.NEURON: "aws.amazon.com/neuron",
 }
 MACHINE_TYPE_LABEL = "topoplace.io/machine-type"
+# A shared-GPU device plugin (HAMi's) advertises each device this many times: pods asking for a
+# share count one of them (HAMi's default deviceSplitCount, and the same for MetaX sGPU).
+SHARES_PER_DEVICE: dict[Vendor, int] = {Vendor.NVIDIA: 10, Vendor.METAX: 10}
+NEURONCORE = "aws.amazon.com/neuroncore"
 
 
 class DemoNode(msgspec.Struct, frozen=True, kw_only=True):
@@ -30,9 +34,10 @@ class DemoCluster(msgspec.Struct, frozen=True, kw_only=True):
     spines: dict[str, tuple[str, ...]]  # tier-2 hypernode -> its tier-1 hypernodes (ToRs)
 
 
-# (fixture, how many): 120 NVIDIA GPUs, 16 MetaX cards, 28 Neuron devices on 20 nodes.
+# (fixture, how many): 152 NVIDIA GPUs, 16 MetaX cards, 28 Neuron devices on 24 nodes; the first
+# three ToRs hold four DGX H100 each (room for the demo's gangs).
 DEFAULT_MIX: tuple[tuple[str, int], ...] = (
-    ("dgx-h100", 8),
+    ("dgx-h100", 12),
     ("dgx1-v100", 4),
     ("pcie-8gpu-2socket", 2),
     ("pcie-4gpu", 2),
@@ -66,7 +71,10 @@ def node_manifest(node: DemoNode) -> dict[str, Any]:
     for vendor, resource in DEVICE_RESOURCE.items():
         count = sum(1 for d in topology.devices if d.vendor == vendor)
         if count:
-            capacity[resource] = str(count)
+            capacity[resource] = str(count * SHARES_PER_DEVICE.get(vendor, 1))
+    cores = sum(d.cores for d in topology.devices if d.vendor == Vendor.NEURON)
+    if cores:
+        capacity[NEURONCORE] = str(cores)  # the Neuron device plugin advertises cores beside devices
     labels = {
         "kubernetes.io/hostname": node.name,
         MACHINE_TYPE_LABEL: topology.machine_type,

@@ -28,6 +28,9 @@ class PodResult(msgspec.Struct, kw_only=True):
     latency_ms: float | None = None  # submitted -> bound
     trace_id: str = ""
     trace_services: tuple[str, ...] = ()
+    gang: str = ""  # "<namespace>/<group>" of a gang member
+    hypernode: str = ""  # where the gang was placed (its lowest common hypernode)
+    tier: int | None = None
 
 
 class Summary(msgspec.Struct, kw_only=True):
@@ -117,6 +120,27 @@ def render(report: DemoReport, console: Console) -> None:
             f"{p99:.0f}" if p99 is not None else "-",
         )
     console.print(table)
+
+    gangs: dict[str, list[PodResult]] = {}
+    for pod in report.pods:
+        if pod.gang:
+            gangs.setdefault(pod.gang, []).append(pod)
+    if gangs:
+        table = Table(title="gangs: all members in one network domain, or none")
+        for column in ("gang", "members", "bound", "unschedulable", "hypernode", "tier"):
+            table.add_column(column, justify="left" if column in ("gang", "hypernode") else "right")
+        for name in sorted(gangs):
+            members = gangs[name]
+            placed = next((m for m in members if m.hypernode), None)
+            table.add_row(
+                name,
+                str(len(members)),
+                str(sum(1 for m in members if m.outcome == "bound")),
+                str(sum(1 for m in members if m.outcome == "unschedulable")),
+                placed.hypernode if placed else "-",
+                str(placed.tier) if placed and placed.tier is not None else "-",
+            )
+        console.print(table)
 
     reasons = Counter(p.reason for p in report.pods if p.outcome == "unschedulable")
     if reasons:

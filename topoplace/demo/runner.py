@@ -107,7 +107,8 @@ async def run_demo(options: DemoOptions, settings: Settings, console: Console) -
     for old in work.glob("traces-*.jsonl"):
         old.unlink()
     cluster = demo_cluster.default_cluster()
-    pods = workload.generate(options.pods, options.seed)
+    gang_pods = tuple(pod for gang in workload.GANGS for pod in workload.gang_pods(gang))
+    pods = gang_pods + workload.generate(options.pods, options.seed)
     children: list[processes.ServiceProcess] = []
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") or k.startswith("OTEL_EXPORTER")}
 
@@ -173,7 +174,7 @@ async def run_demo(options: DemoOptions, settings: Settings, console: Console) -
     report.render(demo_report, console)
     console.print(f"wrote {options.report_path} and {options.traces_path}; service logs in {work}/")
     s = demo_report.summary
-    return 0 if s.unaccounted == 0 and s.pods == options.pods else 1
+    return 0 if s.unaccounted == 0 and s.pods == len(pods) else 1
 
 
 async def submit_and_track(
@@ -193,7 +194,16 @@ async def submit_and_track(
 
     submitted_at: dict[str, float] = {}
     uid_of: dict[str, str] = {}
-    async with _following(bootstrap, [topics.PLACEMENTS, topics.BINDINGS], handle):
+    custom = k8s.CustomObjectsApi(api)
+    for gang in workload.GANGS:
+        await custom.create_namespaced_custom_object(
+            "scheduling.volcano.sh",
+            "v1beta1",
+            NAMESPACE,
+            "podgroups",
+            workload.podgroup_manifest(gang, namespace=NAMESPACE),
+        )
+    async with _following(bootstrap, [topics.PLACEMENTS, topics.GANG_PLACEMENTS, topics.BINDINGS], handle):
         with Progress(
             TextColumn("{task.description:<14}"),
             BarColumn(),
@@ -239,6 +249,7 @@ async def submit_and_track(
         if outcome is not None:
             result.outcome, result.node, result.devices = outcome.outcome, outcome.node, outcome.devices
             result.score, result.reason, result.trace_id = outcome.score, outcome.reason, outcome.trace_id
+            result.gang, result.hypernode, result.tier = outcome.gang, outcome.hypernode, outcome.tier
             if outcome.outcome == "bound" and outcome.finished_at is not None:
                 result.latency_ms = 1000.0 * (outcome.finished_at - submitted_at[pod.name])
         results.append(result)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 from opentelemetry import trace
 
-from schemas.events import BindingEvent, BindingOutcome, PlacementEvent, PlacementOutcome
+from schemas.events import BindingEvent, BindingOutcome, GangPlacementEvent, PlacementEvent, PlacementOutcome
 from topoplace.kafka_io import Received
 
 
@@ -17,6 +17,9 @@ class PodOutcome(msgspec.Struct, kw_only=True):
     reason: str = ""
     finished_at: float | None = None
     trace_id: str = ""
+    gang: str = ""  # "<namespace>/<group>" of a gang member
+    hypernode: str = ""  # the gang's lowest common hypernode, when placed
+    tier: int | None = None
 
 
 class OutcomeTracker:
@@ -27,6 +30,13 @@ class OutcomeTracker:
 
     def apply(self, received: Received) -> None:
         event = received.event
+        if isinstance(event, GangPlacementEvent):
+            for member in event.members:
+                outcome = self.by_uid.setdefault(member.uid, PodOutcome())
+                outcome.gang = event.name
+                if event.outcome == PlacementOutcome.PLACED:
+                    outcome.score, outcome.hypernode, outcome.tier = member.score, event.hypernode, event.tier
+            return
         if isinstance(event, PlacementEvent):
             outcome = self.by_uid.setdefault(event.uid, PodOutcome())
             if event.outcome == PlacementOutcome.PLACED:

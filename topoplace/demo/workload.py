@@ -89,6 +89,58 @@ def generate(count: int = 200, seed: int = 7) -> tuple[DemoPod, ...]:
     )
 
 
+class GangKind(msgspec.Struct, frozen=True, kw_only=True):
+    """A gang of the demo: a Volcano PodGroup with a network constraint, and its member pods."""
+
+    name: str
+    members: int
+    requests: dict[str, str]
+    annotations: dict[str, str] = {}
+    mode: str = "hard"  # Volcano's networkTopology mode
+    highest_tier: int = 1
+    fits: bool = True
+
+
+# Submitted before the single pods: a training job that must share one leaf switch, a batch of
+# shares that prefers one, and a job no leaf switch can hold (it must bind nothing).
+GANGS: tuple[GangKind, ...] = (
+    GangKind(name="train-4x8", members=4, requests={"nvidia.com/gpu": "8"}, annotations=TOPOLOGY_AWARE),
+    GangKind(
+        name="etl-16x1",
+        members=16,
+        requests={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000", "nvidia.com/gpucores": "25"},
+        mode="soft",
+    ),
+    GangKind(name="wide-8x8", members=8, requests={"nvidia.com/gpu": "8"}, fits=False),
+)
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+
+
+def gang_pods(gang: GangKind) -> tuple[DemoPod, ...]:
+    return tuple(
+        DemoPod(
+            name=f"{gang.name}-{i:02d}",
+            kind=f"gang {gang.name}",
+            requests=gang.requests,
+            annotations={**gang.annotations, GROUP_NAME_ANNOTATION: gang.name},
+            expected_to_fit=gang.fits,
+        )
+        for i in range(gang.members)
+    )
+
+
+def podgroup_manifest(gang: GangKind, *, namespace: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": gang.name, "namespace": namespace},
+        "spec": {
+            "minMember": gang.members,
+            "networkTopology": {"mode": gang.mode, "highestTierAllowed": gang.highest_tier},
+        },
+    }
+
+
 def pod_manifest(pod: DemoPod, *, scheduler_name: str, namespace: str = "default") -> dict[str, Any]:
     return {
         "apiVersion": "v1",
