@@ -4,7 +4,8 @@ Writes bench/results/<UTC date>/ and bench/results/latest/: results.json (every
 figure with the baselines' values from the same run), results.md (tables) and
 PNG plots. Sections: the Alibaba trace replay (fragmentation, FGD protocol),
 device-level link quality on synthetic fixture clusters, engine speed, per-node
-search speed, and pipeline speed (through the broker; see pipeline_speed.py).
+search speed, pipeline speed (through the broker; see pipeline_speed.py), and scale (one decision at
+1,000 / 10,000 realistic nodes, a 64-pod gang under 10,000 hypernodes, the placer's memory; see scale.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import msgspec
 
-from bench import pipeline_speed, plots, search_speed
+from bench import pipeline_speed, plots, scale, search_speed
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
 from bench.fragmentation import typical_classes
@@ -44,6 +45,7 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     device_seed: int
     speed: tuple[tuple[int, int], ...]  # (nodes, decisions)
     search_quick: bool
+    scale: scale.ScaleProfile
 
 
 PROFILES = {
@@ -56,6 +58,7 @@ PROFILES = {
         device_seed=1,
         speed=((10, 200), (100, 40), (1000, 6)),
         search_quick=True,
+        scale=scale.SHORT,
     ),
     "full": Profile(
         name="full",
@@ -66,6 +69,7 @@ PROFILES = {
         device_seed=1,
         speed=((10, 500), (100, 100), (1000, 20), (10000, 3)),
         search_quick=False,
+        scale=scale.FULL,
     ),
 }
 
@@ -142,8 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for run in pipeline_runs:
         _log(run.summary())
     pipeline = [run.headline() for run in pipeline_runs]  # the highest offered load: pipeline.*.placers<n>
+    _log("scale: decisions on realistic nodes, a gang under 10,000 hypernodes, the placer's memory")
+    scaled = scale.run(profile.scale, _log)
 
     figures = build_figures(trace, device, speed, search, pipeline) + pipeline_speed.step_figure_list(pipeline_runs)
+    figures += scale.figures(scaled)
     notes = build_notes(trace, device, speed, search)
     results = Results(
         generated_at=now.isoformat(timespec="seconds"),
@@ -165,7 +172,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         "decisions_per_s.png": plots.decisions_per_second(speed, run_dir / "decisions_per_s.png", label),
     }
-    markdown = build_markdown(results, trace, device, speed, search, pipeline_speed.markdown_section(pipeline_runs))
+    markdown = build_markdown(
+        results,
+        trace,
+        device,
+        speed,
+        search,
+        pipeline_speed.markdown_section(pipeline_runs),
+        scale_section=scale.markdown(scaled),
+    )
     write_results(results, markdown, plot_paths, run_dir, latest_dir)
     _log(f"wrote {run_dir} and {latest_dir} in {time.perf_counter() - started:.0f} s")
     return 0
