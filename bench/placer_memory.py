@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from bench.realistic_cluster import realistic_nodes
+from bench.realistic_cluster import gpu_pod, realistic_nodes
 from schemas.events import (
     BindingEvent,
     BindingOutcome,
@@ -96,7 +96,7 @@ def drive(nodes: int, pods: int, *, live: int | None = None, index_every: int = 
         first = (n // len(names)) % 8
         devices = tuple(DeviceAssignment(index=(first + k) % 8, uuid=uuids[node][(first + k) % 8]) for k in range(gpus))
         uid = f"pod-{n:07d}"
-        requests = {"nvidia.com/gpu": str(gpus), "cpu": str(8 * gpus), "memory": f"{50 * gpus}Gi"}
+        requests = gpu_pod(uid, gpus).requests
         decision_id = f"{n:024x}"
         view.apply(
             PlacementEvent(

@@ -37,8 +37,8 @@ NODES_PER_RACK = 4
 # Per machine: allocatable cpu (cores) and memory (GiB), as the kubelet reports them after reservations.
 ALLOCATABLE = {"dgx-h100": (220, 1950), "dgx1-v100": (78, 500), "pcie-8gpu-2socket": (126, 1000)}
 SYSTEM_CPU, SYSTEM_MEMORY_GI, SYSTEM_PODS = 4, 8, 8  # daemon sets on every node
-CPU_PER_GPU, MEMORY_GI_PER_GPU = 8, 50  # what a GPU pod asks beside each GPU
-SHARE_MEMORY_MIB, SHARE_CORES, SHARE_CPU, SHARE_MEMORY_GI = 20_000, 30, 2, 16
+CPU_PER_GPU, MEMORY_GI_PER_GPU = 6, 40  # what a GPU pod asks beside each GPU
+SHARE_MEMORY_MIB, SHARE_CORES, SHARE_CPU, SHARE_MEMORY_GI = 20_000, 30, 1, 8
 # HAMi reports devices x deviceSplitCount (10) as the node's nvidia.com/gpu.
 GPU_SLOTS_PER_DEVICE = 10
 
