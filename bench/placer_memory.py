@@ -9,7 +9,7 @@ GPU UUIDs, allocatable resources), then per pod a PlacementEvent (PLACED, one to
 GPUs), the binder's BindingEvent BOUND, the cluster's PodLifecycleEvent BOUND and,
 later, PodLifecycleEvent DELETED. At most `live` pods hold devices at once (one per
 node by default); the engine's index is brought up to date (`view.index()`) every
-`index_every` pods, as decisions would. Peak RSS is `resource.getrusage(RUSAGE_SELF).ru_maxrss`.
+`index_every` pods, as decisions would. Peak RSS: the process's high-water mark (`_peak_mb`).
 """
 
 from __future__ import annotations
@@ -53,6 +53,16 @@ class MemoryRun(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _peak_mb() -> float:
+    """This process's peak RSS. Linux keeps `getrusage`'s ru_maxrss across exec, so a child started by a
+    big parent (the benchmark) would report the parent's size: the address space's own high-water mark
+    (VmHWM) is read where /proc has it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # kilobytes on Linux
 
 

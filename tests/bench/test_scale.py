@@ -8,7 +8,7 @@ from collections import deque
 
 import pytest
 
-from bench import scale
+from bench import placer_memory, scale
 from bench.decision_scale import ScaleSettings, _apply, describe, same_answer
 from bench.decision_scale import measure as measure_decisions
 from bench.gang_scale import (
@@ -199,3 +199,12 @@ def test_scale_figures_carry_the_documented_names_and_baselines():
     assert "Volcano-style gradient search" in text and "Placer memory" in text
     missing = scale.figures(scale.ScaleResults(memory_error="CalledProcessError: exit 1"))
     assert [(f.name, f.value) for f in missing] == [("placer.rss_mb.10000", None)]
+
+
+def test_the_memory_figure_is_the_child_s_own_peak_not_its_parent_s():
+    # Linux keeps ru_maxrss across exec: a child of a large process would report the parent's size.
+    ballast = bytearray(300 * 1024 * 1024)
+    ballast[::4096] = b"\x01" * len(ballast[::4096])  # touch every page: resident in this process
+    run = placer_memory.measure(20, 100)
+    assert run.index_nodes == 20 and run.pods_known_end == 0
+    assert run.peak_rss_mb < 200 < len(ballast) / (1024 * 1024)
