@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     figures = build_figures(trace, device, speed, search, pipeline) + pipeline_speed.step_figure_list(pipeline_runs)
     figures += scale.figures(scaled)
-    notes = build_notes(trace, device, speed, search)
+    notes = build_notes(trace, device, speed, search) + scale.notes(scaled)
     results = Results(
         generated_at=now.isoformat(timespec="seconds"),
         profile=profile.name,

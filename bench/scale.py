@@ -37,7 +37,7 @@ class ScaleResults(msgspec.Struct, frozen=True, kw_only=True):
 SHORT = ScaleProfile(
     decisions=(
         ScaleSettings(nodes=1_000, warm=400, cold=10, reference_every=4, reference_cold=3),
-        ScaleSettings(nodes=10_000, warm=300, cold=3, reference_every=60, reference_cold=1),
+        ScaleSettings(nodes=10_000, warm=300, cold=3, reference_every=100, reference_cold=1),
     ),
     gang=GangSettings(nodes=10_000, warm=10, cold=2, volcano=1),
     memory=(10_000, 100_000),
@@ -171,6 +171,22 @@ def figures(results: ScaleResults) -> list[Figure]:
                 detail=f"not measured in this run: {results.memory_error}",
             )
         )
+    return out
+
+
+def notes(results: ScaleResults) -> list[str]:
+    """Each goal met or not, said plainly, with the baseline beside it."""
+    out = []
+    for figure in figures(results):
+        goal = figure.baselines.get("goal")
+        if goal is None or figure.value is None:
+            continue
+        others = ", ".join(f"{k} {v:g}" for k, v in figure.baselines.items() if k != "goal")
+        verdict = "within" if figure.value <= goal else "NOT within"
+        out.append(f"{figure.name} = {figure.value:g} {figure.unit}: {verdict} its goal of {goal:g} ({others}).")
+    for run in results.decisions:
+        if run.mismatches:
+            out.append(f"At {run.nodes} nodes the index and the reference loop differ: {'; '.join(run.mismatches)}.")
     return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from collections import deque
 
+import msgspec
 import pytest
 
 from bench import placer_memory, scale
@@ -195,6 +196,12 @@ def test_scale_figures_carry_the_documented_names_and_baselines():
     assert {"cold", "reference", "reference cold"} <= set(by_name["engine.decision_p99_ms.40"].baselines)
     assert {"volcano gradient search", "cold", "tree build"} <= set(by_name["engine.gang_p99_ms.400"].baselines)
     assert by_name["placer.rss_mb.20"].value == memory.peak_rss_mb
+    said = scale.notes(results)
+    assert len(said) == 2 and all(" its goal of " in n for n in said)  # no goal at 40 nodes
+    for warm, verdict in ((9.0, "NOT within its goal of 1 ("), (0.5, ": within its goal of 1 (")):
+        run = msgspec.structs.replace(decisions, nodes=1_000, warm_ms=(warm,) * 8)
+        (note,) = scale.notes(scale.ScaleResults(decisions=(run,)))
+        assert note.startswith(f"engine.decision_p99_ms.1000 = {warm:g} ms") and verdict in note and "reference" in note
     text = scale.markdown(results)
     assert "Volcano-style gradient search" in text and "Placer memory" in text
     missing = scale.figures(scale.ScaleResults(memory_error="CalledProcessError: exit 1"))
