@@ -383,6 +383,8 @@ def build_markdown(
     speed: Sequence[SpeedRun],
     search: Sequence[SearchFigure],
     pipeline_section: str = "",
+    *,
+    scale_section: str = "",
 ) -> str:
     out = [
         f"# topoplace benchmark ({results.profile} profile)",
@@ -523,6 +525,10 @@ def build_markdown(
         "## Pipeline speed through the broker",
         "",
         pipeline_section or "Not measured in this run.",
+        "",
+        "## Scale: decisions, gangs and the placer's memory at 1,000-10,000 nodes",
+        "",
+        scale_section or "Not measured in this run.",
         "",
         "## Notes",
         "",

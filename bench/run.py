@@ -4,7 +4,8 @@ Writes bench/results/<UTC date>/ and bench/results/latest/: results.json (every
 figure with the baselines' values from the same run), results.md (tables) and
 PNG plots. Sections: the Alibaba trace replay (fragmentation, FGD protocol),
 device-level link quality on synthetic fixture clusters, engine speed, per-node
-search speed, and pipeline speed (through the broker; see pipeline_speed.py).
+search speed, pipeline speed (through the broker; see pipeline_speed.py), and scale (one decision at
+1,000 / 10,000 realistic nodes, a 64-pod gang under 10,000 hypernodes, the placer's memory; see scale.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import msgspec
 
-from bench import pipeline_speed, plots, search_speed
+from bench import pipeline_speed, plots, scale, search_speed
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
 from bench.fgd_plus import FgdPlus
@@ -55,6 +56,7 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     speed: tuple[tuple[int, int], ...]  # (nodes, decisions)
     search_quick: bool
     earlier_variants: bool  # also replay every paper policy under our earlier protocol (labelled extras)
+    scale: scale.ScaleProfile
 
 
 PROFILES = {
@@ -68,6 +70,7 @@ PROFILES = {
         speed=((10, 200), (100, 40), (1000, 6)),
         search_quick=True,
         earlier_variants=False,
+        scale=scale.SHORT,
     ),
     "full": Profile(
         name="full",
@@ -79,6 +82,7 @@ PROFILES = {
         speed=((10, 500), (100, 100), (1000, 20), (10000, 3)),
         search_quick=False,
         earlier_variants=True,
+        scale=scale.FULL,
     ),
 }
 
@@ -180,13 +184,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for run in pipeline_runs:
         _log(run.summary())
     pipeline = [run.headline() for run in pipeline_runs]  # the highest offered load: pipeline.*.placers<n>
+    _log("scale: decisions on realistic nodes, a gang under 10,000 hypernodes, the placer's memory")
+    scaled = scale.run(profile.scale, _log)
 
     figures = (
         build_figures(trace, device, speed, search, pipeline)
         + second_list_figures("trace_multigpu20", multigpu)
         + pipeline_speed.step_figure_list(pipeline_runs)
     )
-    notes = build_notes(trace, device, speed, search)
+    figures += scale.figures(scaled)
+    notes = build_notes(trace, device, speed, search) + scale.notes(scaled)
     results = Results(
         generated_at=now.isoformat(timespec="seconds"),
         profile=profile.name,
@@ -212,7 +219,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         "decisions_per_s.png": plots.decisions_per_second(speed, run_dir / "decisions_per_s.png", label),
     }
-    markdown = build_markdown(results, trace, device, speed, search, pipeline_speed.markdown_section(pipeline_runs))
+    markdown = build_markdown(
+        results,
+        trace,
+        device,
+        speed,
+        search,
+        pipeline_speed.markdown_section(pipeline_runs),
+        scale_section=scale.markdown(scaled),
+    )
     write_results(results, markdown, plot_paths, run_dir, latest_dir)
     _log(f"wrote {run_dir} and {latest_dir} in {time.perf_counter() - started:.0f} s")
     return 0
