@@ -18,6 +18,7 @@ updates) one for a whole snapshot.
 from __future__ import annotations
 
 import bisect
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
@@ -26,6 +27,7 @@ from schemas.topology import Device, Link
 from services.placer.engine.cache import IdentityCache, Interner
 from services.placer.engine.model import Allocation, NodeState, Snapshot
 
+CLASS_LOG_BOUND = 200_000  # classes logged before the log starts over (rankings then rebuild)
 CLASS_BOUND = 65_536  # distinct device classes remembered (ids only grow; see cache.Interner)
 ANONYMOUS_BOUND = 32_768  # distinct device tuples with their UUIDs stripped
 
@@ -94,6 +96,11 @@ class ClusterIndex:
         self._members: dict[int, list[str]] = {}
         self._names: list[str] = []
         self._snapshot_nodes: tuple[NodeState, ...] | None = None
+        # Classes in the order they gained their first node (again): rankings kept per request
+        # (pod_decision.py) read what is new since they last looked. Reset when it grows long.
+        self.class_log: list[int] = []
+        self.log_epoch = 0
+        self.rankings: OrderedDict[int, object] = OrderedDict()  # per request id; owned by pod_decision
         for node in nodes:
             self.upsert(node)
 
@@ -114,7 +121,17 @@ class ClusterIndex:
                 return
             self._leave(old_class, name)
         self._class[name] = new_class
-        bisect.insort(self._members.setdefault(new_class, []), name)
+        members = self._members.get(new_class)
+        if members is None:
+            members = self._members[new_class] = []
+            self._log_class(new_class)
+        bisect.insort(members, name)
+
+    def _log_class(self, class_id: int) -> None:
+        if len(self.class_log) >= CLASS_LOG_BOUND:
+            self.class_log = []
+            self.log_epoch += 1  # every ranking starts over from the live classes
+        self.class_log.append(class_id)
 
     def remove(self, name: str) -> None:
         if self._nodes.pop(name, None) is None:
@@ -153,6 +170,13 @@ class ClusterIndex:
 
     def class_id(self, name: str) -> int:
         return self._class[name]
+
+    def members(self, class_id: int) -> Sequence[str]:
+        """The class's nodes, sorted by name (empty when no node has it now)."""
+        return self._members.get(class_id, ())
+
+    def is_live(self, class_id: int) -> bool:
+        return class_id in self._members
 
     def classes(self) -> Iterator[tuple[int, Sequence[str]]]:
         """(class id, member names sorted) for every class with members."""

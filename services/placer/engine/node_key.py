@@ -49,6 +49,22 @@ def topology_key(node: NodeState) -> tuple[int, int]:
     return (_devices.id_of(node.devices), _links_id(node.links))
 
 
+_wiring: Interner[tuple[tuple[int, str, int], ...]] = Interner(TOPOLOGY_BOUND)
+_wiring_seen: IdentityCache[tuple[Device, ...], int] = IdentityCache(4 * TOPOLOGY_BOUND)
+
+
+def wiring_key(node: NodeState) -> tuple[int, int]:
+    """Equal for two nodes whose devices are wired alike: indices, vendors, NVSwitch links and links.
+
+    What pair scores depend on, and nothing else: UUIDs, models, memory and health do not change
+    how two devices are connected, so nodes that differ only there share their pair tables."""
+    found = _wiring_seen.get(node.devices)
+    if found is None:
+        found = _wiring.id_of(tuple((d.index, d.vendor.value, d.nvswitch_links) for d in node.devices))
+        _wiring_seen.put(node.devices, found)
+    return (found, _links_id(node.links))
+
+
 def node_key(node: NodeState) -> int:
     """Equal for two nodes exactly when everything but the name and the pods' uids is equal."""
     return node_keys((node,))[0]
@@ -90,5 +106,5 @@ def sizes() -> dict[str, int]:
 
 
 def clear() -> None:
-    for table in (_devices, _links, _links_seen, _states, _nodes_seen):
+    for table in (_devices, _links, _links_seen, _states, _nodes_seen, _wiring, _wiring_seen):
         table.clear()

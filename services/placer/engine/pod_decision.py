@@ -14,6 +14,8 @@ of classes, not of nodes. Explanations of the losers are built only when asked.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections.abc import Callable, Sequence
 
 import msgspec
@@ -40,8 +42,11 @@ from services.placer.engine.vendor import (
 )
 
 Answer = NodeFit | NodeMiss
-CLASS_ANSWER_BOUND = 32_768
-_class_answers: BoundedCache[tuple[int, int], Answer] = BoundedCache(CLASS_ANSWER_BOUND)
+CLASS_ANSWER_BOUND = 4_096  # answers of classes no node has any more, kept per request before a prune
+# Per request id, the answer of every device class met: a plain dict, read once per class per decision.
+# The least recently used request's table goes first; a table is pruned to the live classes.
+REQUEST_TABLES_BOUND = 256
+_class_answers: BoundedCache[int, dict[int, Answer]] = BoundedCache(REQUEST_TABLES_BOUND)
 # A pod that asks for no device fits every node's devices with nothing to choose.
 NO_DEVICES = NodeFit(node="", choice=SetChoice(assignments=()), score=NodeScore(score=0.0))
 
@@ -67,11 +72,121 @@ def claim(registry: VendorRegistry, request: PodRequest, mode: Mode, workload: t
     return Claim(plugin=plugin, request=device_request)
 
 
-class _Group(msgspec.Struct, frozen=True):
-    """Nodes sharing one answer: a device class, or one node when the answer reads the node's own UUIDs."""
+# Nodes sharing one answer: a device class, or one node when the answer reads the node's own UUIDs.
+# A plain tuple (answer, member names): a decision builds one per class.
+_Group = tuple[Answer, Sequence[str]]
 
-    answer: Answer
-    members: Sequence[str]
+
+RANKINGS_PER_INDEX = 64  # request shapes whose ranking an index keeps
+
+
+class _Ranking:
+    """One request's fitting classes of one index, best first, kept current from the index's class log.
+
+    Classes whose last node left stay in the list until a walk meets them (then they go); a class
+    that comes back is put back. The answers themselves are the global per-request table."""
+
+    __slots__ = ("epoch", "listed", "position", "ranked")
+
+    def __init__(self) -> None:
+        self.ranked: list[tuple[float, int]] = []  # (-score, class id), ascending
+        self.listed: set[int] = set()
+        self.position = 0  # how much of the index's class log is read
+        self.epoch = -1
+
+    def sync(self, index: ClusterIndex, answer_of: Callable[[int], Answer]) -> None:
+        if self.epoch != index.log_epoch:
+            self.ranked, self.listed = [], set()
+            self.epoch, self.position = index.log_epoch, 0
+            new: Sequence[int] = [class_id for class_id, _ in index.classes()]
+        else:
+            new = index.class_log[self.position :]
+        self.position = len(index.class_log)
+        for class_id in new:
+            if class_id in self.listed or not index.is_live(class_id):
+                continue
+            answer = answer_of(class_id)
+            if answer.__class__ is NodeFit:
+                bisect.insort(self.ranked, (-answer.score.score, class_id))
+                self.listed.add(class_id)
+
+    def forget(self, at: int) -> None:
+        _, class_id = self.ranked.pop(at)
+        self.listed.discard(class_id)
+
+
+def _fast_best(
+    index: ClusterIndex,
+    pod_claim: Claim,
+    mode: Mode,
+    rules: PodRules,
+    allowed: Callable[[str], bool] | None,
+) -> tuple[float, str, _Group] | None | bool:
+    """The walk over the request's ranking, without touching every class; False when the request
+    cannot be ranked this way (no memo tables, UUID-reading requests, pods without devices)."""
+    plugin, device_request = pod_claim.plugin, pod_claim.request
+    if plugin is None or device_request is None or device_request.reads_uuids:
+        return False
+    request_id = _request_id(plugin, device_request, mode)
+    if request_id is None:
+        return False
+    table = _answer_table(index, request_id)
+
+    def answer_of(class_id: int) -> Answer:
+        answer = table.get(class_id)
+        if answer is None:
+            members = index.members(class_id)
+            state = class_state(index.node(members[0]), index.reads)
+            answer = table[class_id] = loop._evaluate(plugin, device_request, state, mode)
+        return answer
+
+    ranking = index.rankings.get(request_id)
+    if not isinstance(ranking, _Ranking):
+        ranking = _Ranking()
+    index.rankings[request_id] = ranking
+    index.rankings.move_to_end(request_id)
+    while len(index.rankings) > RANKINGS_PER_INDEX:
+        index.rankings.popitem(last=False)
+    ranking.sync(index, answer_of)
+    best: tuple[float, str, _Group] | None = None
+    ceiling = rules.max_preference
+    only = rules.only_node
+    at = 0
+    while at < len(ranking.ranked):
+        negative, class_id = ranking.ranked[at]
+        members = index.members(class_id)
+        if not members:
+            ranking.forget(at)  # no node has this class any more
+            continue
+        at += 1
+        score = -negative
+        if best is not None and score + ceiling < best[0]:
+            break
+        if only is not None:
+            members = (only,) if only in members else ()
+        for name in members:
+            if allowed is not None and not allowed(name):
+                continue
+            node = index.node(name)
+            if rules.failure(node) is not None:
+                continue
+            total = score + rules.preference(node) if ceiling or node.taints else score
+            if best is None or total > best[0] or (total == best[0] and name < best[1]):
+                best = (total, name, (table[class_id], members))
+            if total >= score + ceiling:
+                break
+    return best
+
+
+def _answer_table(index: ClusterIndex, request_id: int) -> dict[int, Answer]:
+    table = _class_answers.get(request_id)
+    if table is None:
+        table = {}
+        _class_answers.put(request_id, table)
+    elif len(table) > 2 * index.class_count() + CLASS_ANSWER_BOUND:
+        for class_id in [c for c in table if not index.is_live(c)]:
+            del table[class_id]  # classes no node has any more: ids are never reused
+    return table
 
 
 def place_indexed(
@@ -89,14 +204,19 @@ def place_indexed(
     Raises RequestError(field, reason) when the request cannot be read."""
     pod_claim = claim(registry, request, mode, workload)
     rules = PodRules(request, registry.share_resources)
-    groups = _groups(index, pod_claim, mode)
-    fitting = [(g.answer.score.score, g) for g in groups if isinstance(g.answer, NodeFit)]
-    fitting.sort(key=lambda pair: -pair[0])
-    best = _walk(index, fitting, rules, allowed)
+    fast = False if explain else _fast_best(index, pod_claim, mode, rules, allowed)
+    groups: list[_Group] = []
+    if fast is False:
+        groups = _groups(index, pod_claim, mode)
+        best = _walk(index, groups, rules, allowed)
+    else:
+        assert not isinstance(fast, bool)
+        best = fast
     if best is None:
+        groups = groups or _groups(index, pod_claim, mode)
         return _unschedulable(index, groups, rules, allowed, _explainer(pod_claim, mode) if explain else None)
     total, name, group = best
-    fit = group.answer
+    fit = group[0]
     assert isinstance(fit, NodeFit)
     node = index.node(name)
     parts = dict(fit.choice.parts)
@@ -113,7 +233,7 @@ def place_indexed(
         alternatives=(
             _alternatives(index, groups, rules, name, fit, total, _explainer(pod_claim, mode)) if explain else ()
         ),
-        candidates_considered=sum(g.answer.choice.considered for _, g in fitting if isinstance(g.answer, NodeFit)),
+        candidates_considered=fit.choice.considered,  # the winner's search; the others' cost nothing new
         warnings=_all_warnings(index, groups) if explain else tuple(f"{name}: {w}" for w in fit.warnings),
         qos=device_request.qos if device_request is not None else "",
         app_class=device_request.app_class if device_request is not None else "",
@@ -126,23 +246,24 @@ def place_indexed(
 def _groups(index: ClusterIndex, pod_claim: Claim, mode: Mode) -> list[_Group]:
     plugin, device_request = pod_claim.plugin, pod_claim.request
     if plugin is None or device_request is None:
-        return [_Group(NO_DEVICES, members) for _, members in index.classes()]
+        return [(NO_DEVICES, members) for _, members in index.classes()]
     request_id = _request_id(plugin, device_request, mode)
     if device_request.reads_uuids:
         # The answer depends on the node's own UUIDs: one node, one answer.
         return [
-            _Group(_outcome(plugin, device_request, _without_node_rules(node), mode, request_id), (node.name,))
+            (_outcome(plugin, device_request, _without_node_rules(node), mode, request_id), (node.name,))
             for node in index.nodes()
         ]
+    table = _answer_table(index, request_id) if request_id is not None else None
     groups: list[_Group] = []
-    get, put = _class_answers.get, _class_answers.put
+    get = table.get if table is not None else (lambda _: None)
     for class_id, members in index.classes():
-        answer = get((request_id, class_id)) if request_id is not None else None
+        answer = get(class_id)
         if answer is None:
             answer = loop._evaluate(plugin, device_request, class_state(index.node(members[0]), index.reads), mode)
-            if request_id is not None:
-                put((request_id, class_id), answer)
-        groups.append(_Group(answer, members))
+            if table is not None:
+                table[class_id] = answer
+        groups.append((answer, members))
     return groups
 
 
@@ -158,18 +279,25 @@ def _without_node_rules(node: NodeState) -> NodeState:
 
 def _walk(
     index: ClusterIndex,
-    fitting: list[tuple[float, _Group]],
+    groups: list[_Group],
     rules: PodRules,
     allowed: Callable[[str], bool] | None,
 ) -> tuple[float, str, _Group] | None:
-    """The highest score + preference, ties to the first name, among nodes passing the node rules."""
+    """The highest score + preference, ties to the first name, among nodes passing the node rules.
+
+    Groups are taken best score first from a heap, so a decision that finds its node in the
+    best group never orders the rest."""
+    heap = [(-answer.score.score, i) for i, (answer, _) in enumerate(groups) if answer.__class__ is NodeFit]
+    heapq.heapify(heap)
     best: tuple[float, str, _Group] | None = None
     ceiling = rules.max_preference
     only = rules.only_node
-    for score, group in fitting:
+    while heap:
+        negative, i = heapq.heappop(heap)
+        score, group = -negative, groups[i]
         if best is not None and score + ceiling < best[0]:
-            break  # sorted by score: no later group can reach the best
-        members: Sequence[str] = group.members
+            break  # taken best first: no later group can reach the best
+        members: Sequence[str] = group[1]
         if only is not None:
             members = (only,) if only in members else ()
         for name in members:
@@ -245,9 +373,9 @@ def _unschedulable(
 ) -> Decision:
     summaries: list[str] = []
     verdicts: list[NodeVerdict] = []
-    for group in groups:
-        for name in group.members:
-            reasons = node_reasons(index.node(name), group.answer, rules, allowed, explainer)
+    for answer, members in groups:
+        for name in members:
+            reasons = node_reasons(index.node(name), answer, rules, allowed, explainer)
             if reasons is None:
                 continue  # fits but lost to no one: cannot happen when nothing was found; kept safe
             summaries.extend(reasons[0])
@@ -273,9 +401,8 @@ def _alternatives(
     """Every other node: the ones that fit, best first, with why they lost; then the others, by name."""
     fits: list[NodeVerdict] = []
     misses: list[NodeVerdict] = []
-    for group in groups:
-        answer = group.answer
-        for name in group.members:
+    for answer, members in groups:
+        for name in members:
             if name == winner:
                 continue
             reasons = node_reasons(index.node(name), answer, rules, None, explainer)
@@ -294,7 +421,7 @@ def _alternatives(
 
 def _all_warnings(index: ClusterIndex, groups: list[_Group]) -> tuple[str, ...]:
     """Every node's warnings, by node name (explanations only: it walks every node)."""
-    by_name = {name: g.answer.warnings for g in groups if g.answer.warnings for name in g.members}
+    by_name = {name: answer.warnings for answer, members in groups if answer.warnings for name in members}
     return tuple(f"{name}: {w}" for name in sorted(by_name) for w in by_name[name])
 
 

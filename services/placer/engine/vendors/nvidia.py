@@ -25,7 +25,7 @@ from services.placer.engine import cache, search_table
 from services.placer.engine.cache import BoundedCache
 from services.placer.engine.fragmentation import DIGITS, FreeShare, fragmentation
 from services.placer.engine.model import MILLI, Mode, PodRequest
-from services.placer.engine.node_key import topology_key
+from services.placer.engine.node_key import wiring_key
 from services.placer.engine.quantities import optional_int, parse_bool, split_list
 from services.placer.engine.search import DEFAULT_CAP, SearchResult, best_subset
 from services.placer.engine.search_table import TABLE_DEVICES, SubsetTable, table_best, uniform_best
@@ -257,7 +257,7 @@ _pair_tables: BoundedCache[tuple[int, int], PairTable] = BoundedCache(PAIR_TABLE
 
 
 def _node_pair_table(scratch: NodeScratch) -> PairTable:
-    return cache.remembered(_pair_tables, lambda: topology_key(scratch.node), lambda: _build_pair_table(scratch))
+    return cache.remembered(_pair_tables, lambda: wiring_key(scratch.node), lambda: _build_pair_table(scratch))
 
 
 def _build_pair_table(scratch: NodeScratch) -> PairTable:
@@ -468,7 +468,7 @@ def _search_sets(
     Uniform nodes and nodes of at most TABLE_DEVICES GPUs are answered by lookup (search_table.py);
     larger ones by the bounded branch-and-bound, which is also the reference for both."""
     if search_table.fast_enabled():
-        sets = cache.remembered(_topology_sets, lambda: topology_key(scratch.node), lambda: _TopologySets(table))
+        sets = cache.remembered(_topology_sets, lambda: wiring_key(scratch.node), lambda: _TopologySets(table))
         if sets.uniform is not None:
             idle = set(idle_positions or ())
             count = len(idle) if idle_positions is not None else None
