@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import msgspec
 
 from schemas.events import DeviceAssignment, NetworkConstraint, SubGroupPolicy, TopologyMode
-from services.placer.engine import loop
+from services.placer.engine import cache, loop
 from services.placer.engine.cache import BoundedCache
 from services.placer.engine.index import ClusterIndex, class_state
 from services.placer.engine.kube.messages import fit_error_message
@@ -189,7 +189,6 @@ def place_gang(
     totals = {key: aggregate(tree, values) for key, values in per_node.items()}
     need = {shape.key: len(shape.members) for shape in shapes}
     planned = 0
-    best_slots = 0
     for tier in tree.tiers:
         if mode_hard and tier > max_tier:
             break
@@ -197,7 +196,6 @@ def place_gang(
             continue
         candidates = _candidates(tree, tier, pin, totals, need)
         if not candidates:
-            best_slots = max(best_slots, _most_slots(tree, tier, totals, need))
             continue
         plans: list[_Plan] = []
         for hypernode in candidates[:MAX_PLANNED]:
@@ -208,6 +206,8 @@ def place_gang(
         if plans:
             best = min(plans, key=lambda p: (-p.score, p.free_after, p.hypernode))
             return _placed(gang, tree, index, shapes, best, fits, running, planned)
+    allowed_tiers = [t for t in tree.tiers if not mode_hard or t <= max_tier]
+    best_slots = max((_most_slots(tree, t, totals, need) for t in allowed_tiers), default=0)
     reason = _why_not(index, gang, misses, mode_hard, max_tier, best_slots, need)
     return _decision(gang, tree, index, pending, {}, running, placed=False, reason=reason, planned=planned)
 
@@ -268,6 +268,28 @@ def _pin(tree: NetworkTree, running: Sequence[PodRequest], hard: bool, max_tier:
     return _Pin(lca=lca, domain=domain if domain is not None else lca)
 
 
+class _NodeSlots(msgspec.Struct, frozen=True):
+    node: NodeState  # held, so the identity the memo is keyed by stays this node's
+    fits: tuple[NodeFit, ...]
+    misses: tuple[str, ...]  # kube-style reasons when it takes none
+
+
+# Per shape and node state (by identity): what the node takes. A gang decision asks every node of
+# the tree; between two decisions only the nodes that changed are worked out again.
+NODE_SLOTS_BOUND = 65_536
+_node_slots_memo: BoundedCache[tuple[bytes, int], _NodeSlots] = BoundedCache(NODE_SLOTS_BOUND, recency=False)
+
+
+def _slots_of(index: ClusterIndex, shape: _Shape, node: NodeState, cap: int) -> _NodeSlots:
+    """What the node takes of the shape (at most `cap` members), worked out afresh."""
+    failure = shape.rules.failure(node)
+    if failure is not None:
+        return _NodeSlots(node, (), tuple(failure))
+    room = shape.resource_slots(node, cap)
+    answered = shape.class_fits(index, index.class_id(node.name), node, room) if room else _Fits(fits=())
+    return _NodeSlots(node, answered.fits, (answered.miss,) if answered.miss and not answered.fits else ())
+
+
 def _node_slots(
     index: ClusterIndex, tree: NetworkTree, shapes: list[_Shape]
 ) -> tuple[dict[bytes, list[int]], dict[tuple[bytes, str], tuple[NodeFit, ...]], list[str]]:
@@ -276,24 +298,31 @@ def _node_slots(
     per_node: dict[bytes, list[int]] = {}
     fits: dict[tuple[bytes, str], tuple[NodeFit, ...]] = {}
     misses: list[str] = []
+    get = index.get
+    nodes = [get(name) for name in tree.nodes]
+    remembered = cache.enabled()
     for number, shape in enumerate(shapes):
         cap = len(shape.members)
+        prefix = shape.key + cap.to_bytes(4, "little")
+        keys = [(prefix, id(node)) for node in nodes]
+        found = _node_slots_memo.get_many(keys) if remembered else [None] * len(keys)
         values: list[int] = []
-        for name in tree.nodes:
-            node = index.get(name)
-            failure = shape.rules.failure(node) if node is not None else ["node(s) were not found"]
-            if node is None or failure is not None:
-                values.append(0)
-                if number == 0 and failure is not None:
-                    misses.extend(failure)
+        append = values.append
+        for name, node, key, hit in zip(tree.nodes, nodes, keys, found, strict=True):
+            if node is None:
+                append(0)
+                if number == 0:
+                    misses.append("node(s) were not found")
                 continue
-            room = shape.resource_slots(node, cap)
-            answered = shape.class_fits(index, index.class_id(name), node, room) if room else _Fits(fits=())
-            if answered.fits:
-                fits[(shape.key, name)] = answered.fits
-            elif number == 0 and answered.miss:
-                misses.append(answered.miss)
-            values.append(len(answered.fits))
+            if hit is None or hit.node is not node:
+                hit = _slots_of(index, shape, node, cap)
+                if remembered:
+                    _node_slots_memo.put(key, hit)
+            if hit.fits:
+                fits[(shape.key, name)] = hit.fits
+            elif number == 0:
+                misses.extend(hit.misses)
+            append(len(hit.fits))
         per_node[shape.key] = values
     return per_node, fits, misses
 
@@ -303,15 +332,18 @@ def _candidates(
 ) -> list[str]:
     """The tier's hypernodes whose slots cover every shape, holding the running members and inside their
     allowed domain; tightest first (Volcano's binpack), then by name."""
+    ids: Sequence[int] = tree.hypernode_ids_at(tier)
+    for key, n in need.items():
+        column = totals[key]
+        ids = [i for i in ids if column[i] >= n]
     out: list[tuple[int, str]] = []
-    for name in tree.hypernodes_at(tier):
+    for i in ids:
+        name = tree.hypernodes[i]
         if pin.lca is not None and not (name == pin.lca or _is_within(tree, pin.lca, name)):
             continue
         if pin.domain is not None and not (name == pin.domain or _is_within(tree, name, pin.domain)):
             continue
-        i = tree.hypernode_index(name)
-        if all(totals[key][i] >= n for key, n in need.items()):
-            out.append((sum(totals[key][i] for key in need), name))
+        out.append((sum(totals[key][i] for key in need), name))
     out.sort()
     return [name for _, name in out]
 
@@ -337,10 +369,14 @@ def _most_slots(tree: NetworkTree, tier: int, totals: dict[bytes, tuple[int, ...
 def _fill_order(tree: NetworkTree, hypernode: str, free: dict[str, int], anchor: str | None) -> list[str]:
     """The candidate's nodes in the order members fill them: the anchor's domain first, then child
     domains with the most free slots first (fewest domains used), nodes by most slots, then name."""
+    start, end = tree.node_range(hypernode)
+    prefix = [0]
+    for name in tree.nodes[start:end]:
+        prefix.append(prefix[-1] + free.get(name, 0))
 
     def slots_under(h: str) -> int:
-        start, end = tree.node_range(h)
-        return sum(free.get(n, 0) for n in tree.nodes[start:end])
+        a, b = tree.node_range(h)
+        return prefix[b - start] - prefix[a - start]
 
     def walk(h: str) -> list[str]:
         nodes = sorted((n for n in tree.direct_nodes(h) if free.get(n, 0) > 0), key=lambda n: (-free[n], n))
@@ -528,4 +564,5 @@ def _why_not(
 
 def clear() -> None:
     _slots.clear()
+    _node_slots_memo.clear()
 

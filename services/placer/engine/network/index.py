@@ -84,6 +84,7 @@ class NetworkTree:
         for name, tier in tiers.items():
             by_tier.setdefault(tier, []).append(name)
         self._at_tier = {tier: tuple(sorted(names)) for tier, names in sorted(by_tier.items())}
+        self._ids_at_tier = {tier: tuple(self._hn_id[n] for n in names) for tier, names in self._at_tier.items()}
         self.tiers: tuple[int, ...] = tuple(self._at_tier)
         self._under: dict[str, tuple[str, ...]] = {}
 
@@ -104,6 +105,10 @@ class NetworkTree:
     def hypernodes_at(self, tier: int) -> tuple[str, ...]:
         """The hypernodes of one tier, sorted by name (empty for a tier the tree lacks)."""
         return self._at_tier.get(tier, ())
+
+    def hypernode_ids_at(self, tier: int) -> tuple[int, ...]:
+        """Indices (into `hypernodes` and the aggregate) of the tier's hypernodes, in name order."""
+        return self._ids_at_tier.get(tier, ())
 
     def tier_of(self, hypernode: str) -> int:
         return self.hypernode_tiers[self._hn_id[hypernode]]
