@@ -35,9 +35,9 @@ from services.placer.decide_gang import GangResult, decide_gang
 from services.placer.engine import Decision, Mode, PodRequest, Snapshot, WorkloadClass
 from services.placer.parking import GangTicket, ParkingLot, Ticket, TraceHeaders
 from services.placer.requests import decision_id as decision_id
+from services.placer.requests import held_placement, request_error_text
 from services.placer.requests import pod_request as pod_request
-from services.placer.requests import request_error_text
-from services.placer.view import ClusterView, Holding, ViewChange
+from services.placer.view import ClusterView, ViewChange
 from services.placer.workload_mix import WorkloadMix
 
 PlaceFn = Callable[[Snapshot, PodRequest, Mode], Decision]
@@ -89,7 +89,7 @@ def decide(
         return DecideResult(placement=None, note="the pod was deleted")
     held = view.holdings_of(pending.uid)
     if held:
-        return DecideResult(placement=_existing_decision(held[0], pending, now), repeated=True)
+        return DecideResult(placement=held_placement(held[0], pending, now), repeated=True)
 
     attempt = view.dropped_decisions(pending.uid)
     try:
@@ -278,27 +278,6 @@ class Decider:
             self.parking.await_binding(pending, decision_id=placement.decision_id, origin=origin)
         else:
             self.parking.park(pending, decision_id=placement.decision_id, origin=origin)
-
-
-def _existing_decision(holding: Holding, pending: PendingPodEvent, now: float) -> PlacementEvent:
-    if holding.decision is not None and holding.decision.node == holding.node:
-        return holding.decision
-    # Bound by the cluster without a decision we know of (e.g. placed before the
-    # placements topic's retention): describe what the pod holds.
-    return PlacementEvent(
-        decision_id=decision_id(pending.uid, pending.resource_version, 0, holding.node, holding.devices),
-        uid=pending.uid,
-        namespace=pending.namespace,
-        name=pending.name,
-        pod_resource_version=pending.resource_version,
-        outcome=PlacementOutcome.PLACED,
-        node=holding.node,
-        devices=holding.devices,
-        gang=pending.gang,
-        qos=holding.qos,
-        app_class=holding.app_class,
-        decided_at=now,
-    )
 
 
 def _unschedulable(

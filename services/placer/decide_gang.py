@@ -31,7 +31,7 @@ from services.placer import engine
 from services.placer.engine import Mode, WorkloadClass
 from services.placer.engine.gang import GangDecision, GangRequest, MemberPlacement, place_gang
 from services.placer.engine.vendors import registry
-from services.placer.requests import decision_id, pod_request, request_error_text
+from services.placer.requests import decision_id, held_placement, pod_request, request_error_text
 from services.placer.view import ClusterView
 
 
@@ -110,24 +110,7 @@ def _member(
 
 
 def _held_decision(view: ClusterView, pending: PendingPodEvent, now: float) -> PlacementEvent:
-    holding = view.holdings_of(pending.uid)[0]
-    if holding.decision is not None:
-        return holding.decision
-    return PlacementEvent(
-        decision_id=decision_id(pending.uid, pending.resource_version, 0, holding.node, holding.devices),
-        uid=pending.uid,
-        namespace=pending.namespace,
-        name=pending.name,
-        pod_resource_version=pending.resource_version,
-        outcome=PlacementOutcome.PLACED,
-        node=holding.node,
-        devices=holding.devices,
-        gang=pending.gang,
-        qos=holding.qos,
-        app_class=holding.app_class,
-        requests=dict(pending.requests),
-        decided_at=now,
-    )
+    return held_placement(view.holdings_of(pending.uid)[0], pending, now)
 
 
 def _existing(

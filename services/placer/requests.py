@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 
-from schemas.events import DeviceAssignment, PendingPodEvent
+from schemas.events import DeviceAssignment, PendingPodEvent, PlacementEvent, PlacementOutcome
 from services.placer import engine
 from services.placer.engine import PodRequest
 from services.placer.engine.vendor import NODE_POLICY
+from services.placer.view import Holding
 
 
 def decision_id(
@@ -48,3 +49,27 @@ def pod_request(pending: PendingPodEvent, *, node_policy: str | None = None, nod
 def request_error_text(exc: engine.RequestError) -> str:
     reason = exc.reason or str(exc)
     return f"{exc.field}: {reason}" if exc.field else reason
+
+
+def held_placement(holding: Holding, pending: PendingPodEvent, now: float) -> PlacementEvent:
+    """The decision behind what a pod already holds: re-emitted as it was, id included.
+
+    A pod bound by the cluster without a decision we know of (placed before the placements
+    topic's retention) is described by what it holds, with an id of attempt 0."""
+    if holding.decision is not None and holding.decision.node == holding.node:
+        return holding.decision
+    return PlacementEvent(
+        decision_id=decision_id(pending.uid, pending.resource_version, 0, holding.node, holding.devices),
+        uid=pending.uid,
+        namespace=pending.namespace,
+        name=pending.name,
+        pod_resource_version=pending.resource_version,
+        outcome=PlacementOutcome.PLACED,
+        node=holding.node,
+        devices=holding.devices,
+        gang=pending.gang,
+        qos=holding.qos,
+        app_class=holding.app_class,
+        requests=dict(pending.requests),
+        decided_at=now,
+    )

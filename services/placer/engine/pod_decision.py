@@ -150,7 +150,6 @@ def _fast_best(
     ranking.sync(index, answer_of)
     best: tuple[float, str, _Group] | None = None
     ceiling = rules.max_preference
-    only = rules.only_node
     at = 0
     while at < len(ranking.ranked):
         negative, class_id = ranking.ranked[at]
@@ -162,19 +161,7 @@ def _fast_best(
         score = -negative
         if best is not None and score + ceiling < best[0]:
             break
-        if only is not None:
-            members = (only,) if only in members else ()
-        for name in members:
-            if allowed is not None and not allowed(name):
-                continue
-            node = index.node(name)
-            if rules.failure(node) is not None:
-                continue
-            total = score + rules.preference(node) if ceiling or node.taints else score
-            if best is None or total > best[0] or (total == best[0] and name < best[1]):
-                best = (total, name, (table[class_id], members))
-            if total >= score + ceiling:
-                break
+        best = _scan(index, (table[class_id], members), score, rules, allowed, best)
     return best
 
 
@@ -291,26 +278,39 @@ def _walk(
     heapq.heapify(heap)
     best: tuple[float, str, _Group] | None = None
     ceiling = rules.max_preference
-    only = rules.only_node
     while heap:
         negative, i = heapq.heappop(heap)
         score, group = -negative, groups[i]
         if best is not None and score + ceiling < best[0]:
             break  # taken best first: no later group can reach the best
-        members: Sequence[str] = group[1]
-        if only is not None:
-            members = (only,) if only in members else ()
-        for name in members:
-            if allowed is not None and not allowed(name):
-                continue
-            node = index.node(name)
-            if rules.failure(node) is not None:
-                continue
-            total = score + rules.preference(node) if ceiling or node.taints else score
-            if best is None or total > best[0] or (total == best[0] and name < best[1]):
-                best = (total, name, group)
-            if total >= score + ceiling:
-                break  # names come sorted: nobody later in this group does better
+        best = _scan(index, group, score, rules, allowed, best)
+    return best
+
+
+def _scan(
+    index: ClusterIndex,
+    group: _Group,
+    score: float,
+    rules: PodRules,
+    allowed: Callable[[str], bool] | None,
+    best: tuple[float, str, _Group] | None,
+) -> tuple[float, str, _Group] | None:
+    """The group's nodes in name order against the best so far: node rules, then score + preference."""
+    ceiling = rules.max_preference
+    members: Sequence[str] = group[1]
+    if rules.only_node is not None:
+        members = (rules.only_node,) if rules.only_node in members else ()
+    for name in members:
+        if allowed is not None and not allowed(name):
+            continue
+        node = index.node(name)
+        if rules.failure(node) is not None:
+            continue
+        total = score + rules.preference(node) if ceiling or node.taints else score
+        if best is None or total > best[0] or (total == best[0] and name < best[1]):
+            best = (total, name, group)
+        if total >= score + ceiling:
+            break  # names come sorted: nobody later in this group does better
     return best
 
 
