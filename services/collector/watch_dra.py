@@ -110,8 +110,10 @@ def slice_event(obj: ResourceSlice, now: float) -> tuple[ResourceSliceEvent, lis
                 )
                 continue
             attributes[qualified(spec.driver, name)] = parsed
-        uuid = next((str(v) for k, v in device.attributes.items() if k.rsplit("/", 1)[-1] in UUID_ATTRIBUTES
-                     and "string" in v), "")  # fmt: skip
+        uuid = next(
+            (str(v) for k, v in attributes.items() if k.rsplit("/", 1)[-1] in UUID_ATTRIBUTES and isinstance(v, str)),
+            "",
+        )
         capacity = {n: str(v.get("value", "")) for n, v in device.capacity.items()}
         devices.append(DraDevice(name=device.name, uuid=uuid, attributes=attributes, capacity=capacity))
     event = ResourceSliceEvent(
