@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
+from placer_builders import pending, status, topology
 
 from schemas.dra import ClaimConstraint, ClaimRequest, ClaimSelector, DeviceResult, DraDevice, PodClaim
-from schemas.events import DeviceAssignment, ResourceSliceEvent
+from schemas.events import DeviceAssignment, PendingGangEvent, PendingPodEvent, PlacementOutcome, ResourceSliceEvent
 from services.placer import dra_selectors
 from services.placer.claims import (
     USE_UUID,
@@ -16,7 +18,10 @@ from services.placer.claims import (
     place_claims,
     slice_devices,
 )
+from services.placer.decide import decide
+from services.placer.decide_gang import decide_gang
 from services.placer.engine import Decision, PodRequest, RequestError
+from services.placer.view import ClusterView
 
 DRIVER = "gpu.nvidia.com"
 PCIE = "resource.kubernetes.io/pcieRoot"
@@ -157,3 +162,77 @@ def test_two_requests_each_get_the_devices_their_selectors_allow() -> None:
     chosen = (DeviceAssignment(index=2, uuid="GPU-2"), DeviceAssignment(index=3, uuid="GPU-3"))
     (allocation,) = allocations("ns", (both,), "n1", chosen, slice_devices(SLICES))
     assert {(r.request, r.device) for r in allocation.results} == {("any", "gpu-3"), ("a100", "gpu-2")}
+
+
+# --- decide(): the real engine over a view with slices ---------------------------------------
+
+
+def _view_with_slices(*nodes: str, numa_split: int = 2) -> ClusterView:
+    view = ClusterView()
+    for node in nodes:
+        view.apply(topology(node, 4))
+        view.apply(status(node, allocatable={"cpu": "8", "memory": "64Gi", "pods": "110"}))  # no nvidia.com/gpu
+        devices = tuple(
+            DraDevice(name=f"gpu-{i}", uuid=f"GPU-{node}-{i}",
+                      attributes={f"{DRIVER}/type": "gpu", PCIE: f"{node}-root{i // numa_split}"})
+            for i in range(4)
+        )  # fmt: skip
+        view.apply(ResourceSliceEvent(name=f"{node}-slice", node=node, driver=DRIVER, pool=node, devices=devices))
+    return view
+
+
+def _claimed(uid: str, *claims: PodClaim) -> PendingPodEvent:
+    return msgspec.structs.replace(pending(uid, 0), requests={"cpu": "1"}, claims=claims)
+
+
+def test_a_claimed_pod_is_placed_on_devices_sharing_the_attribute_with_the_claim_filled_in() -> None:
+    view = _view_with_slices("n1")
+    result = decide(view, _claimed("p1", claim(2, constraints=(PCIE,))))
+    placement = result.placement
+    assert placement is not None and placement.outcome is PlacementOutcome.PLACED, placement
+    assert placement.node == "n1"
+    (allocation,) = placement.claims
+    devices = sorted(r.device for r in allocation.results)
+    assert devices == sorted(f"gpu-{d.index}" for d in placement.devices)
+    assert devices in (["gpu-0", "gpu-1"], ["gpu-2", "gpu-3"])  # one PCIe root
+    assert placement.requests == {"cpu": "1"}  # the claims' GPUs are not node resources
+    # the view holds them: a second claimed pod gets the other root's pair
+    second = decide(view, _claimed("p2", claim(2, constraints=(PCIE,)))).placement
+    assert second is not None and second.outcome is PlacementOutcome.PLACED
+    other = sorted(r.device for r in second.claims[0].results)
+    assert set(other).isdisjoint(devices) and len(other) == 2
+
+
+def test_a_claim_that_no_pcie_root_can_serve_is_unschedulable() -> None:
+    view = _view_with_slices("n1")
+    placement = decide(view, _claimed("p1", claim(3, constraints=(PCIE,)))).placement
+    assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
+    assert not placement.claims
+
+
+def test_a_node_without_slices_gets_no_claimed_pod() -> None:
+    view = _view_with_slices("n1")
+    view.apply(topology("bare", 8))
+    view.apply(status("bare"))
+    placement = decide(view, _claimed("p1", claim(4))).placement
+    assert placement is not None and placement.node == "n1"
+    nothing = decide(view, _claimed("p2", claim(1))).placement  # n1 is full, "bare" has no slice
+    assert nothing is not None and nothing.outcome is PlacementOutcome.UNSCHEDULABLE
+
+
+def test_without_any_slice_the_reason_says_so() -> None:
+    view = ClusterView()
+    view.apply(topology("bare", 8))
+    view.apply(status("bare"))
+    placement = decide(view, _claimed("p1", claim(1))).placement
+    assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
+    assert "no ResourceSlice of gpu.nvidia.com" in placement.reason
+
+
+def test_a_gang_member_with_claims_is_refused_rather_than_bound_without_its_devices() -> None:
+    view = _view_with_slices("n1", "n2")
+    members = (_claimed("p1", claim(1)), _claimed("p2", claim(1)))
+    gang = PendingGangEvent(name="default/job", namespace="default", min_member=2, members=members)
+    placement = decide_gang(view, gang).placement
+    assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
+    assert "ResourceClaims of gang members are not supported" in placement.reason
