@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+import aiohttp
 import msgspec
 from aiokafka.errors import KafkaError
 from kubernetes_asyncio import client
@@ -73,6 +74,7 @@ VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES = "topology.volcano.sh", "v1alpha1", 
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUPS = "scheduling.volcano.sh", "v1beta1", "podgroups"
 KUEUE_GROUP, TOPOLOGIES = "kueue.x-k8s.io", "topologies"
 KUEUE_TOPOLOGY_VERSIONS = ("v1beta2", "v1beta1")  # the first one served is watched
+CLAIM_READ_TIMEOUT_S = 30.0
 MAX_IN_FLIGHT = 1024  # sends awaiting the broker at once during a list
 
 log = logging.getLogger(__name__)
@@ -364,7 +366,12 @@ class ClusterWatcher:
         """
         claims = []
         for ref in event.claims:
-            claim = await self._read_claim(event.namespace, ref.claim_name) if ref.claim_name else None
+            try:
+                claim = await self._read_claim(event.namespace, ref.claim_name) if ref.claim_name else None
+            except (client.ApiException, aiohttp.ClientError, TimeoutError) as exc:
+                # the pod goes out at the next resync: one claim must not stop the watch
+                log.warning("collector.claim_unreadable", extra={"fields": {"uid": event.uid, "error": str(exc)}})
+                return None
             if claim is None:
                 log.info(
                     "collector.claim_waiting",
@@ -381,7 +388,9 @@ class ClusterWatcher:
 
     async def _read_claim(self, namespace: str, name: str) -> watch_dra.ResourceClaim | None:
         # read raw: the claim is decoded into our own Struct, not the client's model
-        reply: Any = await self.dra.read_namespaced_resource_claim(name, namespace, _preload_content=False)
+        reply: Any = await self.dra.read_namespaced_resource_claim(
+            name, namespace, _preload_content=False, _request_timeout=CLAIM_READ_TIMEOUT_S
+        )
         try:
             body = await reply.read()
         finally:
