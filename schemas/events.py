@@ -10,6 +10,7 @@ import enum
 
 import msgspec
 
+from schemas.dra import ClaimAllocation, DraDevice, PodClaim
 from schemas.kube import Affinity, Taint, Toleration
 from schemas.topology import Device, Link
 
@@ -155,6 +156,22 @@ class PendingPodEvent(Event, frozen=True, kw_only=True):
     node_selector: dict[str, str] = {}
     affinity: Affinity | None = None
     tolerations: tuple[Toleration, ...] = ()
+    claims: tuple[PodClaim, ...] = ()  # DRA: the pod's ResourceClaims, with their requests
+
+
+# --- resources.slices (compacted, key = ResourceSlice name) -------------------------------
+
+
+class ResourceSliceEvent(Event, frozen=True, kw_only=True):
+    """One node-local ResourceSlice (resource.k8s.io/v1): a driver's devices in one pool of one node."""
+
+    name: str
+    node: str
+    driver: str
+    pool: str
+    devices: tuple[DraDevice, ...] = ()
+    deleted: bool = False
+    observed_at: float = 0.0
 
 
 # --- gangs.pending (key = gang name) --------------------------------------------------------
@@ -279,6 +296,7 @@ class PlacementEvent(Event, frozen=True, kw_only=True):
     app_class: str = ""  # MetaX online/offline class
     requests: dict[str, str] = {}  # the pod's effective requests, held on the node while assumed
     decided_at: float = 0.0
+    claims: tuple[ClaimAllocation, ...] = ()  # DRA: the devices chosen for each of the pod's claims
 
 
 # --- gangs.placements (key = gang name) -----------------------------------------------------

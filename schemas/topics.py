@@ -55,6 +55,13 @@ TOPOLOGY_LEVELS = Topic(
     compacted=True,
     description="Kueue / KAI Topology objects: node-label levels of the network tree (cluster watcher).",
 )
+RESOURCE_SLICES = Topic(
+    name="resources.slices",
+    event=events.ResourceSliceEvent,
+    key="ResourceSlice name",
+    compacted=True,
+    description="Node-local DRA ResourceSlices: each driver's devices and attributes (cluster watcher).",
+)
 PODS_PENDING = Topic(
     name="pods.pending",
     event=events.PendingPodEvent,
@@ -104,6 +111,7 @@ ALL: tuple[Topic, ...] = (
     NODES_STATUS,
     TOPOLOGY_NETWORK,
     TOPOLOGY_LEVELS,
+    RESOURCE_SLICES,
     PODS_PENDING,
     GANGS_PENDING,
     PODS_LIFECYCLE,

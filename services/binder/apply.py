@@ -35,6 +35,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from schemas import annotations as pod_annotations
 from schemas.events import BindingOutcome, PlacementEvent
 from services.binder import metrics
+from services.binder.claims import ClaimWriter
 from services.binder.kube_objects import PodObject, status_message
 from services.binder.outcome import (
     ApiErrorKind,
@@ -125,8 +126,13 @@ class PodBinder:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[], float] = random.random,
+        claims: ClaimWriter | None = None,
     ) -> None:
         self._core = core
+        self._claims = claims or ClaimWriter(
+            client.ResourceV1Api(core.api_client),  # type: ignore[attr-defined]  # the stubs omit it
+            request_timeout=policy.request_timeout_seconds,
+        )
         self._policy = policy
         self._sleep = sleep
         self._clock = clock
@@ -192,6 +198,10 @@ class PodBinder:
             settled = outcome_of(judgement.standing)
             if settled is not None:
                 return BindResult(outcome=settled, reason=judgement.reason, attempts=0)
+        if placement.claims:  # DRA: allocated and reserved for the pod before it has a node
+            refused = await self._claims.allocate(placement, functools.partial(self._call, budget=budget))
+            if refused is not None:
+                return result(refused.outcome, refused.reason)
         try:
             await self._call(
                 "create binding",

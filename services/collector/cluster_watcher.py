@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+import aiohttp
 import msgspec
 from aiokafka.errors import KafkaError
 from kubernetes_asyncio import client
@@ -39,10 +40,11 @@ from schemas.events import (
     PendingGangEvent,
     PendingPodEvent,
     PodLifecycleEvent,
+    ResourceSliceEvent,
     TopologyLevelsEvent,
 )
 from schemas.topics import Topic
-from services.collector import watch_trackers
+from services.collector import watch_dra, watch_trackers
 from services.collector.watch_hypernode_file import HyperNodeFileError, parse_hypernodes
 from services.collector.watch_objects import HyperNode, Node, Pod, PodGroup, Topology
 from services.collector.watch_stream import ListWatch, ResourceMissing
@@ -65,14 +67,18 @@ PUBLISHED_TOPICS = (
     topics.NODES_STATUS,
     topics.TOPOLOGY_NETWORK,
     topics.TOPOLOGY_LEVELS,
+    topics.RESOURCE_SLICES,
 )
+DRA_GROUP = "resource.k8s.io"
 VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES = "topology.volcano.sh", "v1alpha1", "hypernodes"
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUPS = "scheduling.volcano.sh", "v1beta1", "podgroups"
 KUEUE_GROUP, TOPOLOGIES = "kueue.x-k8s.io", "topologies"
 KUEUE_TOPOLOGY_VERSIONS = ("v1beta2", "v1beta1")  # the first one served is watched
+CLAIM_READ_TIMEOUT_S = 30.0
 MAX_IN_FLIGHT = 1024  # sends awaiting the broker at once during a list
 
 log = logging.getLogger(__name__)
+_claim_decoder = msgspec.json.Decoder(watch_dra.ResourceClaim)
 
 PUBLISHED = Counter("topoplace_cluster_watcher_published_total", "Events the cluster watcher published", ["topic"])
 BAD_FIELDS = Counter(
@@ -111,6 +117,7 @@ class ClusterWatcher:
         self.nodes = watch_trackers.node_tracker()
         self.hypernodes = watch_trackers.hypernode_tracker()
         self.topologies = watch_trackers.topology_tracker()
+        self.slices = watch_dra.slice_tracker()
         self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
         self._tracer = telemetry.get_tracer(__name__, SERVICE)
         core = client.CoreV1Api(api)
@@ -129,6 +136,16 @@ class ClusterWatcher:
             Node,
             on_list=self._nodes_listed,
             on_change=self._node_changed,
+            resync_seconds=resync_seconds,
+            watch_timeout=watch_timeout,
+        )
+        self.dra = client.ResourceV1Api(api)
+        self.slice_watch: ListWatch[watch_dra.ResourceSlice] = ListWatch(
+            "resourceslices",
+            self.dra.list_resource_slice,
+            watch_dra.ResourceSlice,
+            on_list=self._slices_listed,
+            on_change=self._slice_changed,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,
         )
@@ -167,6 +184,7 @@ class ClusterWatcher:
         self.hypernodes_settled = asyncio.Event()
         self.podgroups_settled = asyncio.Event()
         self.topologies_settled = asyncio.Event()
+        self.slices_settled = asyncio.Event()
 
     # --- state from before a restart ------------------------------------------------------------
 
@@ -176,12 +194,14 @@ class ClusterWatcher:
         node_status: Sequence[NodeStatusEvent],
         network: Sequence[HyperNodeEvent],
         levels: Sequence[TopologyLevelsEvent] = (),
+        slices: Sequence[ResourceSliceEvent] = (),
     ) -> None:
         """What the compacted topics say was published, so the first list can report what vanished."""
         self.pods.seed(e for e in lifecycle if e.phase is LifecyclePhase.BOUND)
         self.nodes.seed({e.node: e for e in node_status if not e.deleted})
         self.hypernodes.seed({e.name: e for e in network if not e.deleted})
         self.topologies.seed({e.name: e for e in levels if not e.deleted})
+        self.slices.seed({e.name: e for e in slices if not e.deleted})
 
     # --- running --------------------------------------------------------------------------------
 
@@ -192,6 +212,7 @@ class ClusterWatcher:
             self.hypernodes_settled,
             self.podgroups_settled,
             self.topologies_settled,
+            self.slices_settled,
         )
 
     def ready(self) -> bool:
@@ -212,6 +233,7 @@ class ClusterWatcher:
             group.create_task(hypernodes)
             group.create_task(self._optional_resource([self.podgroup_watch], self.podgroups_settled, PODGROUP_GROUP))
             group.create_task(self._optional_resource(self.topology_watches, self.topologies_settled, KUEUE_GROUP))
+            group.create_task(self._optional_resource([self.slice_watch], self.slices_settled, DRA_GROUP))
 
     async def _optional_resource(
         self, watches: Sequence[ListWatch[Any]], settled: asyncio.Event, api_group: str
@@ -325,6 +347,60 @@ class ClusterWatcher:
         else:
             await self.publish(self.topologies.observe(topology, self.clock()))
 
+    async def _slices_listed(self, slices: list[watch_dra.ResourceSlice], resync: bool) -> None:
+        local = [s for s in slices if s.spec.node_name]
+        await self.publish(self.slices.relisted(local, self.clock(), force=resync))
+        self.slices_settled.set()
+
+    async def _slice_changed(self, kind: str, resource_slice: watch_dra.ResourceSlice) -> None:
+        if kind == "DELETED" or not resource_slice.spec.node_name:
+            await self.publish(self.slices.gone(resource_slice.metadata.name, self.clock()))
+        else:
+            await self.publish(self.slices.observe(resource_slice, self.clock()))
+
+    async def _with_claims(self, event: PendingPodEvent) -> PendingPodEvent | None:
+        """The event with its ResourceClaims read; None while one does not exist yet (or cannot be read).
+
+        A template's claim appears in the pod's status once the controller made it: that pod
+        update brings the pod here again.
+        """
+        claims = []
+        for ref in event.claims:
+            try:
+                claim = await self._read_claim(event.namespace, ref.claim_name) if ref.claim_name else None
+            except (client.ApiException, aiohttp.ClientError, TimeoutError) as exc:
+                # the pod goes out at the next resync: one claim must not stop the watch
+                log.warning("collector.claim_unreadable", extra={"fields": {"uid": event.uid, "error": str(exc)}})
+                return None
+            if claim is None:
+                log.info(
+                    "collector.claim_waiting",
+                    extra={"fields": {"pod": f"{event.namespace}/{event.name}", "claim": ref.pod_claim_name}},
+                )
+                return None
+            try:
+                claims.append(watch_dra.resolved(ref, claim))
+            except watch_dra.ClaimError as exc:
+                BAD_FIELDS.labels(field="resourceclaim").inc()
+                log.warning("collector.bad_claim", extra={"fields": {"uid": event.uid, "error": str(exc)}})
+                return None
+        return msgspec.structs.replace(event, claims=tuple(claims))
+
+    async def _read_claim(self, namespace: str, name: str) -> watch_dra.ResourceClaim | None:
+        # read raw: the claim is decoded into our own Struct, not the client's model
+        reply: Any = await self.dra.read_namespaced_resource_claim(
+            name, namespace, _preload_content=False, _request_timeout=CLAIM_READ_TIMEOUT_S
+        )
+        try:
+            body = await reply.read()
+        finally:
+            reply.release()
+        if reply.status == 404:
+            return None
+        if not 200 <= reply.status <= 299:
+            raise client.ApiException(status=reply.status, reason=reply.reason)
+        return _claim_decoder.decode(body)
+
     # --- publishing -----------------------------------------------------------------------------
 
     async def publish(self, outcome: Outcome) -> None:
@@ -361,6 +437,11 @@ class ClusterWatcher:
                 PUBLISHED.labels(topic=publication.topic).inc()
 
     async def _publish_pending(self, event: PendingPodEvent) -> None:
+        if event.claims:
+            with_claims = await self._with_claims(event)
+            if with_claims is None:
+                return
+            event = with_claims
         # A span of its own per publication: the producer injects it as traceparent, and the
         # placer continues whichever trace it receives, so a resync's re-publication is harmless.
         attributes = {
@@ -484,7 +565,14 @@ async def _seeded_run(watcher: ClusterWatcher, bootstrap: str, security: KafkaSe
 
 async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
     state: dict[str, list[msgspec.Struct]] = {}
-    for topic in (topics.PODS_LIFECYCLE, topics.NODES_STATUS, topics.TOPOLOGY_NETWORK, topics.TOPOLOGY_LEVELS):
+    seeded = (
+        topics.PODS_LIFECYCLE,
+        topics.NODES_STATUS,
+        topics.TOPOLOGY_NETWORK,
+        topics.TOPOLOGY_LEVELS,
+        topics.RESOURCE_SLICES,
+    )
+    for topic in seeded:
         try:
             latest = latest_by_key(await read_compacted(bootstrap, topic, service=SERVICE, security=security))
         except (LookupError, TimeoutError, OSError, KafkaError) as exc:
@@ -496,4 +584,5 @@ async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str, security: K
         [e for e in state[topics.NODES_STATUS.name] if isinstance(e, NodeStatusEvent)],
         [e for e in state[topics.TOPOLOGY_NETWORK.name] if isinstance(e, HyperNodeEvent)],
         [e for e in state[topics.TOPOLOGY_LEVELS.name] if isinstance(e, TopologyLevelsEvent)],
+        [e for e in state[topics.RESOURCE_SLICES.name] if isinstance(e, ResourceSliceEvent)],
     )

@@ -55,10 +55,23 @@ class PodSpec(msgspec.Struct, kw_only=True, rename="camel"):
     node_selector: dict[str, str] = {}
     affinity: dict[str, Any] | None = None
     tolerations: list[Any] = []
+    resource_claims: list[PodResourceClaim] = []  # DRA claims, by name or by template
 
 
-class PodStatus(msgspec.Struct, kw_only=True):
+class PodResourceClaim(msgspec.Struct, kw_only=True, rename="camel"):
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(msgspec.Struct, kw_only=True, rename="camel"):
+    name: str = ""
+    resource_claim_name: str | None = None  # the claim the controller made from the template
+
+
+class PodStatus(msgspec.Struct, kw_only=True, rename="camel"):
     phase: str = ""
+    resource_claim_statuses: list[PodResourceClaimStatus] = []
 
 
 class Pod(msgspec.Struct, kw_only=True):

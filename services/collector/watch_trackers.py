@@ -75,6 +75,7 @@ class _KnownPod(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     gang: str = ""
     node: str = ""
     bound: int | None = None  # digest of the bound event published; None: pending (ours)
+    claims: tuple[str, ...] = ()  # names of the pending pod's DRA claims ("" while a template's is not made)
 
 
 class PodTracker:
@@ -155,11 +156,13 @@ class PodTracker:
         if tr.is_pending(pod):
             if not ours or tr.is_gated(pod):
                 return Outcome()  # another scheduler's business, or not ready to be scheduled
-            if known is not None and known.bound is None and not force:
-                return Outcome()  # annotations written before binding change nothing
+            claims = tuple(c.claim_name for c in tr.claim_refs(pod))
+            if known is not None and known.bound is None and not force and known.claims == claims:
+                # annotations written before binding change nothing; a template's claim being made does
+                return Outcome()
             pending, problems = tr.pending_event(pod, now)
             gang = membership.gang if membership is not None else ""
-            self._known[uid] = _KnownPod(namespace=meta.namespace, name=meta.name, ours=True, gang=gang)
+            self._known[uid] = _KnownPod(namespace=meta.namespace, name=meta.name, ours=True, gang=gang, claims=claims)
             if membership is None:
                 publication = Publication(topic=topics.PODS_PENDING.name, key=uid, event=pending)
                 return Outcome(publications=[publication], problems=problems)

@@ -17,6 +17,7 @@ import msgspec
 
 from schemas import annotations as pod_annotations
 from schemas import quantity as schema_quantity
+from schemas.dra import PodClaim
 from schemas.events import (
     DeviceAssignment,
     HyperNodeEvent,
@@ -200,8 +201,19 @@ def pending_event(pod: Pod, observed_at: float) -> tuple[PendingPodEvent, list[P
         node_selector=dict(pod.spec.node_selector),
         affinity=affinity,
         tolerations=tolerations,
+        claims=claim_refs(pod),
     )
     return event, problems + constraint_problems
+
+
+def claim_refs(pod: Pod) -> tuple[PodClaim, ...]:
+    """The pod's claims by name; a template's claim has an empty name until the controller made it."""
+    made = {s.name: s.resource_claim_name or "" for s in pod.status.resource_claim_statuses}
+    refs = []
+    for entry in pod.spec.resource_claims:
+        name = entry.resource_claim_name or (made.get(entry.name, "") if entry.resource_claim_template_name else "")
+        refs.append(PodClaim(pod_claim_name=entry.name, claim_name=name))
+    return tuple(refs)
 
 
 def assigned_devices(pod: Pod) -> tuple[tuple[DeviceAssignment, ...], list[Problem]]:

@@ -31,6 +31,7 @@ from schemas.events import (
     PlacementOutcome,
 )
 from services.placer import engine
+from services.placer.claims import place_claims
 from services.placer.decide_gang import GangResult, decide_gang
 from services.placer.engine import Decision, Mode, PodRequest, Snapshot, WorkloadClass
 from services.placer.parking import GangTicket, ParkingLot, Ticket, TraceHeaders
@@ -94,13 +95,19 @@ def decide(
     attempt = view.dropped_decisions(pending.uid)
     try:
         request = pod_request(pending, node_policy=node_policy)
-        if place is None:
-            decision = engine.place_in(view.index(), request, mode, workload=workload)
-        else:
+
+        def place_one(request: PodRequest) -> Decision:
+            if place is None:
+                return engine.place_in(view.index(), request, mode, workload=workload)
             snapshot = view.snapshot()
             if workload:
                 snapshot = msgspec.structs.replace(snapshot, workload=workload)
-            decision = place(snapshot, request, mode)
+            return place(snapshot, request, mode)
+
+        if pending.claims:
+            decision, claims = place_claims(request, pending.claims, view.slices(), place_one)
+        else:
+            decision, claims = place_one(request), ()
     except engine.RequestError as exc:
         reason = f"invalid request: {request_error_text(exc)}"
         return DecideResult(placement=_unschedulable(pending, attempt, reason, 0, now))
@@ -139,6 +146,7 @@ def decide(
         app_class=decision.app_class,
         requests=dict(pending.requests),
         decided_at=now,
+        claims=claims,
     )
     # Recorded before anything is published, so the next decision cannot reuse these devices.
     view.assume(placement)

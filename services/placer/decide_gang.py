@@ -62,6 +62,11 @@ def decide_gang(
     if not fresh:
         return GangResult(placement=_existing(gang, members, view, now), repeated=True)
     attempt = sum(view.dropped_decisions(m.uid) for m in members)
+    claiming = [m.name for m in fresh if m.claims]
+    if claiming:
+        # Placing a gang member's claims is not done yet: better unschedulable than bound without its devices.
+        reason = f"invalid gang: DRA ResourceClaims of gang members are not supported ({', '.join(claiming)})"
+        return GangResult(placement=_unschedulable(gang, fresh, attempt, reason, now))
     pods = [pod_request(m, node_policy=node_policy) for m in fresh]
     pods += [pod_request(m, node_policy=node_policy, node_name=held[m.uid][0].node) for m in members if held[m.uid]]
     pods += [

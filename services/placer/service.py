@@ -53,6 +53,7 @@ FOLLOWED_TOPICS: tuple[topics.Topic, ...] = (
     topics.NODES_STATUS,
     topics.TOPOLOGY_NETWORK,
     topics.TOPOLOGY_LEVELS,
+    topics.RESOURCE_SLICES,
     topics.PODS_LIFECYCLE,
     topics.PLACEMENTS,
     topics.GANG_PLACEMENTS,

@@ -41,6 +41,7 @@ from schemas.events import (
     PlacementEvent,
     PlacementOutcome,
     PodLifecycleEvent,
+    ResourceSliceEvent,
     TopologyLevelsEvent,
 )
 from schemas.quantity import QuantityError, parse_quantity
@@ -180,6 +181,7 @@ class ClusterView:
         self._statuses: dict[str, NodeStatusEvent] = {}
         self._hypernodes: dict[str, HyperNodeEvent] = {}
         self._levels: dict[str, TopologyLevelsEvent] = {}
+        self._slices: dict[str, ResourceSliceEvent] = {}  # DRA ResourceSlices by name
         self._pods: dict[str, _PodFacts] = {}
         self._deleted: OrderedDict[str, None] = OrderedDict()  # uids of deleted pods, bounded
         self._on_node: dict[str, set[str]] = {}  # node -> uids of pods holding devices or resources there
@@ -204,6 +206,8 @@ class ClusterView:
                 return self._apply_hypernode(event)
             case TopologyLevelsEvent():
                 return self._apply_levels(event)
+            case ResourceSliceEvent():
+                return self._apply_slice(event)
             case PodLifecycleEvent():
                 return self._apply_lifecycle(event)
             case PlacementEvent():
@@ -231,6 +235,8 @@ class ClusterView:
         elif topic == topics.TOPOLOGY_LEVELS.name:
             if self._levels.pop(key, None) is not None:
                 self._network_epoch += 1
+        elif topic == topics.RESOURCE_SLICES.name:
+            self._slices.pop(key, None)
         elif topic == topics.PODS_LIFECYCLE.name:
             # The pod's record was compacted away after its deletion: treat as deleted.
             return self._apply_lifecycle(
@@ -300,6 +306,16 @@ class ClusterView:
         if before != (None if event.deleted else event):
             self._network_epoch += 1
         return ViewChange(capacity_grew=not event.deleted and before != event)
+
+    def _apply_slice(self, event: ResourceSliceEvent) -> ViewChange:
+        before = self._slices.pop(event.name, None)
+        if not event.deleted:
+            self._slices[event.name] = event
+        return ViewChange(capacity_grew=not event.deleted and before != event)
+
+    def slices(self) -> tuple[ResourceSliceEvent, ...]:
+        """Every node-local DRA ResourceSlice known, by name."""
+        return tuple(self._slices[name] for name in sorted(self._slices))
 
     def _apply_lifecycle(self, event: PodLifecycleEvent) -> ViewChange:
         if event.uid in self._deleted:

@@ -61,6 +61,12 @@ MALFORMED: tuple[Malformed, ...] = (
         names="levels",
         readers=frozenset({PLACER}),
     ),
+    Malformed(
+        topic=topics.RESOURCE_SLICES,
+        value=b'{"schema_version": 1, "name": "s", "node": "x", "driver": "d", "pool": "p", "devices": [{}]}',
+        names="devices[0]",
+        readers=frozenset({PLACER}),
+    ),
     Malformed(topic=topics.PODS_PENDING, value=b"pending pod, not JSON", names="JSON", readers=frozenset({PLACER})),
     Malformed(
         topic=topics.GANGS_PENDING,

@@ -90,6 +90,8 @@ class PodRequest(msgspec.Struct, frozen=True, kw_only=True):
     affinity: Affinity | None = None
     tolerations: tuple[Toleration, ...] = ()
     node_name: str = ""  # set: already on that node (a running gang member), never placed again
+    # Resources asked through DRA claims: devices from ResourceSlices, not the node's allocatable.
+    dra_resources: tuple[str, ...] = ()
 
 
 class Mode(enum.StrEnum):

@@ -61,6 +61,7 @@ class PodRules:
     """One pod's node-level rules."""
 
     def __init__(self, request: PodRequest, ignored: Collection[str]) -> None:
+        ignored = {*ignored, *request.dra_resources}
         self.facts = pod_facts(request, ignored)
         self.compiled = CompiledPodRules(self.facts, ignored)
         self.only_node = request.node_name or None

@@ -1,0 +1,73 @@
+"""Kubernetes DRA (resource.k8s.io/v1) as the pipeline carries it: slices, claim requests, allocations.
+
+A device attribute keeps its fully qualified name (`resource.kubernetes.io/pcieRoot`,
+`gpu.nvidia.com/uuid`); an unqualified name in a slice is qualified with the slice's
+driver, as the API defines. Values are the attribute's one value (string, int, bool or
+version string).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+AttributeValue = str | int | bool
+
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"  # the finalizer kube-scheduler adds
+
+
+class DraDevice(msgspec.Struct, frozen=True, kw_only=True):
+    """One device of a ResourceSlice."""
+
+    name: str
+    uuid: str = ""  # joins the device with the node agent's topology
+    attributes: dict[str, AttributeValue] = {}  # fully qualified name -> value
+    capacity: dict[str, str] = {}  # name -> Kubernetes quantity
+
+
+class ClaimSelector(msgspec.Struct, frozen=True, kw_only=True):
+    cel: str  # a CEL expression over `device`
+
+
+class ClaimRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One `exactly` request of a ResourceClaim."""
+
+    name: str
+    device_class: str
+    count: int = 1
+    allocation_mode: str = "ExactCount"  # or "All"
+    selectors: tuple[ClaimSelector, ...] = ()
+
+
+class ClaimConstraint(msgspec.Struct, frozen=True, kw_only=True):
+    """constraints[].matchAttribute: every device of `requests` (empty: all) shares the attribute's value."""
+
+    requests: tuple[str, ...] = ()
+    match_attribute: str
+
+
+class PodClaim(msgspec.Struct, frozen=True, kw_only=True):
+    """One of a pod's spec.resourceClaims, resolved to its ResourceClaim (empty claim_uid: not read yet)."""
+
+    pod_claim_name: str  # the entry's name in the pod spec
+    claim_name: str  # the ResourceClaim's name ("" while a template's claim does not exist)
+    claim_uid: str = ""
+    requests: tuple[ClaimRequest, ...] = ()
+    constraints: tuple[ClaimConstraint, ...] = ()
+
+
+class DeviceResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One entry of status.allocation.devices.results."""
+
+    request: str
+    driver: str
+    pool: str
+    device: str
+
+
+class ClaimAllocation(msgspec.Struct, frozen=True, kw_only=True):
+    """The devices the placer chose for one ResourceClaim."""
+
+    namespace: str
+    name: str
+    uid: str
+    results: tuple[DeviceResult, ...]

@@ -1,0 +1,191 @@
+"""DRA claims on the engine: which slice devices a pod's ResourceClaims may get, and which they got; pure.
+
+A claim request of a GPU device class becomes an NVIDIA count request for the engine
+(counts summed over the pod's requests), restricted by `nvidia.com/use-gpuuuid` to the
+devices of the node-local ResourceSlices that match the class and the request's selectors.
+With constraints[].matchAttribute, the candidates are split into groups sharing the
+attribute's value and the engine decides each group; the best-scored decision wins (ties:
+the first group in value order), so every chosen device shares the value.
+
+The engine's devices are joined back with the slices by UUID (NVML's UUID is the uuid
+attribute NVIDIA's DRA driver publishes), then dealt to the claims' requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+from schemas.dra import AttributeValue, ClaimAllocation, ClaimRequest, DeviceResult, DraDevice, PodClaim
+from schemas.events import DeviceAssignment, ResourceSliceEvent
+from services.placer.dra_selectors import SelectorError, Term, matches, parse
+from services.placer.engine import Decision, PodRequest, RequestError
+
+GPU = "nvidia.com/gpu"
+USE_UUID = "nvidia.com/use-gpuuuid"
+# Device classes the placer decides, and the driver whose devices they select (its class
+# also asks for whole GPUs: `type == "gpu"` where the driver says the type).
+GPU_CLASSES: dict[str, str] = {"gpu.nvidia.com": "gpu.nvidia.com"}
+TYPE_ATTRIBUTE = "gpu.nvidia.com/type"
+
+
+class SliceDevice(msgspec.Struct, frozen=True, kw_only=True):
+    """A device of a slice with where it comes from."""
+
+    node: str
+    driver: str
+    pool: str
+    device: DraDevice
+
+
+class _Request(msgspec.Struct, frozen=True, kw_only=True):
+    claim: PodClaim
+    request: ClaimRequest
+    driver: str
+    terms: tuple[tuple[Term, ...], ...]
+
+
+def _requests(claims: tuple[PodClaim, ...]) -> list[_Request]:
+    out = []
+    for c, claim in enumerate(claims):
+        for r, request in enumerate(claim.requests):
+            field = f"claims[{c}].requests[{r}]"
+            driver = GPU_CLASSES.get(request.device_class)
+            if driver is None:
+                known = ", ".join(sorted(GPU_CLASSES))
+                raise RequestError(
+                    f"{field}.deviceClassName", f"device class {request.device_class!r} is not placed here ({known})"
+                )
+            if request.allocation_mode != "ExactCount":
+                raise RequestError(f"{field}.allocationMode", f"{request.allocation_mode!r}: only ExactCount")
+            if request.count < 1:
+                raise RequestError(f"{field}.count", f"must be at least 1, got {request.count}")
+            try:
+                terms = tuple(parse(s.cel) for s in request.selectors)
+            except SelectorError as exc:
+                raise RequestError(f"{field}.selectors", str(exc)) from None
+            out.append(_Request(claim=claim, request=request, driver=driver, terms=terms))
+    return out
+
+
+def _fits(request: _Request, candidate: SliceDevice) -> bool:
+    if candidate.driver != request.driver or not candidate.device.uuid:
+        return False
+    kind = candidate.device.attributes.get(TYPE_ATTRIBUTE)
+    if kind is not None and kind != "gpu":
+        return False  # a MIG slice or another kind of device: the GPU class asks for whole GPUs
+    return all(matches(terms, candidate.driver, candidate.device) for terms in request.terms)
+
+
+def slice_devices(slices: tuple[ResourceSliceEvent, ...]) -> list[SliceDevice]:
+    return [
+        SliceDevice(node=s.node, driver=s.driver, pool=s.pool, device=d)
+        for s in slices
+        if not s.deleted
+        for d in s.devices
+    ]
+
+
+def candidate_groups(claims: tuple[PodClaim, ...], devices: list[SliceDevice]) -> list[list[SliceDevice]]:
+    """The devices the pod may get, one group per combination of its matchAttribute values.
+
+    Raises RequestError when a claim cannot be read, and when no device matches at all.
+    """
+    requests = _requests(claims)
+    fitting = [d for d in devices if any(_fits(r, d) for r in requests)]
+    if not fitting:
+        drivers = sorted({r.driver for r in requests})
+        raise RequestError("claims", f"no ResourceSlice of {', '.join(drivers)} has a device the claims select")
+    attributes = sorted({c.match_attribute for claim in claims for c in claim.constraints})
+    if not attributes:
+        return [fitting]
+    groups: dict[tuple[str, ...], list[SliceDevice]] = {}
+    for d in fitting:
+        values: list[AttributeValue | None] = [d.device.attributes.get(a) for a in attributes]
+        if any(v is None for v in values):
+            continue  # a device without the attribute never satisfies the constraint
+        # the node is part of the key: a value shared by two nodes is still two groups
+        groups.setdefault((d.node, *(f"{type(v).__name__}:{v}" for v in values)), []).append(d)
+    if not groups:
+        raise RequestError("claims", f"no selected device has the attributes {', '.join(attributes)}")
+    return [groups[key] for key in sorted(groups)]
+
+
+def engine_request(base: PodRequest, claims: tuple[PodClaim, ...], group: list[SliceDevice]) -> PodRequest:
+    """The pod's request with the claims' GPUs as a count, restricted to the group's devices."""
+    count = sum(r.count for claim in claims for r in claim.requests)
+    annotations = dict(base.annotations)
+    annotations[USE_UUID] = ",".join(sorted(d.device.uuid for d in group))
+    return msgspec.structs.replace(
+        base,
+        requests={**base.requests, GPU: str(count)},
+        annotations=annotations,
+        dra_resources=(*base.dra_resources, GPU),
+    )
+
+
+def place_claims(
+    base: PodRequest,
+    claims: tuple[PodClaim, ...],
+    slices: tuple[ResourceSliceEvent, ...],
+    place: Callable[[PodRequest], Decision],
+) -> tuple[Decision, tuple[ClaimAllocation, ...]]:
+    """The engine's best decision for the pod's claims, and each claim's devices (none when unplaced)."""
+    devices = slice_devices(slices)
+    best: Decision | None = None
+    for group in candidate_groups(claims, devices):
+        decision = place(engine_request(base, claims, group))
+        # the first decision stands until a placed one beats it (ties: the first group)
+        placed_better = decision.node is not None and (best is None or best.node is None or decision.score > best.score)
+        if best is None or placed_better:
+            best = decision
+    assert best is not None  # candidate_groups never returns no group
+    if best.node is None:
+        return best, ()
+    try:
+        return best, allocations(base.namespace, claims, best.node, best.devices, devices)
+    except ValueError as exc:
+        return Decision(node=None, reason=str(exc), candidates_considered=best.candidates_considered), ()
+
+
+def allocations(
+    namespace: str,
+    claims: tuple[PodClaim, ...],
+    node: str,
+    chosen: tuple[DeviceAssignment, ...],
+    devices: list[SliceDevice],
+) -> tuple[ClaimAllocation, ...]:
+    """The chosen devices dealt to the claims' requests, in request order (first fitting device first).
+
+    Raises ValueError when a chosen device has no slice device or the devices cannot serve every request.
+    """
+    by_uuid = {d.device.uuid: d for d in devices if d.node == node and d.device.uuid}
+    free: list[SliceDevice] = []
+    for assignment in chosen:
+        found = by_uuid.get(assignment.uuid)
+        if found is None:
+            what = f"device {assignment.index} ({assignment.uuid or 'no uuid'}) of {node}"
+            raise ValueError(f"{what} is in no ResourceSlice")
+        free.append(found)
+    requests = _requests(claims)
+    # Requests with the fewest fitting devices choose first, so a narrow request is not starved.
+    order = sorted(range(len(requests)), key=lambda i: (sum(_fits(requests[i], d) for d in free), i))
+    dealt: dict[int, list[SliceDevice]] = {}
+    for i in order:
+        want = requests[i].request.count
+        mine = [d for d in free if _fits(requests[i], d)][:want]
+        if len(mine) < want:
+            raise ValueError(f"the devices chosen on {node} cannot serve request {requests[i].request.name!r}")
+        dealt[i] = mine
+        free = [d for d in free if d not in mine]
+    out = []
+    for claim in claims:
+        results = tuple(
+            DeviceResult(request=r.request.name, driver=d.driver, pool=d.pool, device=d.device.name)
+            for i, r in enumerate(requests)
+            if r.claim is claim
+            for d in dealt[i]
+        )
+        out.append(ClaimAllocation(namespace=namespace, name=claim.claim_name, uid=claim.claim_uid, results=results))
+    return tuple(out)

@@ -1,0 +1,151 @@
+"""DRA in the cluster watcher: ResourceSlices as events, a pod's claims found and read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+from cluster_objects import pod_json
+
+from schemas import topics
+from schemas.dra import ClaimConstraint, ClaimRequest, ClaimSelector, DraDevice, PodClaim
+from schemas.events import PendingPodEvent, ResourceSliceEvent
+from services.collector.watch_dra import ClaimError, ResourceClaim, ResourceSlice, resolved, slice_tracker
+from services.collector.watch_objects import Pod
+from services.collector.watch_trackers import PodTracker
+from services.collector.watch_translate import claim_refs
+
+SLICE: dict[str, Any] = {
+    "metadata": {"name": "n1-gpu.nvidia.com-abcde"},
+    "spec": {
+        "driver": "gpu.nvidia.com",
+        "pool": {"name": "n1", "generation": 1},
+        "nodeName": "n1",
+        "devices": [
+            {
+                "name": "gpu-0",
+                "attributes": {
+                    "uuid": {"string": "GPU-aaa"},
+                    "index": {"int": 0},
+                    "resource.kubernetes.io/pcieRoot": {"string": "pci0000:00"},
+                    "odd": {},
+                },
+                "capacity": {"memory": {"value": "80Gi"}},
+            }
+        ],
+    },
+}
+
+
+def test_a_slice_becomes_an_event_with_qualified_attributes_and_the_uuid() -> None:
+    event = slice_tracker().observe(msgspec.convert(SLICE, ResourceSlice), 5.0)
+    (publication,) = event.publications
+    assert (publication.topic, publication.key) == (topics.RESOURCE_SLICES.name, "n1-gpu.nvidia.com-abcde")
+    assert publication.event == ResourceSliceEvent(
+        name="n1-gpu.nvidia.com-abcde",
+        node="n1",
+        driver="gpu.nvidia.com",
+        pool="n1",
+        devices=(
+            DraDevice(
+                name="gpu-0",
+                uuid="GPU-aaa",
+                attributes={
+                    "gpu.nvidia.com/uuid": "GPU-aaa",
+                    "gpu.nvidia.com/index": 0,
+                    "resource.kubernetes.io/pcieRoot": "pci0000:00",
+                },
+                capacity={"memory": "80Gi"},
+            ),
+        ),
+        observed_at=5.0,
+    )
+    assert [p.field for p in event.problems] == ["spec.devices[gpu-0].attributes[odd]"]
+
+
+def test_a_deleted_slice_is_a_deleted_event_then_a_tombstone() -> None:
+    tracker = slice_tracker()
+    tracker.observe(msgspec.convert(SLICE, ResourceSlice), 1.0)
+    out = tracker.gone("n1-gpu.nvidia.com-abcde", 2.0).publications
+    assert isinstance(out[0].event, ResourceSliceEvent) and out[0].event.deleted and not out[0].event.devices
+    assert out[1].event is None
+
+
+def claim_pod(status: list[dict[str, str]] | None = None) -> Pod:
+    body = pod_json(
+        "trainer",
+        spec_extra={
+            "resourceClaims": [
+                {"name": "gpu", "resourceClaimTemplateName": "two-gpus"},
+                {"name": "shared", "resourceClaimName": "team-claim"},
+            ]
+        },
+    )
+    if status is not None:
+        body["status"]["resourceClaimStatuses"] = status
+    return msgspec.convert(body, Pod)
+
+
+def test_a_template_claim_is_named_once_the_controller_made_it() -> None:
+    assert [c.claim_name for c in claim_refs(claim_pod())] == ["", "team-claim"]
+    made = claim_pod([{"name": "gpu", "resourceClaimName": "trainer-gpu-x1y2z"}])
+    assert [c.claim_name for c in claim_refs(made)] == ["trainer-gpu-x1y2z", "team-claim"]
+
+
+def test_the_pod_is_published_again_when_its_template_claim_is_made() -> None:
+    tracker = PodTracker("topoplace")
+    first = tracker.observe(claim_pod(), 1.0).publications
+    made = claim_pod([{"name": "gpu", "resourceClaimName": "trainer-gpu-x1y2z"}])
+    second = tracker.observe(made, 2.0).publications
+    assert len(first) == len(second) == 1
+    assert isinstance(second[0].event, PendingPodEvent)
+    assert [c.claim_name for c in second[0].event.claims] == ["trainer-gpu-x1y2z", "team-claim"]
+    assert tracker.observe(made, 3.0).publications == []  # nothing new
+
+
+CLAIM: dict[str, Any] = {
+    "metadata": {"name": "trainer-gpu-x1y2z", "namespace": "default", "uid": "claim-uid"},
+    "spec": {
+        "devices": {
+            "requests": [
+                {
+                    "name": "gpus",
+                    "exactly": {
+                        "deviceClassName": "gpu.nvidia.com",
+                        "count": 2,
+                        "selectors": [{"cel": {"expression": 'device.driver == "gpu.nvidia.com"'}}],
+                    },
+                }
+            ],
+            "constraints": [{"requests": ["gpus"], "matchAttribute": "resource.kubernetes.io/pcieRoot"}],
+        }
+    },
+}
+
+
+def test_a_claim_fills_in_its_reference() -> None:
+    ref = PodClaim(pod_claim_name="gpu", claim_name="trainer-gpu-x1y2z")
+    assert resolved(ref, msgspec.convert(CLAIM, ResourceClaim)) == PodClaim(
+        pod_claim_name="gpu",
+        claim_name="trainer-gpu-x1y2z",
+        claim_uid="claim-uid",
+        requests=(
+            ClaimRequest(
+                name="gpus",
+                device_class="gpu.nvidia.com",
+                count=2,
+                selectors=(ClaimSelector(cel='device.driver == "gpu.nvidia.com"'),),
+            ),
+        ),
+        constraints=(ClaimConstraint(requests=("gpus",), match_attribute="resource.kubernetes.io/pcieRoot"),),
+    )
+
+
+def test_a_first_available_request_is_refused_with_the_field() -> None:
+    claim = {
+        "metadata": {"name": "c", "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "r", "firstAvailable": [{"name": "a"}]}]}},
+    }
+    with pytest.raises(ClaimError, match=r"requests\[0\]: only `exactly`"):
+        resolved(PodClaim(pod_claim_name="g", claim_name="c"), msgspec.convert(claim, ResourceClaim))
