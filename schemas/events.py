@@ -10,6 +10,7 @@ import enum
 
 import msgspec
 
+from schemas.enforcement import Enforcement
 from schemas.kube import Affinity, Taint, Toleration
 from schemas.topology import Device, Link
 
@@ -279,6 +280,9 @@ class PlacementEvent(Event, frozen=True, kw_only=True):
     app_class: str = ""  # MetaX online/offline class
     requests: dict[str, str] = {}  # the pod's effective requests, held on the node while assumed
     decided_at: float = 0.0
+    # How the node makes the device choice stick (schemas/enforcement.py): the binder writes
+    # HAMi's annotations for `hami`; with a plain device plugin the devices are advice.
+    enforcement: Enforcement = Enforcement.DEVICE_PLUGIN
 
 
 # --- gangs.placements (key = gang name) -----------------------------------------------------
