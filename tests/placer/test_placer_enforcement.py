@@ -75,6 +75,7 @@ def test_each_placement_carries_its_nodes_enforcement() -> None:
     decider.on_event(status("plain-node"))
     first = decider.on_pending(pending("p1")).placement
     second = decider.on_pending(pending("p2")).placement
+    assert first is not None and second is not None
     assert {first.node: first.enforcement, second.node: second.enforcement} == {
         "hami-node": Enforcement.HAMI,
         "plain-node": Enforcement.DEVICE_PLUGIN,

@@ -166,7 +166,8 @@ def _show(args: argparse.Namespace) -> int:
         return BAD_INPUT
     for line in render(node, width or DEFAULT_WIDTH):
         print(line)
-    print(enforcement_line(node.labels, node.annotations, default))
+    for line in textwrap.wrap(enforcement_line(node.labels, node.annotations, default), width or DEFAULT_WIDTH):
+        print(line)
     return OK
 
 
