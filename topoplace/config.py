@@ -7,8 +7,6 @@ from collections.abc import Mapping
 
 import msgspec
 
-from schemas.enforcement import CHOICES as ENFORCEMENT_CHOICES
-from schemas.enforcement import Enforcement, parse_enforcement
 from topoplace.kafka_security import SECURITY_ENV_VARS, KafkaSecurity, SecurityConfigError, security_from_env
 
 KAFKA_BOOTSTRAP = "KAFKA_BOOTSTRAP"
@@ -27,6 +25,10 @@ OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 OTEL_RESOURCE_ATTRIBUTES = "OTEL_RESOURCE_ATTRIBUTES"
 NODE_POLICY = "TOPOPLACE_NODE_POLICY"
 ENFORCEMENT = "TOPOPLACE_ENFORCEMENT"
+
+# How nodes enforce a device choice when neither their label nor HAMi's registration says
+# (schemas/enforcement.py; not imported here, so building the CLI parser stays light).
+ENFORCEMENT_CHOICES: tuple[str, ...] = ("auto", "dra", "hami", "device-plugin")
 
 # Node policies a cluster may choose for pods that do not name one (hami.io/node-scheduler-policy).
 NODE_POLICIES: tuple[str, ...] = ("binpack", "spread", "fragmentation")
@@ -90,7 +92,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     resource_attributes: dict[str, str] = {}
     node_policy: str | None = None  # the placer's node policy for pods that name none (engine default: binpack)
     # How nodes without a topoplace.io/enforcement label and without HAMi enforce devices (None: auto)
-    enforcement: Enforcement | None = None
+    enforcement: str | None = None  # one of ENFORCEMENT_CHOICES but auto
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -151,14 +153,9 @@ def _choice(environ: Mapping[str, str], variable: str, choices: tuple[str, ...])
     return value
 
 
-def _enforcement(environ: Mapping[str, str]) -> Enforcement | None:
-    text = _optional(environ, ENFORCEMENT)
-    if text is None:
-        return None
-    try:
-        return parse_enforcement(text, ENFORCEMENT)
-    except ValueError:
-        raise ConfigError(ENFORCEMENT, f"must be one of {', '.join(ENFORCEMENT_CHOICES)}, got {text!r}") from None
+def _enforcement(environ: Mapping[str, str]) -> str | None:
+    value = _choice(environ, ENFORCEMENT, ENFORCEMENT_CHOICES)
+    return None if value == "auto" else value
 
 
 def _name(environ: Mapping[str, str], variable: str, default: str) -> str:

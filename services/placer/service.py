@@ -357,7 +357,7 @@ async def _run_streams(
             mode=mode,
             place=place,
             node_policy=settings.node_policy,
-            default_enforcement=settings.enforcement,
+            default_enforcement=Enforcement(settings.enforcement) if settings.enforcement else None,
         )
         follower = TopicFollower(
             bootstrap, FOLLOWED_TOPICS, service=SERVICE, producer=producer, security=settings.kafka_security

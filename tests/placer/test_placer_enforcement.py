@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from schemas.enforcement import (
+    CHOICES,
     ENFORCEMENT_LABEL,
     HAMI_REGISTER_ANNOTATION,
     Enforcement,
@@ -13,7 +14,7 @@ from schemas.enforcement import (
 )
 from schemas.events import NodeStatusEvent
 from services.placer.view import ClusterView
-from topoplace.config import ENFORCEMENT, ConfigError, Settings
+from topoplace.config import ENFORCEMENT, ENFORCEMENT_CHOICES, ConfigError, Settings
 
 HAMI_NODE = {HAMI_REGISTER_ANNOTATION: "[]"}
 
@@ -58,8 +59,11 @@ def test_the_view_reads_it_from_the_nodes_status() -> None:
 def test_setting() -> None:
     assert Settings.from_env({}).enforcement is None
     assert Settings.from_env({ENFORCEMENT: "auto"}).enforcement is None
-    assert Settings.from_env({ENFORCEMENT: "hami"}).enforcement is Enforcement.HAMI
-    with pytest.raises(ConfigError, match="TOPOPLACE_ENFORCEMENT: must be one of auto, dra, hami, device-plugin"):
+    assert Settings.from_env({ENFORCEMENT: "hami"}).enforcement == Enforcement.HAMI
+    assert ENFORCEMENT_CHOICES == CHOICES  # the settings' copy of the names
+    with pytest.raises(
+        ConfigError, match="TOPOPLACE_ENFORCEMENT: must be one of auto, dra, hami, device-plugin, got 'nvidia'"
+    ):
         Settings.from_env({ENFORCEMENT: "nvidia"})
 
 

@@ -20,9 +20,10 @@ WHAT = {
 def configured_default(environ: Mapping[str, str] = os.environ) -> Enforcement | None:
     """TOPOPLACE_ENFORCEMENT as the services read it (None: auto); raises ValueError when invalid."""
     try:
-        return Settings.from_env({ENFORCEMENT: environ.get(ENFORCEMENT, "")}).enforcement
+        chosen = Settings.from_env({ENFORCEMENT: environ.get(ENFORCEMENT, "")}).enforcement
     except ConfigError as exc:
         raise ValueError(str(exc)) from None
+    return Enforcement(chosen) if chosen else None
 
 
 def enforcement_line(labels: Mapping[str, str], annotations: Mapping[str, str], default: Enforcement | None) -> str:
