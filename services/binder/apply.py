@@ -154,6 +154,9 @@ class PodBinder:
         self._lock_release_seconds = lock_release_seconds
         self._locker = NodeLocker(core, raw_call, wall_clock=wall_clock, request_timeout=policy.request_timeout_seconds)
         self._releases: set[asyncio.Task[None]] = set()
+        # One HAMi bind per node at a time in this process (HAMi's scheduler does the same):
+        # our own placements then never meet each other's node lock mid-bind.
+        self._node_mutexes: dict[str, asyncio.Lock] = {}  # by node name; as many as nodes
 
     def budget(self) -> RetryBudget:
         return RetryBudget(self._policy, clock=self._clock, rand=self._rand)
@@ -204,19 +207,24 @@ class PodBinder:
         annotations = hami_annotations(placement, self._device_memory, self._wall_clock())
         if isinstance(annotations, str):
             return BindResult(outcome=BindingOutcome.FAILED, reason=annotations, attempts=budget.attempts)
-        lock = await self._locker.acquire(placement.node, placement.namespace, placement.name, budget)
-        if not lock.taken:
-            return BindResult(outcome=BindingOutcome.CONFLICT, reason=lock.reason, attempts=budget.attempts)
-        try:
-            result = await self._bind(placement, known, budget, annotations)
-        except BaseException:
-            self._release_later(placement, 0.0)
-            raise
-        # HAMi's device plugin releases the lock in Allocate. Without its plugin on the node, or
-        # when this call bound nothing, nobody would: then it goes now; else after a while at most.
-        wait = self._lock_release_seconds if lock.hami_plugin and result.bound_now else 0.0
-        self._release_later(placement, wait)
-        return result
+        mutex = self._node_mutexes.setdefault(placement.node, asyncio.Lock())
+        async with mutex:
+            lock = await self._locker.acquire(placement.node, placement.namespace, placement.name, budget)
+            if not lock.taken:
+                return BindResult(outcome=BindingOutcome.CONFLICT, reason=lock.reason, attempts=budget.attempts)
+            try:
+                result = await self._bind(placement, known, budget, annotations)
+            except BaseException:  # cancelled or a bug: released in the background, never held on
+                self._release_later(placement, 0.0)
+                raise
+            # HAMi's device plugin releases the lock in Allocate. Without its plugin on the node,
+            # or when this call bound nothing, nobody would: then it goes now, before the next
+            # pod of this node; else after a while at most.
+            if lock.hami_plugin and result.bound_now:
+                self._release_later(placement, self._lock_release_seconds)
+            else:
+                await self._release(placement, 0.0)
+            return result
 
     def _release_later(self, placement: PlacementEvent, wait: float) -> None:
         task = asyncio.create_task(self._release(placement, wait))

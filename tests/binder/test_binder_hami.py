@@ -245,3 +245,25 @@ async def test_device_plugin_nodes_get_no_hami_annotations_and_no_lock(
     notes = kube_api.store.get("pods", pod["metadata"]["name"], "default")["metadata"]["annotations"]
     assert not [k for k in notes if k.startswith("hami.io/")]
     assert proxy.calls("PATCH", f"/nodes/{NODE}") == []
+
+
+async def test_our_pods_of_one_node_bind_one_after_another(
+    core: client.CoreV1Api, kube_api: KubeApiServer, make_pod: PodFactory
+) -> None:
+    import asyncio
+
+    make_node(kube_api)
+    pods = binder(core)
+    placed = [
+        placement_for(
+            make_pod(),
+            NODE,
+            (DeviceAssignment(index=i, uuid=f"GPU-{i}", memory_mib=100, cores=10),),
+            enforcement=Enforcement.HAMI,
+        )  # fmt: skip
+        for i in range(4)
+    ]
+    results = await asyncio.gather(*(pods.bind(p) for p in placed))
+    await pods.drain_releases()
+    assert [r.outcome for r in results] == [BindingOutcome.BOUND] * 4  # none met another's lock
+    assert hami.NODE_LOCK not in node_annotations(kube_api)
