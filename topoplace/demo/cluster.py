@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from schemas.enforcement import ENFORCEMENT_LABEL
 from schemas.topology import NodeTopology, Vendor
 from services.collector.fleet import Fleet, FleetMember
 from services.collector.topology_files import fixture_node_annotations, fixture_node_labels, load_topology
@@ -17,6 +18,9 @@ DEVICE_RESOURCE: dict[Vendor, str] = {
     Vendor.NEURON: "aws.amazon.com/neuron",
 }
 MACHINE_TYPE_LABEL = "topoplace.io/machine-type"
+# Node pools by how they enforce a device choice (docs/binder.md): the H100 pool runs HAMi
+# (labelled, since the demo has no HAMi device plugin to register); the others a plain device plugin.
+ENFORCEMENT_POOLS: dict[str, str] = {"dgx-h100": "hami"}
 
 
 class DemoNode(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,6 +76,7 @@ def node_manifest(node: DemoNode) -> dict[str, Any]:
         MACHINE_TYPE_LABEL: topology.machine_type,
         "topoplace.io/tor": node.tor,
         **fixture_node_labels(node.fixture),
+        ENFORCEMENT_LABEL: ENFORCEMENT_POOLS.get(node.fixture, "device-plugin"),
     }
     return {
         "apiVersion": "v1",
