@@ -11,6 +11,7 @@ import enum
 import msgspec
 
 from schemas.dra import ClaimAllocation, DraDevice, PodClaim
+from schemas.enforcement import Enforcement
 from schemas.kube import Affinity, Taint, Toleration
 from schemas.topology import Device, Link
 
@@ -297,6 +298,9 @@ class PlacementEvent(Event, frozen=True, kw_only=True):
     requests: dict[str, str] = {}  # the pod's effective requests, held on the node while assumed
     decided_at: float = 0.0
     claims: tuple[ClaimAllocation, ...] = ()  # DRA: the devices chosen for each of the pod's claims
+    # How the node makes the device choice stick (schemas/enforcement.py): the binder writes
+    # HAMi's annotations for `hami`; with a plain device plugin the devices are advice.
+    enforcement: Enforcement = Enforcement.DEVICE_PLUGIN
 
 
 # --- gangs.placements (key = gang name) -----------------------------------------------------

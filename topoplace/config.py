@@ -24,6 +24,11 @@ OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 OTEL_RESOURCE_ATTRIBUTES = "OTEL_RESOURCE_ATTRIBUTES"
 NODE_POLICY = "TOPOPLACE_NODE_POLICY"
+ENFORCEMENT = "TOPOPLACE_ENFORCEMENT"
+
+# How nodes enforce a device choice when neither their label nor HAMi's registration says
+# (schemas/enforcement.py; not imported here, so building the CLI parser stays light).
+ENFORCEMENT_CHOICES: tuple[str, ...] = ("auto", "dra", "hami", "device-plugin")
 
 # Node policies a cluster may choose for pods that do not name one (hami.io/node-scheduler-policy).
 NODE_POLICIES: tuple[str, ...] = ("binpack", "spread", "fragmentation")
@@ -45,6 +50,7 @@ ENV_VARS: tuple[str, ...] = (
     OTLP_TRACES_ENDPOINT,
     OTEL_RESOURCE_ATTRIBUTES,
     NODE_POLICY,
+    ENFORCEMENT,
     *SECURITY_ENV_VARS,
 )
 
@@ -85,6 +91,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     otlp_traces_endpoint: str | None = None  # full URL, wins over otlp_endpoint
     resource_attributes: dict[str, str] = {}
     node_policy: str | None = None  # the placer's node policy for pods that name none (engine default: binpack)
+    # How nodes without a topoplace.io/enforcement label and without HAMi enforce devices (None: auto)
+    enforcement: str | None = None  # one of ENFORCEMENT_CHOICES but auto
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -118,6 +126,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             otlp_traces_endpoint=otlp_traces_endpoint,
             resource_attributes=_resource_attributes(environ),
             node_policy=_choice(environ, NODE_POLICY, NODE_POLICIES),
+            enforcement=_enforcement(environ),
         )
 
     def group_id(self, service: str) -> str:
@@ -142,6 +151,11 @@ def _choice(environ: Mapping[str, str], variable: str, choices: tuple[str, ...])
     if value is not None and value not in choices:
         raise ConfigError(variable, f"must be one of {', '.join(choices)}, got {value!r}")
     return value
+
+
+def _enforcement(environ: Mapping[str, str]) -> str | None:
+    value = _choice(environ, ENFORCEMENT, ENFORCEMENT_CHOICES)
+    return None if value == "auto" else value
 
 
 def _name(environ: Mapping[str, str], variable: str, default: str) -> str:
@@ -204,9 +218,7 @@ def _check_bootstrap(bootstrap: str) -> None:
     for server in bootstrap.split(","):
         host, sep, port = server.strip().rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-            raise ConfigError(
-                KAFKA_BOOTSTRAP, f"must be host:port[,host:port...], got {server.strip()!r}"
-            )
+            raise ConfigError(KAFKA_BOOTSTRAP, f"must be host:port[,host:port...], got {server.strip()!r}")
 
 
 def _resource_attributes(environ: Mapping[str, str]) -> dict[str, str]:

@@ -33,9 +33,12 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas import annotations as pod_annotations
+from schemas.enforcement import Enforcement
 from schemas.events import BindingOutcome, PlacementEvent
 from services.binder import metrics
 from services.binder.claims import ClaimWriter
+from services.binder.hami_devices import hami_annotations
+from services.binder.hami_lock import NodeLocker
 from services.binder.kube_objects import PodObject, status_message
 from services.binder.outcome import (
     ApiErrorKind,
@@ -57,6 +60,13 @@ log = logging.getLogger(__name__)
 _pod_decoder = msgspec.json.Decoder(PodObject)
 
 
+DEFAULT_LOCK_RELEASE_SECONDS = 60.0
+
+
+def _no_device_memory(node: str, index: int) -> int | None:
+    return None
+
+
 class BindResult(msgspec.Struct, frozen=True, kw_only=True):
     outcome: BindingOutcome
     reason: str = ""
@@ -73,8 +83,10 @@ def device_annotations(placement: PlacementEvent) -> dict[str, str]:
     }
 
 
-def binding_body(placement: PlacementEvent) -> dict[str, Any]:
-    """The Binding as JSON: the uid is the precondition, the annotations go onto the pod with the node."""
+def binding_body(placement: PlacementEvent, extra: dict[str, str] | None = None) -> dict[str, Any]:
+    """The Binding as JSON: the uid is the precondition, the annotations go onto the pod with the node.
+
+    `extra`: more annotations for the pod (HAMi's, on a node HAMi enforces)."""
     return {
         "apiVersion": "v1",
         "kind": "Binding",
@@ -82,7 +94,7 @@ def binding_body(placement: PlacementEvent) -> dict[str, Any]:
             "name": placement.name,
             "namespace": placement.namespace,
             "uid": placement.uid,
-            "annotations": device_annotations(placement),
+            "annotations": device_annotations(placement) | (extra or {}),
         },
         "target": {"apiVersion": "v1", "kind": "Node", "name": placement.node},
     }
@@ -127,7 +139,13 @@ class PodBinder:
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[], float] = random.random,
         claims: ClaimWriter | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        device_memory: Callable[[str, int], int | None] = _no_device_memory,
+        lock_release_seconds: float = DEFAULT_LOCK_RELEASE_SECONDS,
     ) -> None:
+        """`device_memory(node, index)`: a device's MiB from the topology (HAMi needs it for whole GPUs).
+        `lock_release_seconds`: when HAMi's node lock of a bound pod is removed if HAMi's device
+        plugin has not done so (it releases the lock in Allocate)."""
         self._core = core
         self._claims = claims or ClaimWriter(
             client.ResourceV1Api(core.api_client),  # type: ignore[attr-defined]  # the stubs omit it
@@ -137,6 +155,14 @@ class PodBinder:
         self._sleep = sleep
         self._clock = clock
         self._rand = rand
+        self._wall_clock = wall_clock
+        self._device_memory = device_memory
+        self._lock_release_seconds = lock_release_seconds
+        self._locker = NodeLocker(core, raw_call, wall_clock=wall_clock, request_timeout=policy.request_timeout_seconds)
+        self._releases: set[asyncio.Task[None]] = set()
+        # One HAMi bind per node at a time in this process (HAMi's scheduler does the same):
+        # our own placements then never meet each other's node lock mid-bind.
+        self._node_mutexes: dict[str, asyncio.Lock] = {}  # by node name; as many as nodes
 
     def budget(self) -> RetryBudget:
         return RetryBudget(self._policy, clock=self._clock, rand=self._rand)
@@ -145,6 +171,8 @@ class PodBinder:
         """Bind the placement's pod. `known`: the watch's view of the pod, when it has one."""
         budget = self.budget()
         try:
+            if placement.enforcement is Enforcement.HAMI and placement.devices:
+                return await self._bind_hami(placement, known, budget)
             return await self._bind(placement, known, budget)
         except RetriesExhausted as exc:
             return BindResult(outcome=BindingOutcome.FAILED, reason=str(exc), attempts=budget.attempts)
@@ -180,7 +208,56 @@ class PodBinder:
             raise
         return _pod_decoder.decode(body).view()
 
-    async def _bind(self, placement: PlacementEvent, known: PodView | None, budget: RetryBudget) -> BindResult:
+    async def _bind_hami(self, placement: PlacementEvent, known: PodView | None, budget: RetryBudget) -> BindResult:
+        """HAMi's annotations in the Binding, under HAMi's node lock (see services/binder/hami_lock.py)."""
+        annotations = hami_annotations(placement, self._device_memory, self._wall_clock())
+        if isinstance(annotations, str):
+            return BindResult(outcome=BindingOutcome.FAILED, reason=annotations, attempts=budget.attempts)
+        mutex = self._node_mutexes.setdefault(placement.node, asyncio.Lock())
+        async with mutex:
+            lock = await self._locker.acquire(placement.node, placement.namespace, placement.name, budget)
+            if not lock.taken:
+                return BindResult(outcome=BindingOutcome.CONFLICT, reason=lock.reason, attempts=budget.attempts)
+            try:
+                result = await self._bind(placement, known, budget, annotations)
+            except BaseException:  # cancelled or a bug: released in the background, never held on
+                self._release_later(placement, 0.0)
+                raise
+            # HAMi's device plugin releases the lock in Allocate. Without its plugin on the node,
+            # or when this call bound nothing, nobody would: then it goes now, before the next
+            # pod of this node; else after a while at most.
+            if lock.hami_plugin and result.bound_now:
+                self._release_later(placement, self._lock_release_seconds)
+            else:
+                await self._release(placement, 0.0)
+            return result
+
+    def _release_later(self, placement: PlacementEvent, wait: float) -> None:
+        task = asyncio.create_task(self._release(placement, wait))
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    async def _release(self, placement: PlacementEvent, wait: float) -> None:
+        if wait > 0:
+            await self._sleep(wait)
+        try:
+            await self._locker.release(placement.node, placement.namespace, placement.name, self.budget())
+        except (RetriesExhausted, ApiException) as exc:
+            # HAMi's own timeout ends the lock then.
+            log.warning("binder.hami_unlock_failed", extra={"fields": {"node": placement.node, "error": str(exc)}})
+
+    async def drain_releases(self) -> None:
+        """Wait for the lock releases under way (tests, shutdown)."""
+        while self._releases:
+            await asyncio.gather(*self._releases, return_exceptions=True)
+
+    async def _bind(
+        self,
+        placement: PlacementEvent,
+        known: PodView | None,
+        budget: RetryBudget,
+        extra: dict[str, str] | None = None,
+    ) -> BindResult:
         rv_changed = known is not None and known.resource_version != placement.pod_resource_version
 
         def result(outcome: BindingOutcome, reason: str = "", *, bound_now: bool = False) -> BindResult:
@@ -209,7 +286,7 @@ class PodBinder:
                     self._core.create_namespaced_pod_binding,
                     placement.name,
                     placement.namespace,
-                    binding_body(placement),  # type: ignore[arg-type]  # a plain dict serialises as it is
+                    binding_body(placement, extra),  # type: ignore[arg-type]  # a plain dict serialises as it is
                     _preload_content=False,
                     _request_timeout=self._policy.request_timeout_seconds,
                 ),

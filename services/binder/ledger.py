@@ -101,6 +101,11 @@ class DeviceLedger:
     def knows_node(self, node: str) -> bool:
         return node in self._capacity
 
+    def device_memory(self, node: str, index: int) -> int | None:
+        """The device's MiB from the node's topology; None while it is not known."""
+        capacity = self._capacity.get(node, {}).get(index)
+        return None if capacity is None else capacity.memory_mib
+
     def device_vendor(self, node: str, index: int) -> Vendor | None:
         capacity = self._capacity.get(node, {}).get(index)
         return None if capacity is None else capacity.vendor

@@ -153,8 +153,9 @@ async def run_binder(
         log.info("binder.started", extra={"fields": {"health_port": port, "bootstrap": bootstrap}})
         await supervisor.run(
             "streams",
-            lambda: _run_streams(settings, bootstrap, core, policy=policy, stop=stop,
-                                 supervisor=supervisor, current=current),  # fmt: skip
+            lambda: _run_streams(
+                settings, bootstrap, core, policy=policy, stop=stop, supervisor=supervisor, current=current
+            ),  # fmt: skip
         )
     provider.force_flush()
 
@@ -180,7 +181,8 @@ async def _run_streams(
         ledger = DeviceLedger(pod_gone=cluster.knows_gone)
         events = EventRecorder(core, component=settings.scheduler_name)
         reporter = PodReporter(events, ConditionWriter(core, sleep=asyncio.sleep))
-        steps = BindingSteps(ledger=ledger, binder=PodBinder(core, policy=policy), reporter=reporter, cluster=cluster)
+        binder = PodBinder(core, policy=policy, device_memory=ledger.device_memory)
+        steps = BindingSteps(ledger=ledger, binder=binder, reporter=reporter, cluster=cluster)
         tracer = telemetry.get_tracer("topoplace.binder", service=SERVICE)
         placements = PlacementHandler(steps=steps, producer=producer, tracer=tracer)
         gangs = GangHandler(steps=steps, producer=producer, tracer=tracer)

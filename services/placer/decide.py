@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import msgspec
 
+from schemas.enforcement import Enforcement
 from schemas.events import (
     BindingEvent,
     Event,
@@ -117,9 +118,7 @@ def decide(
         waiting = view.nodes_without_status()
         if waiting:
             reason += f"; {len(waiting)} node(s) still waiting for their status: " + ", ".join(waiting[:5])
-        return DecideResult(
-            placement=_unschedulable(pending, attempt, reason, decision.candidates_considered, now)
-        )
+        return DecideResult(placement=_unschedulable(pending, attempt, reason, decision.candidates_considered, now))
 
     placement = PlacementEvent(
         decision_id=decision_id(
@@ -147,6 +146,7 @@ def decide(
         requests=dict(pending.requests),
         decided_at=now,
         claims=claims,
+        enforcement=view.enforcement_of(decision.node),
     )
     # Recorded before anything is published, so the next decision cannot reuse these devices.
     view.assume(placement)
@@ -157,9 +157,15 @@ class Decider:
     """The view, the parked pods and the engine together: every decision the placer makes."""
 
     def __init__(
-        self, *, mode: Mode = Mode.DEFAULT, place: PlaceFn | None = None, node_policy: str | None = None
+        self,
+        *,
+        mode: Mode = Mode.DEFAULT,
+        place: PlaceFn | None = None,
+        node_policy: str | None = None,
+        default_enforcement: Enforcement | None = None,
     ) -> None:
         self.view = ClusterView()
+        self.view.default_enforcement = default_enforcement
         self.parking = ParkingLot()
         self.mix = WorkloadMix()
         self.mode = mode
@@ -177,9 +183,7 @@ class Decider:
             workload=self.mix.classes(),
         )
 
-    def on_pending(
-        self, pending: PendingPodEvent, *, now: float = 0.0, origin: TraceHeaders = ()
-    ) -> DecideResult:
+    def on_pending(self, pending: PendingPodEvent, *, now: float = 0.0, origin: TraceHeaders = ()) -> DecideResult:
         self.mix.observe(pending)
         result = self._decide(pending, now)
         self._file(pending, result.placement, origin)

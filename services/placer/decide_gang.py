@@ -84,7 +84,7 @@ def decide_gang(
     if not decision.placed:
         return GangResult(placement=_unschedulable(gang, fresh, attempt, decision.reason, now))
     by_uid = {p.uid: p for p in decision.pods}
-    placements = [_member(m, by_uid[m.uid], attempt, now) for m in fresh]
+    placements = [_member(m, by_uid[m.uid], attempt, now, view) for m in fresh]
     for placement in placements:
         view.assume(placement)  # before anything is published: the next decision cannot reuse them
     placements += [_held_decision(view, m, now) for m in members if held[m.uid]]
@@ -92,7 +92,7 @@ def decide_gang(
 
 
 def _member(
-    pending: PendingPodEvent, placed: MemberPlacement, attempt: int, now: float
+    pending: PendingPodEvent, placed: MemberPlacement, attempt: int, now: float, view: ClusterView
 ) -> PlacementEvent:
     node = placed.node or ""
     return PlacementEvent(
@@ -111,6 +111,7 @@ def _member(
         app_class=placed.app_class,
         requests=dict(pending.requests),
         decided_at=now,
+        enforcement=view.enforcement_of(node),
     )
 
 

@@ -23,6 +23,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from schemas import topics
+from schemas.enforcement import Enforcement
 from schemas.events import GangPlacementEvent, PendingGangEvent, PendingPodEvent, PlacementEvent, PlacementOutcome
 from services.placer import metrics
 from services.placer.decide import Cause, Decider, PlaceFn
@@ -81,9 +82,10 @@ class PlacerService:
         mode: Mode = Mode.DEFAULT,
         place: PlaceFn | None = None,
         node_policy: str | None = None,
+        default_enforcement: Enforcement | None = None,
     ) -> None:
         self.producer = producer
-        self.decider = Decider(mode=mode, place=place, node_policy=node_policy)
+        self.decider = Decider(mode=mode, place=place, node_policy=node_policy, default_enforcement=default_enforcement)
         self._tracer = telemetry.get_tracer(__name__, SERVICE)
         self._stopping = asyncio.Event()
         # Read at scrape time: counting on every message would cost a walk of the view each.
@@ -322,8 +324,9 @@ async def _serve(
     try:
         await supervisor.run(
             "streams",
-            lambda: _run_streams(settings, bootstrap, mode=mode, stop=stop, place=place,
-                                 supervisor=supervisor, current=current),  # fmt: skip
+            lambda: _run_streams(
+                settings, bootstrap, mode=mode, stop=stop, place=place, supervisor=supervisor, current=current
+            ),  # fmt: skip
         )
     finally:
         current.clear()
@@ -350,7 +353,13 @@ async def _run_streams(
     async with EventProducer(
         bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security
     ) as producer:
-        service = PlacerService(producer, mode=mode, place=place, node_policy=settings.node_policy)
+        service = PlacerService(
+            producer,
+            mode=mode,
+            place=place,
+            node_policy=settings.node_policy,
+            default_enforcement=Enforcement(settings.enforcement) if settings.enforcement else None,
+        )
         follower = TopicFollower(
             bootstrap, FOLLOWED_TOPICS, service=SERVICE, producer=producer, security=settings.kafka_security
         )
@@ -364,9 +373,7 @@ async def _run_streams(
             security=settings.kafka_security,
         )
         current.append(_Streams(follower, consumer))
-        tasks: list[asyncio.Task[None]] = [
-            asyncio.create_task(follower.run(service.on_state), name="follower")
-        ]
+        tasks: list[asyncio.Task[None]] = [asyncio.create_task(follower.run(service.on_state), name="follower")]
         try:
             # Decide nothing before the view holds everything the topics already say.
             if await _first_of(stop, follower.caught_up, tasks):

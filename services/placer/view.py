@@ -28,6 +28,7 @@ from decimal import Decimal
 import msgspec
 
 from schemas import topics
+from schemas.enforcement import Enforcement, node_enforcement
 from schemas.events import (
     BindingEvent,
     BindingOutcome,
@@ -190,6 +191,7 @@ class ClusterView:
         self._tree: tuple[tuple[int, int], NetworkTree] | None = None
         self._labels_epoch = 0  # grows when a node's labels (or the node set) change: the tree depends on them
         self._network_epoch = 0  # grows when a hypernode or a topology level changes
+        self.default_enforcement: Enforcement | None = None  # TOPOPLACE_ENFORCEMENT (None: auto)
 
     # --- applying events -------------------------------------------------------------------
 
@@ -283,9 +285,7 @@ class ClusterView:
         labels_changed = before is None or (before.labels, before.annotations) != (event.labels, event.annotations)
         if before is None or before.labels != event.labels or before.deleted != event.deleted:
             self._labels_epoch += 1
-        relaxed = before is not None and (
-            before.taints != event.taints or before.allocatable != event.allocatable
-        )
+        relaxed = before is not None and (before.taints != event.taints or before.allocatable != event.allocatable)
         return ViewChange(capacity_grew=now_open and (not was_open or labels_changed or relaxed))
 
     def _apply_hypernode(self, event: HyperNodeEvent) -> ViewChange:
@@ -423,6 +423,13 @@ class ClusterView:
         if status is None:
             return "no status reported for the node yet"
         return self._status_problem(status)
+
+    def enforcement_of(self, node: str) -> Enforcement:
+        """How the node enforces a device choice, from its labels and annotations (schemas/enforcement.py)."""
+        status = self._statuses.get(node)
+        labels = status.labels if status is not None else {}
+        annotations = status.annotations if status is not None else {}
+        return node_enforcement(labels, annotations, self.default_enforcement)[0]
 
     def node_names(self) -> list[str]:
         return sorted(self._topologies)

@@ -69,3 +69,22 @@ def test_render_shows_the_kinds_the_reasons_and_the_summary(tmp_path: Path) -> N
     assert "too big" in text and "2 pods" in text and "1 bound" in text
     report.write(demo, tmp_path / "r.json")
     assert json.loads((tmp_path / "r.json").read_text())["summary"]["bound"] == 1
+
+
+def test_each_pod_says_how_its_devices_are_enforced() -> None:
+    from schemas import hami
+    from schemas.events import DeviceAssignment
+    from topoplace.demo.cluster import default_cluster, node_manifest
+    from topoplace.demo.report import PodResult, enforced_text
+    from topoplace.demo.runner import enforcement_of
+
+    pools = {node_manifest(n)["metadata"]["labels"]["topoplace.io/enforcement"] for n in default_cluster().nodes}
+    assert pools == {"hami", "device-plugin"}
+    ours = (DeviceAssignment(index=0, uuid="GPU-a"), DeviceAssignment(index=1, uuid="GPU-b"))
+    allocated = {hami.DEVICES_ALLOCATED: "GPU-a,NVIDIA,81920,100:GPU-b,NVIDIA,81920,100:;"}
+    assert enforcement_of(allocated, ours) == "hami"
+    assert enforcement_of(allocated, ours[:1]) == "hami (devices differ)"
+    assert enforcement_of({}, ours) == "advice"
+    pods = [PodResult(name=str(i), uid=str(i), kind="k", expected_to_fit=True, enforcement=e)
+            for i, e in enumerate(["hami", "advice", "advice", ""])]  # fmt: skip
+    assert enforced_text(pods) == "advice 2, hami 1"

@@ -330,3 +330,44 @@ def test_a_snapshot_with_both_a_request_and_a_gang_is_refused(tmp_path: Path) ->
     path = tmp_path / "both.json"
     path.write_text(json.dumps(given))
     assert main(["engine", "place", "--snapshot", str(path)]) == 2
+
+
+def _snapshot_with(tmp_path: Path, node: str, labels: dict[str, str], annotations: dict[str, str]) -> Path:
+    given = json.loads(CLUSTER.read_text())
+    for entry in given["snapshot"]["nodes"]:
+        if entry["name"] == node:
+            entry["labels"] = labels
+            entry["annotations"] = annotations
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(given))
+    return path
+
+
+def test_topo_show_says_which_enforcement_applies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TOPOPLACE_ENFORCEMENT", raising=False)
+    hami_node = _snapshot_with(tmp_path, "dgx1-a", {}, {"hami.io/node-nvidia-register": "[]"})
+    assert main(["topo", "show", "--snapshot", str(hami_node), "--node", "dgx1-a", "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "enforcement: hami (detected: hami.io/node-nvidia-register)" in out
+    assert main(["topo", "show", "--snapshot", str(hami_node), "--node", "dgx1-b", "--width", "200"]) == 0
+    assert "enforcement: device-plugin (default); plain device plugin: only the node is enforced" in (
+        capsys.readouterr().out
+    )
+    monkeypatch.setenv("TOPOPLACE_ENFORCEMENT", "dra")
+    assert main(["topo", "show", "--snapshot", str(hami_node), "--node", "dgx1-b", "--width", "200"]) == 0
+    assert "enforcement: dra (default, TOPOPLACE_ENFORCEMENT)" in capsys.readouterr().out
+
+
+def test_place_explain_says_how_the_chosen_nodes_devices_are_enforced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TOPOPLACE_ENFORCEMENT", raising=False)
+    labelled = _snapshot_with(
+        tmp_path, "h100-a", {"topoplace.io/enforcement": "hami"}, {"hami.io/device-cordon": "GPU-nope"}
+    )
+    assert main(["engine", "place", "--snapshot", str(labelled), "--explain"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "h100-a enforcement: hami (label topoplace.io/enforcement)" in out
+    assert "cordoned by hami.io/device-cordon: GPU-nope" in out

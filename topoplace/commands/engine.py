@@ -119,7 +119,17 @@ def _place(args: argparse.Namespace) -> int:
     if args.explain:
         from rich.console import Console
 
-        print_explanation(decision, Console())
+        console = Console()
+        print_explanation(decision, console)
+        if decision.node is not None:
+            from topoplace.commands.enforcement_text import configured_default, enforcement_line
+
+            node = next(n for n in given.snapshot.nodes if n.name == decision.node)
+            try:
+                line = enforcement_line(node.labels, node.annotations, configured_default())
+            except ValueError as exc:
+                return _fail(str(exc))
+            console.print(f"{decision.node} {line}", markup=False)
     else:
         print(msgspec.json.format(msgspec.json.encode(decision).decode(), indent=2))
     return OK if decision.node is not None else NO_PLACE

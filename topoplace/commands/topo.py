@@ -157,7 +157,16 @@ def _show(args: argparse.Namespace) -> int:
         print(f"topoplace topo show: --width: at least 20 columns, got {args.width}", file=sys.stderr)
         return BAD_INPUT
     width = args.width or (shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns if sys.stdout.isatty() else 0)
+    from topoplace.commands.enforcement_text import configured_default, enforcement_line
+
+    try:
+        default = configured_default()
+    except ValueError as exc:
+        print(f"topoplace topo show: {exc}", file=sys.stderr)
+        return BAD_INPUT
     for line in render(node, width or DEFAULT_WIDTH):
+        print(line)
+    for line in textwrap.wrap(enforcement_line(node.labels, node.annotations, default), width or DEFAULT_WIDTH):
         print(line)
     return OK
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from schemas.enforcement import ENFORCEMENT_LABEL
 from schemas.topology import NodeTopology, Vendor
 from services.collector.fleet import Fleet, FleetMember
 from services.collector.topology_files import fixture_node_annotations, fixture_node_labels, load_topology
@@ -21,6 +22,9 @@ MACHINE_TYPE_LABEL = "topoplace.io/machine-type"
 # share count one of them (HAMi's default deviceSplitCount, and the same for MetaX sGPU).
 SHARES_PER_DEVICE: dict[Vendor, int] = {Vendor.NVIDIA: 10, Vendor.METAX: 10}
 NEURONCORE = "aws.amazon.com/neuroncore"
+# Node pools by how they enforce a device choice (docs/binder.md): the H100 pool runs HAMi
+# (labelled, since the demo has no HAMi device plugin to register); the others a plain device plugin.
+ENFORCEMENT_POOLS: dict[str, str] = {"dgx-h100": "hami"}
 
 
 class DemoNode(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,6 +84,7 @@ def node_manifest(node: DemoNode) -> dict[str, Any]:
         MACHINE_TYPE_LABEL: topology.machine_type,
         "topoplace.io/tor": node.tor,
         **fixture_node_labels(node.fixture),
+        ENFORCEMENT_LABEL: ENFORCEMENT_POOLS.get(node.fixture, "device-plugin"),
     }
     return {
         "apiVersion": "v1",

@@ -31,6 +31,9 @@ class PodResult(msgspec.Struct, kw_only=True):
     gang: str = ""  # "<namespace>/<group>" of a gang member
     hypernode: str = ""  # where the gang was placed (its lowest common hypernode)
     tier: int | None = None
+    # How the pod's devices are enforced, read from the bound pod: "hami" (HAMi's annotations),
+    # "advice" (a plain device plugin picks the GPUs), "" (not bound, or no devices)
+    enforcement: str = ""
 
 
 class Summary(msgspec.Struct, kw_only=True):
@@ -103,7 +106,7 @@ def render(report: DemoReport, console: Console) -> None:
     for pod in report.pods:
         by_kind.setdefault(pod.kind, []).append(pod)
     table = Table(title="topoplace demo: outcome by workload kind")
-    for column in ("kind", "pods", "bound", "unschedulable", "mean score", "p50 ms", "p99 ms"):
+    for column in ("kind", "pods", "bound", "unschedulable", "mean score", "p50 ms", "p99 ms", "devices enforced"):
         table.add_column(column, justify="left" if column == "kind" else "right")
     for kind in sorted(by_kind):
         pods = by_kind[kind]
@@ -118,6 +121,7 @@ def render(report: DemoReport, console: Console) -> None:
             str(round(statistics.fmean(p.score for p in bound))) if bound else "-",  # round: no "-0"
             f"{p50:.0f}" if p50 is not None else "-",
             f"{p99:.0f}" if p99 is not None else "-",
+            enforced_text(bound),
         )
     console.print(table)
 
@@ -158,6 +162,12 @@ def render(report: DemoReport, console: Console) -> None:
         f"{s.bound_with_full_trace_pct:.1f}% of bound pods traced through all three services; "
         f"{report.cluster_nodes} nodes, {report.duration_s:.1f} s"
     )
+
+
+def enforced_text(bound: list[PodResult]) -> str:
+    """e.g. "hami 12, advice 30": how the bound pods' devices are enforced."""
+    counts = Counter(p.enforcement for p in bound if p.enforcement)
+    return ", ".join(f"{how} {n}" for how, n in sorted(counts.items())) or "-"
 
 
 def fmt(value: float | None) -> str:

@@ -21,8 +21,9 @@ from kubernetes_asyncio import client as k8s
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from schemas import topics
+from schemas import hami, topics
 from schemas.annotations import DEVICES, decode_devices
+from schemas.events import DeviceAssignment
 from topoplace.broker import free_port, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.demo import cluster as demo_cluster
@@ -257,13 +258,25 @@ async def submit_and_track(
     return results
 
 
+def enforcement_of(notes: dict[str, str], annotated: tuple[DeviceAssignment, ...]) -> str:
+    """ "hami" when HAMi's annotations name exactly our devices' UUIDs, else "advice"."""
+    allocated = notes.get(hami.DEVICES_ALLOCATED)
+    if allocated is None:
+        return "advice"
+    uuids = [d.uuid for container in hami.decode_pod_devices(allocated) for d in container]
+    return "hami" if uuids == [d.uuid for d in annotated] else "hami (devices differ)"
+
+
 async def verify_bound_in_cluster(core: k8s.CoreV1Api, results: list[report.PodResult]) -> None:
     """A pod reported bound must be on that node in the API server, with its devices annotated."""
     for result in results:
         if result.outcome != "bound":
             continue
         pod = await core.read_namespaced_pod(result.name, NAMESPACE)
-        annotated = decode_devices((pod.metadata.annotations or {}).get(DEVICES, "[]"))
+        notes = pod.metadata.annotations or {}
+        annotated = decode_devices(notes.get(DEVICES, "[]"))
+        if annotated:
+            result.enforcement = enforcement_of(notes, annotated)
         if pod.spec.node_name != result.node or tuple(d.index for d in annotated) != result.devices:
             result.outcome = "pending"
             result.reason = (

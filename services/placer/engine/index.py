@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
 
+from schemas import hami
 from schemas.topology import Device, Link
 from services.placer.engine.cache import IdentityCache, Interner
 from services.placer.engine.model import Allocation, NodeState, Snapshot
@@ -60,9 +61,17 @@ def class_state(node: NodeState, reads: NodeReads) -> NodeState:
         devices=anonymous_devices(node.devices),
         links=node.links,
         labels={k: node.labels[k] for k in reads.labels if k in node.labels},
-        annotations={k: node.annotations[k] for k in reads.annotations if k in node.annotations},
+        annotations=_read_annotations(node, reads),
         allocations=tuple(msgspec.structs.replace(a, pod_uid="") for a in node.allocations),
     )
+
+
+def _read_annotations(node: NodeState, reads: NodeReads) -> dict[str, str]:
+    """The read annotations; HAMi's device cordon by device index, since a class has no UUIDs."""
+    kept = {k: node.annotations[k] for k in reads.annotations if k in node.annotations}
+    if hami.DEVICE_CORDON in kept:
+        kept[hami.DEVICE_CORDON] = hami.cordon_by_index(kept, ((d.index, d.uuid) for d in node.devices)) or ""
+    return kept
 
 
 def class_of(node: NodeState, reads: NodeReads) -> int:
@@ -72,7 +81,7 @@ def class_of(node: NodeState, reads: NodeReads) -> int:
         _links_key(node.links),
         node.machine_type,
         tuple((k, node.labels.get(k)) for k in reads.labels),
-        tuple((k, node.annotations.get(k)) for k in reads.annotations),
+        tuple(sorted(_read_annotations(node, reads).items())),
         tuple(_share(a) for a in node.allocations),
     )
     return _classes.id_of(key)

@@ -11,7 +11,12 @@ mutex | numa, or a comma list; default spread), hami.io/node-scheduler-policy
 (binpack | spread | fragmentation; default binpack; fragmentation in default
 mode only, see `node_score`), nvidia.com/use-gpuuuid,
 nvidia.com/nouse-gpuuuid, nvidia.com/use-gputype, nvidia.com/nouse-gputype
-(comma lists), nvidia.com/numa-bind (true: all GPUs on one NUMA node).
+(comma lists), nvidia.com/numa-bind (true: all GPUs on one NUMA node),
+hami.io/device-scoring-weights (`slot=1,core=1,memory=1`: the weights of HAMi's
+per-device usage score, hami mode).
+
+Node annotation: hami.io/device-cordon (comma-separated GPU UUIDs an operator took
+out of new allocations), honoured in every mode.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import enum
 from math import comb
 
+from schemas import hami
 from schemas.events import DeviceAssignment
 from schemas.topology import Device, Vendor
 from services.placer.engine import cache, search_table
@@ -55,6 +61,8 @@ USE_TYPE = "nvidia.com/use-gputype"
 NOUSE_TYPE = "nvidia.com/nouse-gputype"
 NUMA_BIND = "nvidia.com/numa-bind"
 
+CORDONED = f"cordoned by {hami.DEVICE_CORDON}"
+
 DEVICE_SPLIT_COUNT = 10  # pods per GPU, HAMi's default deviceSplitCount
 HAMI_WEIGHT = 10  # HAMi's util.Weight in its usage scores
 
@@ -85,6 +93,7 @@ class NvidiaRequest(DeviceRequest, frozen=True, kw_only=True):
     use_types: tuple[str, ...] = ()
     nouse_types: tuple[str, ...] = ()
     numa_bind: bool = False
+    weights: hami.ScoringWeights = hami.DEFAULT_WEIGHTS  # hami.io/device-scoring-weights
 
     @property
     def reads_uuids(self) -> bool:
@@ -129,6 +138,15 @@ def _gpu_policies(text: str | None) -> tuple[GpuPolicy, ...]:
     return tuple(policies)
 
 
+def _scoring_weights(text: str | None) -> hami.ScoringWeights:
+    if text is None:
+        return hami.DEFAULT_WEIGHTS
+    try:
+        return hami.parse_scoring_weights(text)
+    except ValueError as exc:
+        raise RequestError(hami.SCORING_WEIGHTS, str(exc).removeprefix(f"{hami.SCORING_WEIGHTS}: ")) from None
+
+
 NODE_POLICIES = (NodePolicy.BINPACK, NodePolicy.SPREAD, NodePolicy.FRAGMENTATION)
 
 
@@ -140,6 +158,7 @@ class NvidiaPlugin:
     vendor = Vendor.NVIDIA
     name = "nvidia"
     share_resources = (GPUMEM, GPUMEM_PERCENTAGE, GPUCORES)
+    node_annotations_read = (hami.DEVICE_CORDON,)
 
     # --- request ------------------------------------------------------------------------
 
@@ -177,13 +196,12 @@ class NvidiaPlugin:
             use_types=split_list(ann.get(USE_TYPE, "")),
             nouse_types=split_list(ann.get(NOUSE_TYPE, "")),
             numa_bind=numa,
+            weights=_scoring_weights(ann.get(hami.SCORING_WEIGHTS)),
         )
 
     # --- filter -------------------------------------------------------------------------
 
-    def filter_device(
-        self, scratch: NodeScratch, request: DeviceRequest, device: Device
-    ) -> str | Rejection | None:
+    def filter_device(self, scratch: NodeScratch, request: DeviceRequest, device: Device) -> str | Rejection | None:
         assert isinstance(request, NvidiaRequest)
         if not device.healthy:
             return "unhealthy"
@@ -194,6 +212,8 @@ class NvidiaPlugin:
             return f"not listed in {USE_UUID}"
         if device.uuid in request.nouse_uuids:
             return f"excluded by {NOUSE_UUID}"
+        if hami.is_cordoned(scratch.node.annotations, device.index, device.uuid):
+            return CORDONED
         load = scratch.loads[device.index]
         if load.pods >= DEVICE_SPLIT_COUNT:
             return f"already shared by {load.pods} pods (at most {DEVICE_SPLIT_COUNT})"
@@ -215,9 +235,7 @@ class NvidiaPlugin:
 
     # --- search -------------------------------------------------------------------------
 
-    def search(
-        self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]
-    ) -> SetChoice | Unfit:
+    def search(self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]) -> SetChoice | Unfit:
         assert isinstance(request, NvidiaRequest)
         table = _node_pair_table(scratch)
         for note in table.notes:
@@ -512,7 +530,8 @@ def _hami_device_score(scratch: NodeScratch, request: NvidiaRequest, device: Dev
     cores_requested = 0 if request.whole else request.cores  # HAMi's default gpucores is 0
     cores = (cores_requested + load.cores_used) / device.cores if device.cores else 0.0
     mem = (memory + load.memory_used_mib) / device.memory_mib if device.memory_mib else 0.0
-    return HAMI_WEIGHT * (used + cores + mem)
+    w = request.weights  # hami.io/device-scoring-weights; 1, 1, 1 is HAMi's plain score
+    return HAMI_WEIGHT * (w.slot * used + w.core * cores + w.memory * mem)
 
 
 def hami_walk_order(scratch: NodeScratch, request: NvidiaRequest) -> list[Device]:

@@ -1,0 +1,39 @@
+"""A placement's devices as HAMi's pod annotations (pure).
+
+HAMi's device plugin hands a container exactly the GPUs its annotation lists, and
+HAMi-core limits each to the annotated memory (MiB) and cores (percent). A whole GPU
+(memory_mib 0 in our format) is written as HAMi writes an exclusive GPU: the device's
+full memory and 100 cores. The placement covers the pod's summed requests, so all of
+its GPUs go to one container entry (pods whose GPUs one container requests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from schemas import hami
+from schemas.events import PlacementEvent
+
+
+def hami_annotations(
+    placement: PlacementEvent, device_memory: Callable[[str, int], int | None], now: float
+) -> dict[str, str] | str:
+    """HAMi's annotations for the placement, or why they cannot be written (a UUID or memory unknown)."""
+    devices: list[hami.HamiDevice] = []
+    for share in placement.devices:
+        if not share.uuid:
+            return f"device {share.index} on {placement.node} has no UUID, which HAMi's annotations need"
+        memory = share.memory_mib
+        if memory == 0:
+            known = device_memory(placement.node, share.index)
+            if not known:
+                return (
+                    f"the memory of device {share.index} on {placement.node} is unknown "
+                    "(its topology is not seen yet), and HAMi needs it for a whole GPU"
+                )
+            memory = known
+        devices.append(hami.HamiDevice(uuid=share.uuid, memory_mib=memory, cores=share.cores))
+    try:
+        return hami.pod_annotations(placement.node, [devices], now)
+    except ValueError as exc:
+        return str(exc)
