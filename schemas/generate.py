@@ -42,7 +42,18 @@ def _extra_schemas() -> dict[str, Callable[[], dict[str, Any]]]:
         schema["description"] = "Input of `topoplace engine place --snapshot FILE`."
         return schema
 
-    return {"engine-snapshot": snapshot}
+    def gang_decision() -> dict[str, Any]:
+        from services.placer.engine.gang import GangDecision
+
+        schema = msgspec.json.schema(GangDecision)
+        schema["title"] = "engine gang decision"
+        schema["description"] = (
+            "Output of `topoplace engine place --snapshot FILE` for a snapshot with a `gang` "
+            "(plus `problems`: what the network tree could not honour)."
+        )
+        return schema
+
+    return {"engine-snapshot": snapshot, "engine-gang-decision": gang_decision}
 
 
 def render_all() -> dict[str, str]:

@@ -204,17 +204,11 @@ def generated(draw: st.DrawFn) -> tuple[list[NodeState], list[object], list[PodR
     per_tor = draw(st.integers(1, 3))
     names = [f"n{t}-{i}" for t in range(tors) for i in range(per_tor)]
     rng = random.Random(draw(st.integers(0, 10_000)))
-    nodes = [
-        fixture_node(n, H100, busy=sorted(rng.sample(range(8), rng.choice((0, 0, 2, 4, 8))))) for n in names
-    ]
-    hypernodes: list[object] = [
-        hn(f"tor{t}", 1, *(node(f"n{t}-{i}") for i in range(per_tor))) for t in range(tors)
-    ]
+    nodes = [fixture_node(n, H100, busy=sorted(rng.sample(range(8), rng.choice((0, 0, 2, 4, 8))))) for n in names]
+    hypernodes: list[object] = [hn(f"tor{t}", 1, *(node(f"n{t}-{i}") for i in range(per_tor))) for t in range(tors)]
     hypernodes.append(hn("spine", 2, *(sub(f"tor{t}") for t in range(tors))))
     pods = [member(i, draw(st.sampled_from((1, 2, 4, 8)))) for i in range(draw(st.integers(1, 5)))]
-    constraint = NetworkConstraint(
-        mode=draw(st.sampled_from(list(TopologyMode))), highest_tier=draw(st.integers(1, 3))
-    )
+    constraint = NetworkConstraint(mode=draw(st.sampled_from(list(TopologyMode))), highest_tier=draw(st.integers(1, 3)))
     return nodes, hypernodes, pods, constraint
 
 
@@ -246,3 +240,41 @@ def test_a_member_already_holding_devices_counts_against_its_node() -> None:
     held = msgspec.structs.replace(full, allocations=tuple(Allocation(pod_uid="x", index=i) for i in range(8)))
     decision = decide([held, fixture_node("node1", H100)], [], [member(0)], None)
     assert nodes_of(decision) == ["node1"]
+
+
+def test_kueue_slices_each_stay_within_their_level_under_a_required_block() -> None:
+    from schemas.gangs import KUEUE_GROUP, KUEUE_REQUIRED, KUEUE_SLICE_REQUIRED, KUEUE_SLICE_SIZE, KUEUE_TOTAL
+    from services.placer.engine.gang_input import gang_request
+    from services.placer.engine.model import GangInput
+
+    levels = ("cloud/block", "cloud/rack", "kubernetes.io/hostname")
+
+    def labelled(name: str, rack: str) -> NodeState:
+        base = fixture_node(name, H100)
+        return msgspec.structs.replace(base, labels={levels[0]: "b1", levels[1]: rack, levels[2]: name})
+
+    nodes = [labelled(f"n{i}", f"r{i // 2}") for i in range(6)]  # three racks of two nodes
+    annotations = {
+        KUEUE_GROUP: "bert",
+        KUEUE_TOTAL: "4",
+        KUEUE_REQUIRED: levels[0],
+        KUEUE_SLICE_REQUIRED: levels[1],
+        KUEUE_SLICE_SIZE: "2",
+    }
+    pods = tuple(
+        PodRequest(
+            uid=f"u{i}", name=f"bert-{i}", namespace="ml", requests={"nvidia.com/gpu": "8"}, annotations=annotations
+        )
+        for i in range(4)
+    )
+    gang = gang_request(GangInput(pods=pods))
+    assert (gang.name, gang.min_member) == ("ml/bert", 4)
+    index = new_index()
+    for n in nodes:
+        index.upsert(n)
+    tree = build_tree([], {n.name: n.labels for n in nodes}, topology_levels=levels).tree
+    decision = place_gang(registry, index, tree, gang)
+    assert decision.placed
+    rack = {n.name: n.labels[levels[1]] for n in nodes}
+    by_slice = [{rack[p.node or ""] for p in decision.pods[i : i + 2]} for i in (0, 2)]
+    assert all(len(racks) == 1 for racks in by_slice)  # each slice of two inside one rack

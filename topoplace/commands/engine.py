@@ -152,19 +152,10 @@ def _place_gang(given: PlaceInput, mode: Mode, explain: bool) -> int:
     )
     gang = gang_request(given.gang)
     decision = place_gang(registry, index_of(snapshot), tree.tree, gang, mode, workload=snapshot.workload)
-    answer = {
-        "gang": decision.gang,
-        "placed": decision.placed,
-        "hypernode": decision.hypernode,
-        "tier": decision.tier,
-        "pods": [
-            {"name": p.name, "node": p.node, "devices": [msgspec.to_builtins(d) for d in p.devices], "score": p.score}
-            | ({"running": True} if p.running else {})
-            for p in decision.pods
-        ],
-        "reason": decision.reason,
-        "problems": [f"{p.object}: {p.field}: {p.reason}" for p in tree.problems],
-    }
+    # The engine's GangDecision as it is (schemas/json/engine-gang-decision.schema.json), and what the
+    # network tree could not honour.
+    answer: dict[str, Any] = msgspec.to_builtins(decision)
+    answer["problems"] = [f"{p.object}: {p.field}: {p.reason}" for p in tree.problems]
     if explain:
         from rich.console import Console
 
