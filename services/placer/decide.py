@@ -101,9 +101,7 @@ def decide(
 
         def place_one(request: PodRequest) -> Decision:
             if place is None:
-                return engine.place_in(
-                    view.index(), request, mode, workload=workload, runners_up=MAX_ALTERNATIVES
-                )
+                return engine.place_in(view.index(), request, mode, workload=workload, runners_up=MAX_ALTERNATIVES)
             snapshot = view.snapshot()
             if workload:
                 snapshot = msgspec.structs.replace(snapshot, workload=workload)

@@ -6,6 +6,7 @@ import random
 from collections.abc import Iterator
 
 import pytest
+from engine_builders import pod
 from random_clusters import random_cluster, random_pod
 
 from services.placer import engine
@@ -55,8 +56,9 @@ def test_each_runner_up_says_why_it_lost_to_the_winner() -> None:
     rng = random.Random(2)
     snap = random_cluster(rng, 20, machines=("dgx-h100",))
     index = index_of(snap)
-    decision = engine.place_in(index, random_pod(rng, "p"), runners_up=3)
+    decision = engine.place_in(index, pod(2), runners_up=3)
     assert decision.node is not None
+    assert len(decision.alternatives) == 3
     assert len(decision.alternatives) == 3
     for verdict in decision.alternatives:
         assert verdict.fits and verdict.node != decision.node

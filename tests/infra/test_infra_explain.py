@@ -28,7 +28,10 @@ def placement(name: str, uid: str, decision: str, *, at: float, node: str = "nod
     return PlacementEvent(
         decision_id=decision, uid=uid, namespace="team", name=name, pod_resource_version="1",
         outcome=PlacementOutcome.PLACED, node=node,
-        devices=(DeviceAssignment(index=0, uuid="GPU-aaa"), DeviceAssignment(index=1, uuid="GPU-bbb", memory_mib=4096, cores=30)),
+        devices=(
+            DeviceAssignment(index=0, uuid="GPU-aaa"),
+            DeviceAssignment(index=1, uuid="GPU-bbb", memory_mib=4096, cores=30),
+        ),
         score=12.5, score_parts={"nvlink": 10.0, "numa": 2.5}, enforcement=Enforcement.HAMI, decided_at=at,
         alternatives=(Alternative(node="node-b", score=11.0, reason="score 11 < 12.5 on node-a (nvlink 8 vs 10)"),),
     )  # fmt: skip

@@ -490,7 +490,9 @@ def _runners_up(
     for negative, name, answer in kept:
         mine = NodeScore(score=-negative, parts=answer.score.parts)
         reason = loser_reason(winner, told, mine)
-        verdicts.append(NodeVerdict(node=name, fits=True, score=mine.score, devices=answer.choice.devices, reason=reason))
+        verdicts.append(
+            NodeVerdict(node=name, fits=True, score=mine.score, devices=answer.choice.devices, reason=reason)
+        )
     return tuple(verdicts)
 
 
@@ -503,4 +505,3 @@ def _all_warnings(index: ClusterIndex, groups: list[_Group]) -> tuple[str, ...]:
 def clear() -> None:
     """Forget every class answer (tests start cold)."""
     _class_answers.clear()
-
