@@ -277,6 +277,17 @@ class PlacementOutcome(enum.StrEnum):
     UNSCHEDULABLE = "unschedulable"
 
 
+class Alternative(msgspec.Struct, frozen=True, kw_only=True):
+    """A node that could also take the pod, and why the chosen node beat it."""
+
+    node: str
+    score: float
+    reason: str
+
+
+MAX_ALTERNATIVES = 3  # runners-up a placement carries: enough to explain, small on the wire
+
+
 class PlacementEvent(Event, frozen=True, kw_only=True):
     """The placer's decision for one pending pod."""
 
@@ -301,6 +312,8 @@ class PlacementEvent(Event, frozen=True, kw_only=True):
     # How the node makes the device choice stick (schemas/enforcement.py): the binder writes
     # HAMi's annotations for `hami`; with a plain device plugin the devices are advice.
     enforcement: Enforcement = Enforcement.DEVICE_PLUGIN
+    # The best few other nodes that fit, best first, and why they lost (at most MAX_ALTERNATIVES).
+    alternatives: tuple[Alternative, ...] = ()
 
 
 # --- gangs.placements (key = gang name) -----------------------------------------------------

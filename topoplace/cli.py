@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "topoplace.commands.demo",
     "topoplace.commands.workload",
     "topoplace.commands.topics",
+    "topoplace.commands.explain",
 )
 
 

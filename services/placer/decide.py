@@ -23,6 +23,8 @@ import msgspec
 
 from schemas.enforcement import Enforcement
 from schemas.events import (
+    MAX_ALTERNATIVES,
+    Alternative,
     BindingEvent,
     Event,
     GangPlacementEvent,
@@ -99,7 +101,7 @@ def decide(
 
         def place_one(request: PodRequest) -> Decision:
             if place is None:
-                return engine.place_in(view.index(), request, mode, workload=workload)
+                return engine.place_in(view.index(), request, mode, workload=workload, runners_up=MAX_ALTERNATIVES)
             snapshot = view.snapshot()
             if workload:
                 snapshot = msgspec.structs.replace(snapshot, workload=workload)
@@ -147,6 +149,11 @@ def decide(
         decided_at=now,
         claims=claims,
         enforcement=view.enforcement_of(decision.node),
+        alternatives=tuple(
+            Alternative(node=v.node, score=v.score, reason=v.reason)
+            for v in decision.alternatives[:MAX_ALTERNATIVES]
+            if v.fits
+        ),
     )
     # Recorded before anything is published, so the next decision cannot reuse these devices.
     view.assume(placement)

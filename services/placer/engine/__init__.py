@@ -92,9 +92,12 @@ def place_in(
     *,
     workload: tuple[WorkloadClass, ...] = (),
     explain: bool = False,
+    runners_up: int = 0,
 ) -> Decision:
-    """`place` over an index the caller keeps current (the placer's view does)."""
-    return place_indexed(registry, index, request, mode, workload=workload, explain=explain)
+    """`place` over an index the caller keeps current (the placer's view does).
+
+    `runners_up`: also the best few other nodes that fit, with why they lost (`Decision.alternatives`)."""
+    return place_indexed(registry, index, request, mode, workload=workload, explain=explain, runners_up=runners_up)
 
 
 def new_index() -> ClusterIndex:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import msgspec
 
@@ -115,21 +115,15 @@ class _Ranking:
         self.listed.discard(class_id)
 
 
-def _fast_best(
-    index: ClusterIndex,
-    pod_claim: Claim,
-    mode: Mode,
-    rules: PodRules,
-    allowed: Callable[[str], bool] | None,
-) -> tuple[float, str, _Group] | None | bool:
-    """The walk over the request's ranking, without touching every class; False when the request
+def _fast_ranking(index: ClusterIndex, pod_claim: Claim, mode: Mode) -> tuple[_Ranking, dict[int, Answer]] | None:
+    """The request's ranking, brought up to date, and its answer table; None when the request
     cannot be ranked this way (no memo tables, UUID-reading requests, pods without devices)."""
     plugin, device_request = pod_claim.plugin, pod_claim.request
     if plugin is None or device_request is None or device_request.reads_uuids:
-        return False
+        return None
     request_id = _request_id(plugin, device_request, mode)
     if request_id is None:
-        return False
+        return None
     table = _answer_table(index, request_id)
 
     def answer_of(class_id: int) -> Answer:
@@ -148,6 +142,17 @@ def _fast_best(
     while len(index.rankings) > RANKINGS_PER_INDEX:
         index.rankings.popitem(last=False)
     ranking.sync(index, answer_of)
+    return ranking, table
+
+
+def _fast_best(
+    ranked: tuple[_Ranking, dict[int, Answer]],
+    index: ClusterIndex,
+    rules: PodRules,
+    allowed: Callable[[str], bool] | None,
+) -> tuple[float, str, _Group] | None:
+    """The walk over the request's ranking, without touching every class."""
+    ranking, table = ranked
     best: tuple[float, str, _Group] | None = None
     ceiling = rules.max_preference
     at = 0
@@ -185,20 +190,24 @@ def place_indexed(
     workload: tuple[WorkloadClass, ...] = (),
     explain: bool = False,
     allowed: Callable[[str], bool] | None = None,
+    runners_up: int = 0,
 ) -> Decision:
     """The best node and devices for `request` among the index's nodes (`allowed`: a further node filter).
+
+    `explain` lists every other node with why it lost; `runners_up` (without `explain`) lists only
+    the best few other nodes that fit, as the first entries of the explanation would, at the cost
+    of walking the ranking a little further.
 
     Raises RequestError(field, reason) when the request cannot be read."""
     pod_claim = claim(registry, request, mode, workload)
     rules = PodRules(request, registry.share_resources)
-    fast = False if explain else _fast_best(index, pod_claim, mode, rules, allowed)
+    ranked = None if explain else _fast_ranking(index, pod_claim, mode)
     groups: list[_Group] = []
-    if fast is False:
+    if ranked is None:
         groups = _groups(index, pod_claim, mode)
         best = _walk(index, groups, rules, allowed)
     else:
-        assert not isinstance(fast, bool)
-        best = fast
+        best = _fast_best(ranked, index, rules, allowed)
     if best is None:
         groups = groups or _groups(index, pod_claim, mode)
         return _unschedulable(index, groups, rules, allowed, _explainer(pod_claim, mode) if explain else None)
@@ -218,7 +227,11 @@ def place_indexed(
         score=round(total, 6),
         score_parts=parts,
         alternatives=(
-            _alternatives(index, groups, rules, name, fit, total, _explainer(pod_claim, mode)) if explain else ()
+            _alternatives(index, groups, rules, name, fit, total, _explainer(pod_claim, mode))
+            if explain
+            else _runners_up(index, _ordered(index, ranked, groups), rules, allowed, name, fit, total, runners_up)
+            if runners_up > 0
+            else ()
         ),
         candidates_considered=fit.choice.considered,  # the winner's search; the others' cost nothing new
         warnings=_all_warnings(index, groups) if explain else tuple(f"{name}: {w}" for w in fit.warnings),
@@ -419,6 +432,70 @@ def _alternatives(
     return tuple(fits) + tuple(misses)
 
 
+def _ordered(
+    index: ClusterIndex, ranked: tuple[_Ranking, dict[int, Answer]] | None, groups: list[_Group]
+) -> Iterator[tuple[float, _Group]]:
+    """The fitting groups with their score, best first: from the ranking, or sorted from the groups."""
+    if ranked is not None:
+        ranking, table = ranked
+        for negative, class_id in ranking.ranked:
+            members = index.members(class_id)
+            if members:
+                yield -negative, (table[class_id], members)
+        return
+    fitting = [(-answer.score.score, i) for i, (answer, _) in enumerate(groups) if answer.__class__ is NodeFit]
+    for negative, i in sorted(fitting):
+        yield -negative, groups[i]
+
+
+def _runners_up(
+    index: ClusterIndex,
+    ordered: Iterator[tuple[float, _Group]],
+    rules: PodRules,
+    allowed: Callable[[str], bool] | None,
+    winner: str,
+    best: NodeFit,
+    total: float,
+    count: int,
+) -> tuple[NodeVerdict, ...]:
+    """The `count` best other nodes that pass the node rules, by (-score, name), with why they lost.
+
+    Scores are compared rounded, as the explanation shows and sorts them; rounding keeps order,
+    so a group whose score + the highest preference cannot reach the last kept one ends the walk."""
+    ceiling = rules.max_preference
+    kept: list[tuple[float, str, NodeFit]] = []  # (-rounded total, name, answer), ascending
+    for score, (answer, members) in ordered:
+        reach = round(score + ceiling, 6)
+        if len(kept) == count and -kept[-1][0] > reach:
+            break
+        assert isinstance(answer, NodeFit)
+        names: Sequence[str] = members
+        if rules.only_node is not None:
+            names = (rules.only_node,) if rules.only_node in members else ()
+        for name in names:
+            last_total, last_name = -kept[-1][0] if kept else 0.0, kept[-1][1] if kept else ""
+            if len(kept) == count and (last_total > reach or (last_total == reach and last_name < name)):
+                break  # names come sorted: nobody later in this group gets in
+            if name == winner or (allowed is not None and not allowed(name)):
+                continue
+            node = index.node(name)
+            if rules.failure(node) is not None:
+                continue
+            entry = (-round(score + rules.preference(node), 6), name, answer)
+            if len(kept) < count or entry[:2] < kept[-1][:2]:
+                bisect.insort(kept, entry, key=lambda e: e[:2])
+                del kept[count:]
+    told = NodeScore(score=round(total, 6), parts=best.score.parts)
+    verdicts = []
+    for negative, name, answer in kept:
+        mine = NodeScore(score=-negative, parts=answer.score.parts)
+        reason = loser_reason(winner, told, mine)
+        verdicts.append(
+            NodeVerdict(node=name, fits=True, score=mine.score, devices=answer.choice.devices, reason=reason)
+        )
+    return tuple(verdicts)
+
+
 def _all_warnings(index: ClusterIndex, groups: list[_Group]) -> tuple[str, ...]:
     """Every node's warnings, by node name (explanations only: it walks every node)."""
     by_name = {name: answer.warnings for answer, members in groups if answer.warnings for name in members}
@@ -428,4 +505,3 @@ def _all_warnings(index: ClusterIndex, groups: list[_Group]) -> tuple[str, ...]:
 def clear() -> None:
     """Forget every class answer (tests start cold)."""
     _class_answers.clear()
-
