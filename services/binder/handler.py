@@ -100,7 +100,8 @@ class BindingSteps:
         if collisions:
             metrics.LEDGER_CONFLICTS.inc()
             return BindResult(outcome=BindingOutcome.CONFLICT, reason="; ".join(collisions), attempts=0)
-        if self.cluster is not None and self.cluster.nodes_synced:
+        # A DRA placement's devices are the node's ResourceSlices', not an extended resource it advertises.
+        if self.cluster is not None and self.cluster.nodes_synced and not placement.claims:
             missing = device_index_problem(
                 placement.node,
                 placement.devices,

@@ -20,6 +20,7 @@ from opentelemetry import context as otel_context
 
 from schemas import annotations as pod_annotations
 from schemas import topics
+from schemas.dra import ClaimAllocation, DeviceResult
 from schemas.events import (
     BindingEvent,
     BindingOutcome,
@@ -235,3 +236,40 @@ async def test_proxy_lookups_per_request_are_off_unless_a_proxy_is_configured(
         assert api.rest_client.pool_manager.trust_env is bool(proxy_env)
     finally:
         await api.close()
+
+
+async def test_a_dra_placement_is_not_held_to_the_nodes_extended_resources(
+    core: client.CoreV1Api,
+    kube_api: KubeApiServer,
+    make_pod: PodFactory,
+    watched: WatchedCluster,
+) -> None:
+    # A node of NVIDIA's DRA driver advertises no nvidia.com/gpu: its GPUs are in ResourceSlices.
+    allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    kube_api.store.create("nodes", {"metadata": {"name": NODE}, "status": {"allocatable": allocatable}})
+    await watched.until(lambda: watched.cluster.allocatable(NODE) is not None)
+    pod = make_pod()
+    claim = kube_api.store.create(
+        "resourceclaims.resource.k8s.io",
+        {
+            "metadata": {"name": "gpu-claim", "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+        },
+        namespace="default",
+    )
+    allocation = ClaimAllocation(
+        namespace="default",
+        name="gpu-claim",
+        uid=claim["metadata"]["uid"],
+        results=(DeviceResult(request="gpus", driver="gpu.nvidia.com", pool=NODE, device="gpu-0"),),
+    )
+    placement = msgspec.structs.replace(
+        placement_for(pod, NODE, (DeviceAssignment(index=0),)), claims=(allocation,)
+    )
+    outcome = await Harness(core, watched).handle(placement)
+    assert outcome.outcome is BindingOutcome.BOUND, outcome.reason
+    written = kube_api.store.get("resourceclaims.resource.k8s.io", "gpu-claim", "default")["status"]
+    assert written["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
+    # Without claims the same node refuses the device: it advertises no nvidia.com/gpu.
+    plain = await Harness(core, watched).handle(placement_for(make_pod(), NODE, (DeviceAssignment(index=1),)))
+    assert plain.outcome is BindingOutcome.CONFLICT and "advertises no nvidia.com/gpu" in plain.reason

@@ -60,6 +60,8 @@ METHODS: dict[str, tuple[str, str, str]] = {
     "create_node": (CORE, "nodes", "create"),
     "patch_node": (CORE, "nodes", "patch"),
     "list_resource_slice": (DRA, "resourceslices", "list"),
+    "create_resource_slice": (DRA, "resourceslices", "create"),
+    "create_namespaced_resource_claim_template": (DRA, "resourceclaimtemplates", "create"),
     "list_device_class": (DRA, "deviceclasses", "list"),
     "list_resource_claim_for_all_namespaces": (DRA, "resourceclaims", "list"),
     "read_namespaced_resource_claim": (DRA, "resourceclaims", "get"),

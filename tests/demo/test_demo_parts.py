@@ -32,7 +32,19 @@ def test_node_capacity_counts_the_fixtures_devices() -> None:
         for vendor, resource in cluster.DEVICE_RESOURCE.items():
             count = sum(1 for d in topology.devices if d.vendor == vendor)
             advertised = count * cluster.SHARES_PER_DEVICE.get(vendor, 1)
+            if cluster.ENFORCEMENT_POOLS.get(node.fixture) == "dra" and vendor is Vendor.NVIDIA:
+                advertised = 0  # a DRA driver's GPUs are in ResourceSlices, not an extended resource
             assert manifest["status"]["capacity"].get(resource, "0") == str(advertised)
+
+
+def test_the_dra_pool_publishes_one_slice_per_node_naming_every_gpu() -> None:
+    c = cluster.default_cluster()
+    slices = cluster.slice_manifests(c)
+    pool = [n for n in c.nodes if cluster.ENFORCEMENT_POOLS.get(n.fixture) == "dra"]
+    assert pool and [s["spec"]["nodeName"] for s in slices] == [n.name for n in pool]
+    for node, published in zip(pool, slices, strict=True):
+        uuids = {d["attributes"]["uuid"]["string"] for d in published["spec"]["devices"]}
+        assert uuids == {d.uuid for d in load_topology(node.fixture, node=node.name).devices}
 
 
 def test_hypernodes_cover_every_node_once() -> None:

@@ -79,7 +79,7 @@ def test_each_pod_says_how_its_devices_are_enforced() -> None:
     from topoplace.demo.runner import enforcement_of
 
     pools = {node_manifest(n)["metadata"]["labels"]["topoplace.io/enforcement"] for n in default_cluster().nodes}
-    assert pools == {"hami", "device-plugin"}
+    assert pools == {"hami", "dra", "device-plugin"}
     ours = (DeviceAssignment(index=0, uuid="GPU-a"), DeviceAssignment(index=1, uuid="GPU-b"))
     allocated = {hami.DEVICES_ALLOCATED: "GPU-a,NVIDIA,81920,100:GPU-b,NVIDIA,81920,100:;"}
     assert enforcement_of(allocated, ours) == "hami"

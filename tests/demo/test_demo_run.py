@@ -40,7 +40,10 @@ def test_demo_accounts_for_every_pod_and_traces_them_through_all_services(tmp_pa
     assert bound and all(p["node"] and p["devices"] and p["trace_id"] for p in bound)
     # the H100 pool runs HAMi: its pods carry HAMi's annotations naming our GPUs; elsewhere advice
     assert {p["enforcement"] for p in bound if p["node"].startswith("dgx-h100")} == {"hami"}
-    assert {p["enforcement"] for p in bound if not p["node"].startswith("dgx-h100")} == {"advice"}
+    claims = [p for p in bound if p["kind"] == "dra-2"]
+    assert {p["enforcement"] for p in claims} <= {"dra"} and all(p["node"].startswith("pcie-8gpu") for p in claims)
+    others = [p for p in bound if not p["node"].startswith("dgx-h100") and p["kind"] != "dra-2"]
+    assert {p["enforcement"] for p in others} == {"advice"}
     assert (tmp_path / "traces.jsonl").stat().st_size > 0
     # Everything it started has stopped: no process is left whose command line names its work folder.
     assert _processes_naming(str(tmp_path)) == []

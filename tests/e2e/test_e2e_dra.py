@@ -14,45 +14,24 @@ from e2e_pipeline import Pipeline
 from schemas.annotations import SCHEDULER_NAME
 from schemas.dra import DELETE_PROTECTION
 from schemas.events import PlacementOutcome
+from topoplace.demo import dra
 from topoplace.demo.cluster import topology_of
 from topoplace.kubeapi import ObjectStore
 from topoplace.kubeapi import resources as kube_resources
 
 pytestmark = pytest.mark.e2e
 
-DRIVER = "gpu.nvidia.com"
-PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
-
-
-def pcie_root(numa_node: int | None) -> str:
-    # The fixtures carry NUMA nodes, not PCIe roots: one root per NUMA node stands in for them.
-    return f"pci{numa_node or 0:04x}:00"
+DRIVER = dra.DRIVER
+pcie_root = dra.pcie_root
 
 
 def seed_slices(store: ObjectStore) -> dict[str, dict[str, str]]:
     """One slice per node as NVIDIA's DRA driver publishes it; returns node -> uuid -> device name."""
     names: dict[str, dict[str, str]] = {}
     for node in CLUSTER.nodes:
-        devices = []
-        for d in topology_of(node).devices:
-            attributes: dict[str, Any] = {
-                "type": {"string": "gpu"},
-                "uuid": {"string": d.uuid},
-                "productName": {"string": d.model},
-                "index": {"int": d.index},
-                PCIE_ROOT: {"string": pcie_root(d.numa_node)},
-            }
-            if d.numa_node is not None:
-                attributes["resource.kubernetes.io/numaNode"] = {"int": d.numa_node}
-            devices.append({"name": f"gpu-{d.index}", "attributes": attributes})
-            names.setdefault(node.name, {})[d.uuid] = f"gpu-{d.index}"
-        store.create(
-            kube_resources.RESOURCESLICES,
-            {
-                "metadata": {"name": f"{node.name}-{DRIVER}"},
-                "spec": {"driver": DRIVER, "pool": {"name": node.name}, "nodeName": node.name, "devices": devices},
-            },
-        )
+        devices = topology_of(node).devices
+        store.create(kube_resources.RESOURCESLICES, dra.resource_slice(node.name, devices))
+        names[node.name] = {d.uuid: dra.device_name(d) for d in devices}
     return names
 
 
@@ -62,27 +41,7 @@ def h100_model() -> str:
 
 
 def template(name: str) -> dict[str, Any]:
-    selector = f'device.attributes["{DRIVER}"].productName == "{h100_model()}"'
-    return {
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": "gpus",
-                            "exactly": {
-                                "deviceClassName": DRIVER,
-                                "count": 2,
-                                "selectors": [{"cel": {"expression": selector}}],
-                            },
-                        }
-                    ],
-                    "constraints": [{"requests": ["gpus"], "matchAttribute": PCIE_ROOT}],
-                }
-            }
-        },
-    }
+    return dra.claim_template(name, NAMESPACE, count=2, model=h100_model())
 
 
 def pod(name: str, template_name: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from schemas.enforcement import ENFORCEMENT_LABEL
 from schemas.topology import NodeTopology, Vendor
 from services.collector.fleet import Fleet, FleetMember
 from services.collector.topology_files import fixture_node_annotations, fixture_node_labels, load_topology
+from topoplace.demo import dra
 
 # Extended resource each vendor's devices are advertised as on the Node.
 DEVICE_RESOURCE: dict[Vendor, str] = {
@@ -23,8 +24,9 @@ MACHINE_TYPE_LABEL = "topoplace.io/machine-type"
 SHARES_PER_DEVICE: dict[Vendor, int] = {Vendor.NVIDIA: 10, Vendor.METAX: 10}
 NEURONCORE = "aws.amazon.com/neuroncore"
 # Node pools by how they enforce a device choice (docs/binder.md): the H100 pool runs HAMi
-# (labelled, since the demo has no HAMi device plugin to register); the others a plain device plugin.
-ENFORCEMENT_POOLS: dict[str, str] = {"dgx-h100": "hami"}
+# (labelled, since the demo has no HAMi device plugin to register), the 8-GPU PCIe pool NVIDIA's DRA
+# driver (ResourceSlices, no nvidia.com/gpu extended resource); the others a plain device plugin.
+ENFORCEMENT_POOLS: dict[str, str] = {"dgx-h100": "hami", "pcie-8gpu-2socket": "dra"}
 
 
 class DemoNode(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,9 +74,10 @@ def node_manifest(node: DemoNode) -> dict[str, Any]:
     """The Node object the API server gets: capacity of the fixture's devices, its labels."""
     topology = topology_of(node)
     capacity: dict[str, str] = {"cpu": "128", "memory": "1024Gi", "pods": "110"}
+    dra = ENFORCEMENT_POOLS.get(node.fixture) == "dra"
     for vendor, resource in DEVICE_RESOURCE.items():
         count = sum(1 for d in topology.devices if d.vendor == vendor)
-        if count:
+        if count and not (dra and vendor is Vendor.NVIDIA):  # a DRA driver's GPUs are no extended resource
             capacity[resource] = str(count * SHARES_PER_DEVICE.get(vendor, 1))
     cores = sum(d.cores for d in topology.devices if d.vendor == Vendor.NEURON)
     if cores:
@@ -101,6 +104,15 @@ def node_manifest(node: DemoNode) -> dict[str, Any]:
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
         },
     }
+
+
+def slice_manifests(cluster: DemoCluster) -> list[dict[str, Any]]:
+    """ResourceSlices of the DRA pool's nodes, as NVIDIA's DRA driver publishes them."""
+    return [
+        dra.resource_slice(node.name, topology_of(node).devices)
+        for node in cluster.nodes
+        if ENFORCEMENT_POOLS.get(node.fixture) == "dra"
+    ]
 
 
 def hypernode_manifests(cluster: DemoCluster) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ from schemas.events import DeviceAssignment
 from topoplace.broker import free_port, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.demo import cluster as demo_cluster
-from topoplace.demo import processes, report, workload
+from topoplace.demo import dra, processes, report, workload
 from topoplace.demo.tracker import OutcomeTracker
 from topoplace.kafka_io import Handler, Received, TopicFollower
 from topoplace.kube import api_client
@@ -53,6 +53,11 @@ async def seed_cluster(api: k8s.ApiClient, cluster: demo_cluster.DemoCluster) ->
         await core.create_node(body=demo_cluster.node_manifest(node))  # type: ignore[arg-type]  # plain dicts are sent as they are
     for hypernode in demo_cluster.hypernode_manifests(cluster):
         await custom.create_cluster_custom_object("topology.volcano.sh", "v1alpha1", "hypernodes", body=hypernode)
+    resource = k8s.ResourceV1Api(api)
+    for resource_slice in demo_cluster.slice_manifests(cluster):
+        await resource.create_resource_slice(body=resource_slice)  # type: ignore[arg-type]  # plain dicts are sent as they are
+    template = dra.claim_template(dra.TEMPLATE, NAMESPACE)
+    await resource.create_namespaced_resource_claim_template(NAMESPACE, body=template)  # type: ignore[arg-type]
 
 
 async def wait_ready(url: str, *, timeout_s: float, what: str) -> None:
@@ -276,7 +281,8 @@ async def verify_bound_in_cluster(core: k8s.CoreV1Api, results: list[report.PodR
         notes = pod.metadata.annotations or {}
         annotated = decode_devices(notes.get(DEVICES, "[]"))
         if annotated:
-            result.enforcement = enforcement_of(notes, annotated)
+            # A pod whose devices come from a DRA claim: the claim's allocation is what the node obeys.
+            result.enforcement = "dra" if pod.spec.resource_claims else enforcement_of(notes, annotated)
         if pod.spec.node_name != result.node or tuple(d.index for d in annotated) != result.devices:
             result.outcome = "pending"
             result.reason = (

@@ -16,6 +16,7 @@ class PodKind(msgspec.Struct, frozen=True, kw_only=True):
     requests: dict[str, str]
     annotations: dict[str, str] = {}
     fits: bool = True  # False: no node of the demo cluster can ever host it
+    claim_template: str = ""  # DRA: the pod's GPUs come from a claim of this ResourceClaimTemplate
 
 
 # The mix for 200 pods asks for ~106 of 120 NVIDIA GPUs, 14 of 16 MetaX cards and 22 of 28
@@ -23,9 +24,10 @@ class PodKind(msgspec.Struct, frozen=True, kw_only=True):
 MIX: tuple[PodKind, ...] = (
     PodKind(
         name="nvidia-share",
-        share=0.63,
+        share=0.61,
         requests={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000", "nvidia.com/gpucores": "25"},
     ),
+    PodKind(name="dra-2", share=0.02, requests={}, claim_template="demo-two-gpus"),
     PodKind(name="nvidia-1", share=0.12, requests={"nvidia.com/gpu": "1"}),
     PodKind(name="nvidia-2", share=0.06, requests={"nvidia.com/gpu": "2"}, annotations=TOPOLOGY_AWARE),
     PodKind(name="nvidia-4", share=0.025, requests={"nvidia.com/gpu": "4"}, annotations=TOPOLOGY_AWARE),
@@ -66,6 +68,7 @@ class DemoPod(msgspec.Struct, frozen=True, kw_only=True):
     requests: dict[str, str]
     annotations: dict[str, str] = {}
     expected_to_fit: bool = True
+    claim_template: str = ""
 
 
 def generate(count: int = 200, seed: int = 7) -> tuple[DemoPod, ...]:
@@ -84,6 +87,7 @@ def generate(count: int = 200, seed: int = 7) -> tuple[DemoPod, ...]:
             requests=kind.requests,
             annotations=kind.annotations,
             expected_to_fit=kind.fits,
+            claim_template=kind.claim_template,
         )
         for i, kind in enumerate(kinds)
     )
@@ -142,6 +146,11 @@ def podgroup_manifest(gang: GangKind, *, namespace: str = "default") -> dict[str
 
 
 def pod_manifest(pod: DemoPod, *, scheduler_name: str, namespace: str = "default") -> dict[str, Any]:
+    resources: dict[str, Any] = {"requests": dict(pod.requests), "limits": dict(pod.requests)}
+    spec_extra: dict[str, Any] = {}
+    if pod.claim_template:  # DRA: the GPUs come from a claim made from the template
+        resources["claims"] = [{"name": "gpu"}]
+        spec_extra["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": pod.claim_template}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -153,12 +162,7 @@ def pod_manifest(pod: DemoPod, *, scheduler_name: str, namespace: str = "default
         },
         "spec": {
             "schedulerName": scheduler_name,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.invalid/demo:latest",
-                    "resources": {"requests": dict(pod.requests), "limits": dict(pod.requests)},
-                }
-            ],
+            **spec_extra,
+            "containers": [{"name": "main", "image": "registry.invalid/demo:latest", "resources": resources}],
         },
     }

@@ -1,0 +1,67 @@
+"""The demo's DRA pool: ResourceSlices as NVIDIA's DRA driver publishes them, and a claim template.
+
+Shared with the end-to-end tests, which build the same objects for their own cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schemas.topology import Device, Vendor
+
+DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver, and the DeviceClass its GPUs belong to
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+TEMPLATE = "demo-two-gpus"  # the demo's claim template: two GPUs on one PCIe root
+
+
+def pcie_root(numa_node: int | None) -> str:
+    # The fixtures carry NUMA nodes, not PCIe roots: one root per NUMA node stands in for them.
+    return f"pci{numa_node or 0:04x}:00"
+
+
+def device_name(device: Device) -> str:
+    return f"gpu-{device.index}"
+
+
+def resource_slice(node: str, devices: tuple[Device, ...]) -> dict[str, Any]:
+    """One node's GPUs as a ResourceSlice (pool = the node), with the attributes the driver sets."""
+    published = []
+    for d in devices:
+        if d.vendor is not Vendor.NVIDIA:
+            continue
+        attributes: dict[str, Any] = {
+            "type": {"string": "gpu"},
+            "uuid": {"string": d.uuid},
+            "productName": {"string": d.model},
+            "index": {"int": d.index},
+            PCIE_ROOT: {"string": pcie_root(d.numa_node)},
+        }
+        if d.numa_node is not None:
+            attributes["resource.kubernetes.io/numaNode"] = {"int": d.numa_node}
+        published.append({"name": device_name(d), "attributes": attributes})
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{DRIVER}"},
+        "spec": {"driver": DRIVER, "pool": {"name": node}, "nodeName": node, "devices": published},
+    }
+
+
+def claim_template(name: str, namespace: str, *, count: int = 2, model: str = "") -> dict[str, Any]:
+    """A ResourceClaimTemplate asking for `count` GPUs on one PCIe root (of `model`, when given)."""
+    exactly: dict[str, Any] = {"deviceClassName": DRIVER, "count": count}
+    if model:
+        exactly["selectors"] = [{"cel": {"expression": f'device.attributes["{DRIVER}"].productName == "{model}"'}}]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "gpus", "exactly": exactly}],
+                    "constraints": [{"requests": ["gpus"], "matchAttribute": PCIE_ROOT}],
+                }
+            }
+        },
+    }
