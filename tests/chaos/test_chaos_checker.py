@@ -47,7 +47,11 @@ def pod(
     }
     if node_name:
         spec["nodeName"] = node_name
-    return {"metadata": {"name": name, "namespace": "default", "annotations": annotations}, "spec": spec, "status": status}
+    return {
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+        "spec": spec,
+        "status": status,
+    }
 
 
 def podgroup(name: str, min_member: int) -> dict[str, Any]:
@@ -99,8 +103,9 @@ def test_shares_over_a_whole_device_exceed_its_capacity() -> None:
     ) == ["capacity_exceeded"]
 
 
-def test_requests_beyond_the_nodes_allocatable_exceed_capacity() -> None:
-    assert kinds(pod("a", node_name="n1", gpus="2"), pod("b", node_name="n1", gpus="1")) == ["capacity_exceeded"]
+def test_requests_beyond_the_nodes_allocatable_overcommit_it() -> None:
+    assert kinds(pod("a", node_name="n1", gpus="2"), pod("b", node_name="n1", gpus="1")) == ["node_overcommitted"]
+    assert kinds(pod("a", node_name="n1", gpus="2"), pod("b", node_name="n1", gpus="0")) == []
 
 
 def test_a_device_the_node_does_not_have_and_a_wrong_node_annotation_are_found() -> None:

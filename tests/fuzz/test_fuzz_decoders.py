@@ -9,15 +9,15 @@ from collections.abc import Iterator
 import msgspec
 import pytest
 from aiokafka.structs import ConsumerRecord
+from fuzz_profile import FUZZ
 from hypothesis import given
 from hypothesis import strategies as st
+from json_strategies import ANY_JSON, events_of, near_valid
 from prometheus_client import REGISTRY
 
 import schemas.topics
 from schemas.events import DeadLetterEvent, Event
 from schemas.topics import Topic
-from tests.fuzz.fuzz_profile import FUZZ
-from tests.fuzz.json_strategies import ANY_JSON, events_of, near_valid
 from topoplace.kafka_io import DecodeError, Received, RejectReason, _Processor, decode_event
 
 TOPICS = [pytest.param(t, id=t.name) for t in schemas.topics.ALL]

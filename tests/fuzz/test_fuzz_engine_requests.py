@@ -7,6 +7,7 @@ from valid quantities to garbage; any other exception is a crash.
 from __future__ import annotations
 
 import pytest
+from fuzz_profile import FUZZ
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,7 +16,6 @@ from services.collector.topology_files import load_topology
 from services.placer import engine
 from services.placer.engine import Mode, NodeState, PodRequest, Snapshot
 from services.placer.requests import request_error_text
-from tests.fuzz.fuzz_profile import FUZZ
 
 FIXTURES = ("dgx-h100", "dgx1-v100", "pcie-4gpu", "metax-8gpu-2zone", "trn1.32xlarge", "inf2.48xlarge")
 RESOURCES = (

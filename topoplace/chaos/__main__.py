@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-fault-rate", type=float, default=defaults.api_fault_rate)
     parser.add_argument("--submit-rate", type=float, default=defaults.submit_rate_per_s, help="pods per second")
     parser.add_argument("--converge-timeout", type=float, default=defaults.converge_timeout_s)
+    parser.add_argument("--placers", type=int, default=defaults.placers)
+    parser.add_argument("--binders", type=int, default=defaults.binders)
+    parser.add_argument("--no-process-faults", action="store_true", help="API faults only")
     parser.add_argument("--work-dir", type=Path, default=defaults.work_dir, help="service logs")
     parser.add_argument("--report", type=Path, default=Path("chaos-report.json"))
     args = parser.parse_args(argv)
@@ -35,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         api_fault_rate=args.api_fault_rate,
         submit_rate_per_s=args.submit_rate,
         converge_timeout_s=args.converge_timeout,
+        placers=args.placers,
+        binders=args.binders,
+        process_faults=not args.no_process_faults,
         work_dir=args.work_dir,
     )
     result = asyncio.run(run_chaos(options))

@@ -4,7 +4,9 @@ Reads nothing but the API server's objects (pods, nodes, Volcano PodGroups) and 
 - every topoplace pod is bound, or carries PodScheduled=False reason Unschedulable with a message
   (else it is `unconverged`: not a violation while the system may still be working on it);
 - no device index on a node held whole by one live pod and by another (`device_conflict`);
-- no device's cores over 100, no node resource requested beyond its allocatable (`capacity_exceeded`);
+- no device's cores over 100 (`capacity_exceeded`);
+- no node resource requested by its live pods beyond its allocatable (`node_overcommitted`), the rule
+  kube-scheduler's NodeResourcesFit and the kubelet's admission keep;
 - no gang with some but fewer than minMember members bound (`gang_partly_bound`);
 - no pod annotated with a device the node does not have, or with another node (`unknown_device`).
 The verdict is pure: `judge(objects)`; `read_cluster` fetches the objects over plain HTTP.
@@ -27,7 +29,14 @@ from topoplace.demo.cluster import DEVICE_RESOURCE
 
 Obj = dict[str, Any]
 PODGROUPS = "/apis/scheduling.volcano.sh/v1beta1/podgroups"
-VIOLATION_KINDS = ("device_conflict", "capacity_exceeded", "gang_partly_bound", "unknown_device", "bad_annotation")
+VIOLATION_KINDS = (
+    "device_conflict",
+    "capacity_exceeded",
+    "node_overcommitted",
+    "gang_partly_bound",
+    "unknown_device",
+    "bad_annotation",
+)
 
 
 class Violation(msgspec.Struct, frozen=True, kw_only=True):
@@ -97,6 +106,7 @@ def judge(objects: ClusterObjects) -> Verdict:
     # (node, device index) -> [(pod, memory_mib, cores)]
     holders: dict[tuple[str, int], list[tuple[str, int, int]]] = defaultdict(list)
     requested: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    on_node: dict[str, list[str]] = defaultdict(list)
 
     for pod in mine:
         node_name = pod["spec"].get("nodeName")
@@ -110,6 +120,7 @@ def judge(objects: ClusterObjects) -> Verdict:
         if not _live(pod):
             continue
         annotations = pod["metadata"].get("annotations") or {}
+        on_node[node_name].append(_key(pod))
         for resource, milli in _requests(pod).items():
             requested[node_name][resource] += milli
         if DEVICES not in annotations:
@@ -143,7 +154,9 @@ def judge(objects: ClusterObjects) -> Verdict:
         subject = f"{node_name}/{index}"
         if len(held) > 1 and any(memory == 0 for _, memory, _ in held):
             pods = ", ".join(p for p, _, _ in held)
-            violations.append(Violation(kind="device_conflict", subject=subject, detail=f"held whole and shared: {pods}"))
+            violations.append(
+                Violation(kind="device_conflict", subject=subject, detail=f"held whole and shared: {pods}")
+            )
         cores = sum(c for _, _, c in held)
         if cores > 100:
             violations.append(Violation(kind="capacity_exceeded", subject=subject, detail=f"{cores} cores of 100"))
@@ -155,11 +168,12 @@ def judge(objects: ClusterObjects) -> Verdict:
                 continue
             limit = int(parse_quantity(str(allocatable[resource])) * 1000)
             if milli > limit:
+                pods = ", ".join(sorted(on_node[node_name])[:16])
                 violations.append(
                     Violation(
-                        kind="capacity_exceeded",
+                        kind="node_overcommitted",
                         subject=f"{node_name}/{resource}",
-                        detail=f"requested {milli / 1000:g} of {limit / 1000:g}",
+                        detail=f"requested {milli / 1000:g} of {limit / 1000:g} by {pods}",
                     )
                 )
 

@@ -46,6 +46,9 @@ class ChaosOptions(msgspec.Struct, frozen=True, kw_only=True):
     restart_pause_s: float = 1.0  # between a kill and the restart
     converge_timeout_s: float = 180.0
     resync_s: float = 10.0  # the cluster watcher's relist period
+    placers: int = 2
+    binders: int = 2
+    process_faults: bool = True  # False: API faults only (to tell the two apart when a run fails)
     work_dir: Path = Path(".chaos")
 
 
@@ -132,8 +135,14 @@ class ChaosRun:
         self.kube_api, self.url = await processes.start(
             "kube-api",
             [
-                "kube-api", "serve", "--port", "0",
-                "--fault-rate", str(o.api_fault_rate), "--fault-seed", str(o.seed),
+                "kube-api",
+                "serve",
+                "--port",
+                "0",
+                "--fault-rate",
+                str(o.api_fault_rate),
+                "--fault-seed",
+                str(o.seed),
             ],  # fmt: skip
             env=self.env,
             log_dir=self.work,
@@ -149,13 +158,12 @@ class ChaosRun:
                 await _create(session, HYPERNODES, hypernode)
             fleet = self.work / "fleet.json"
             fleet.write_bytes(msgspec.json.encode(demo_cluster.fleet_of(cluster)))
+            replicas = [(f"placer-{chr(97 + i)}", ("placer",)) for i in range(o.placers)]
+            replicas += [(f"binder-{chr(97 + i)}", ("binder",)) for i in range(o.binders)]
             for name, args in (
                 ("collector-cluster", ("collector", "cluster", "--resync", str(o.resync_s))),
                 ("collector-nodes", ("collector", "fleet", "--fleet", str(fleet))),
-                ("placer-a", ("placer",)),
-                ("placer-b", ("placer",)),
-                ("binder-a", ("binder",)),
-                ("binder-b", ("binder",)),
+                *replicas,
             ):
                 self.services[name] = _Service(name=name, args=args)
                 await self._start(name)
@@ -168,7 +176,8 @@ class ChaosRun:
             gangs = _gang_manifests(o)
             submitted = o.pods + sum(len(members) for _, members in gangs)
             window_s = submitted / o.submit_rate_per_s
-            plan = schedule(seed=o.seed, window_s=window_s, rounds=o.rounds)
+            plan = schedule(seed=o.seed, window_s=window_s, rounds=o.rounds) if o.process_faults else ()
+            plan = tuple(e for e in plan if e.kind.removeprefix("kill:") in self.services or e.kind == BROKER_RESTART)
             fault_task = asyncio.create_task(self._carry_out(plan))
             await self._submit(session, pods, gangs)
             await fault_task

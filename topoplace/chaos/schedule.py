@@ -32,7 +32,5 @@ def schedule(*, seed: int, window_s: float, rounds: int = 1) -> tuple[FaultEvent
         if kind != BROKER_RESTART
     ]
     slot = window_s / rounds
-    events += [
-        FaultEvent(at_s=(r + rng.uniform(0.3, 0.7)) * slot, kind=BROKER_RESTART) for r in range(rounds)
-    ]
+    events += [FaultEvent(at_s=(r + rng.uniform(0.3, 0.7)) * slot, kind=BROKER_RESTART) for r in range(rounds)]
     return tuple(sorted(events, key=lambda e: e.at_s))
