@@ -14,6 +14,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -197,7 +198,7 @@ class ChaosRun:
             api_requests_considered=considered,
             faults={**api, **self.faults},
             violations=by_kind,
-            violation_samples=tuple(all_violations.values())[:20],
+            violation_samples=_samples(all_violations.values()),
             bound=verdict.bound,
             unschedulable=verdict.unschedulable,
             unconverged=len(verdict.unconverged),
@@ -285,6 +286,16 @@ class ChaosRun:
             report = await response.json()
         injected: dict[str, int] = report.get("injected", {})
         return {"considered": int(report.get("considered", 0)), **{k: injected.get(k, 0) for k in API_FAULT_KINDS}}
+
+
+def _samples(violations: Iterable[checker.Violation], per_kind: int = 5) -> tuple[checker.Violation, ...]:
+    """The first few violations of each kind, so that a frequent kind does not hide a rare one."""
+    taken: dict[str, list[checker.Violation]] = {}
+    for violation in violations:
+        kept = taken.setdefault(violation.kind, [])
+        if len(kept) < per_kind:
+            kept.append(violation)
+    return tuple(v for kept in taken.values() for v in kept)
 
 
 async def run_chaos(options: ChaosOptions) -> ChaosReport:
