@@ -34,7 +34,8 @@ def check(
     samples = [v for v in report.violation_samples if v.kind not in tolerated]
     assert not found, f"{found}: {samples}; {where}"
     assert report.converged, f"{report.unconverged} pods neither bound nor unschedulable; {where}"
-    assert report.bound + report.unschedulable == report.pods
+    assert report.deleted > 0
+    assert report.bound + report.unschedulable == report.pods - report.deleted
 
 
 async def test_one_replica_each_holds_every_invariant_through_every_fault(tmp_path: Path) -> None:

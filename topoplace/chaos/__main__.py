@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-fault-rate", type=float, default=defaults.api_fault_rate)
     parser.add_argument("--submit-rate", type=float, default=defaults.submit_rate_per_s, help="pods per second")
     parser.add_argument("--converge-timeout", type=float, default=defaults.converge_timeout_s)
+    parser.add_argument("--churn", type=float, default=defaults.churn, help="chance a submission deletes an old pod")
     parser.add_argument("--placers", type=int, default=defaults.placers)
     parser.add_argument("--binders", type=int, default=defaults.binders)
     parser.add_argument("--no-process-faults", action="store_true", help="API faults only")
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         api_fault_rate=args.api_fault_rate,
         submit_rate_per_s=args.submit_rate,
         converge_timeout_s=args.converge_timeout,
+        churn=args.churn,
         placers=args.placers,
         binders=args.binders,
         process_faults=not args.no_process_faults,

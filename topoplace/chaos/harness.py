@@ -10,8 +10,10 @@ requests with every kind it knows (429, 500, 503, timeout, reset, applied-but-re
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
+import random
 import signal
 import time
 from collections.abc import Iterable
@@ -53,6 +55,10 @@ class ChaosOptions(msgspec.Struct, frozen=True, kw_only=True):
     placers: int = 2
     binders: int = 2
     process_faults: bool = True  # False: API faults only (to tell the two apart when a run fails)
+    # After the first `churn_after` pods, each submission deletes the oldest single pod with this
+    # probability: freed devices keep the placers and binders working once the cluster is full.
+    churn: float = 0.5
+    churn_after: int = 150
     work_dir: Path = Path(".chaos")
 
 
@@ -83,6 +89,21 @@ def _gang_manifests(options: ChaosOptions) -> list[tuple[dict[str, Any], list[di
     return gangs
 
 
+async def _delete(session: aiohttp.ClientSession, url: str, *, tries: int = 100) -> None:
+    """DELETE until gone; 404 means an earlier try was applied and its reply lost."""
+    last = ""
+    for _ in range(tries):
+        try:
+            async with session.delete(url) as response:
+                if response.status in (200, 202, 404):
+                    return
+                last = f"HTTP {response.status}"
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        await asyncio.sleep(0.05)  # an injected fault: the next try draws again
+    raise RuntimeError(f"could not delete {url}: {last}")
+
+
 async def _create(session: aiohttp.ClientSession, url: str, body: dict[str, Any], *, tries: int = 100) -> None:
     """POST until created; 409 means an earlier try was applied and its reply lost."""
     last = ""
@@ -110,6 +131,7 @@ class ChaosRun:
         self.kube_api: processes.ServiceProcess | None = None
         self.url = ""
         self.faults: dict[str, int] = {}
+        self.deleted = 0
 
     async def run(self) -> ChaosReport:
         started = time.monotonic()
@@ -194,6 +216,7 @@ class ChaosRun:
             by_kind[kind] = by_kind.get(kind, 0) + 1
         return ChaosReport(
             pods=submitted,
+            deleted=self.deleted,
             gangs=o.gangs,
             seed=o.seed,
             api_fault_rate=o.api_fault_rate,
@@ -258,12 +281,17 @@ class ChaosRun:
         in_flight = asyncio.Semaphore(SUBMITTERS)
         tasks: list[asyncio.Task[None]] = []
 
-        async def create(*bodies: tuple[str, dict[str, Any]]) -> None:
+        async def create(*bodies: tuple[str, dict[str, Any]], delete: str = "") -> None:
             try:
                 for url, body in bodies:  # in order: a gang's PodGroup before its members
                     await _create(session, url, body)
+                if delete:
+                    await _delete(session, f"{pods_url}/{delete}")
             finally:
                 in_flight.release()
+
+        rng = random.Random(self.options.seed)
+        oldest: collections.deque[str] = collections.deque()
 
         # Gangs are spread through the stream of single pods, so some find room and some do not.
         every = max(1, len(pods) // (len(gangs) + 1))
@@ -276,9 +304,15 @@ class ChaosRun:
             batches.append(((pods_url, pod),))
         for podgroup, members in pending_gangs:
             batches.append(((PODGROUPS.format(ns=NAMESPACE), podgroup), *((pods_url, m) for m in members)))
-        for batch in batches:
+        for n, batch in enumerate(batches):
+            delete = ""
+            if n >= self.options.churn_after and oldest and rng.random() < self.options.churn:
+                delete = oldest.popleft()
+                self.deleted += 1
+            if len(batch) == 1:
+                oldest.append(batch[0][1]["metadata"]["name"])
             await in_flight.acquire()
-            tasks.append(asyncio.create_task(create(*batch)))
+            tasks.append(asyncio.create_task(create(*batch, delete=delete)))
             await asyncio.sleep(interval)  # pacing the submissions, not synchronisation
         await asyncio.gather(*tasks)
 

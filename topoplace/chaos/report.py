@@ -12,6 +12,7 @@ from topoplace.chaos.checker import Violation
 class ChaosReport(msgspec.Struct, kw_only=True):
     pods: int  # submitted, gang members included
     gangs: int
+    deleted: int = 0  # single pods the run deleted again (churn), bound or not by then
     seed: int
     api_fault_rate: float
     api_requests_considered: int = 0  # requests the API server's fault plan drew for
