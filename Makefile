@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test bench bench-full schemas clean
+.PHONY: setup demo test bench bench-full schemas chaos fuzz clean
 
 setup: $(STAMP)
 
@@ -26,8 +26,16 @@ bench: $(STAMP)
 bench-full: $(STAMP)
 	$(BIN)/python -m bench.run --profile full
 
+# 2,000+ pods, each process fault three times, 12 % API faults; writes chaos-report.json.
+chaos: $(STAMP)
+	$(BIN)/python -m topoplace.chaos --pods 2000 --gangs 20 --rounds 3 --api-fault-rate 0.12 --report chaos-report.json
+
+# The fuzz tests' long profile: at least 100,000 examples per decoder and for the engine's requests.
+fuzz: $(STAMP)
+	TOPOPLACE_FUZZ_PROFILE=long $(BIN)/python -m pytest -q tests/fuzz
+
 schemas: $(STAMP)
 	$(BIN)/topoplace schemas generate
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache demo-report.json demo-traces.jsonl
+	rm -rf $(VENV) build *.egg-info .pytest_cache demo-report.json demo-traces.jsonl chaos-report.json .chaos

@@ -1,0 +1,230 @@
+"""The independent checker: what must hold in the API server, whatever the services did.
+
+Reads nothing but the API server's objects (pods, nodes, Volcano PodGroups) and judges them:
+- every topoplace pod is bound, or carries PodScheduled=False reason Unschedulable with a message
+  (else it is `unconverged`: not a violation while the system may still be working on it);
+- no device index on a node held whole by one live pod and by another (`device_conflict`);
+- no device's cores over 100 (`capacity_exceeded`);
+- no node resource requested by its live pods beyond its allocatable (`node_overcommitted`), the rule
+  kube-scheduler's NodeResourcesFit and the kubelet's admission keep;
+- no gang with some but fewer than minMember members bound (`gang_partly_bound`);
+- no pod annotated with a device the node does not have, or with another node (`unknown_device`).
+The verdict is pure: `judge(objects)`; `read_cluster` fetches the objects over plain HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter, defaultdict
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from schemas.annotations import DEVICES, NODE, SCHEDULER_NAME, decode_devices
+from schemas.quantity import parse_quantity
+from services.collector.watch_gangs import VOLCANO_GROUP_ANNOTATION
+from topoplace.demo.cluster import DEVICE_RESOURCE
+
+Obj = dict[str, Any]
+PODGROUPS = "/apis/scheduling.volcano.sh/v1beta1/podgroups"
+VIOLATION_KINDS = (
+    "device_conflict",
+    "capacity_exceeded",
+    "node_overcommitted",
+    "gang_partly_bound",
+    "unknown_device",
+    "bad_annotation",
+)
+
+
+class Violation(msgspec.Struct, frozen=True, kw_only=True):
+    kind: str
+    subject: str  # the node, device or gang it is about
+    detail: str
+
+
+class ClusterObjects(msgspec.Struct, frozen=True, kw_only=True):
+    pods: tuple[Obj, ...]
+    nodes: tuple[Obj, ...]
+    podgroups: tuple[Obj, ...] = ()
+
+
+class Verdict(msgspec.Struct, frozen=True, kw_only=True):
+    pods: int  # topoplace pods seen
+    bound: int
+    unschedulable: int
+    unconverged: tuple[str, ...]  # namespace/name of pods neither bound nor unschedulable with a reason
+    violations: tuple[Violation, ...]
+
+    def by_kind(self) -> dict[str, int]:
+        counts = Counter(v.kind for v in self.violations)
+        return {kind: counts.get(kind, 0) for kind in VIOLATION_KINDS}
+
+
+def _key(obj: Obj) -> str:
+    meta = obj.get("metadata", {})
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _live(pod: Obj) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and pod.get("status", {}).get("phase") not in (
+        "Succeeded",
+        "Failed",
+    )
+
+
+def _unschedulable(pod: Obj) -> bool:
+    for condition in pod.get("status", {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return condition.get("reason") == "Unschedulable" and bool(condition.get("message"))
+    return False
+
+
+def _requests(pod: Obj) -> dict[str, int]:
+    """Summed container requests in milli-units (quantities as Kubernetes writes them)."""
+    total: dict[str, int] = defaultdict(int)
+    for container in pod.get("spec", {}).get("containers") or ():
+        for resource, value in ((container.get("resources") or {}).get("requests") or {}).items():
+            with contextlib.suppress(ValueError):
+                total[resource] += int(parse_quantity(str(value)) * 1000)
+    return total
+
+
+def _device_count(node: Obj) -> int:
+    allocatable = node.get("status", {}).get("allocatable") or {}
+    return sum(int(allocatable.get(resource, "0")) for resource in DEVICE_RESOURCE.values())
+
+
+def judge(objects: ClusterObjects) -> Verdict:
+    nodes = {n["metadata"]["name"]: n for n in objects.nodes}
+    mine = [p for p in objects.pods if p.get("spec", {}).get("schedulerName") == SCHEDULER_NAME]
+    violations: list[Violation] = []
+    bound = unschedulable = 0
+    unconverged: list[str] = []
+    # (node, device index) -> [(pod, memory_mib, cores)]
+    holders: dict[tuple[str, int], list[tuple[str, int, int]]] = defaultdict(list)
+    requested: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    on_node: dict[str, list[str]] = defaultdict(list)
+
+    for pod in mine:
+        node_name = pod["spec"].get("nodeName")
+        if not node_name:
+            if _unschedulable(pod):
+                unschedulable += 1
+            else:
+                unconverged.append(_key(pod))
+            continue
+        bound += 1
+        if not _live(pod):
+            continue
+        annotations = pod["metadata"].get("annotations") or {}
+        on_node[node_name].append(_key(pod))
+        for resource, milli in _requests(pod).items():
+            requested[node_name][resource] += milli
+        if DEVICES not in annotations:
+            continue
+        try:
+            devices = decode_devices(annotations[DEVICES])
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            violations.append(Violation(kind="bad_annotation", subject=_key(pod), detail=f"{DEVICES}: {exc}"))
+            continue
+        if annotations.get(NODE, node_name) != node_name:
+            violations.append(
+                Violation(
+                    kind="unknown_device",
+                    subject=_key(pod),
+                    detail=f"bound to {node_name} but {NODE} says {annotations[NODE]!r}",
+                )
+            )
+        count = _device_count(nodes[node_name]) if node_name in nodes else 0
+        for device in devices:
+            if not 0 <= device.index < count:
+                violations.append(
+                    Violation(
+                        kind="unknown_device",
+                        subject=f"{node_name}/{device.index}",
+                        detail=f"{_key(pod)} holds device {device.index}; the node has {count} devices",
+                    )
+                )
+            holders[(node_name, device.index)].append((_key(pod), device.memory_mib, device.cores))
+
+    for (node_name, index), held in sorted(holders.items()):
+        subject = f"{node_name}/{index}"
+        if len(held) > 1 and any(memory == 0 for _, memory, _ in held):
+            pods = ", ".join(p for p, _, _ in held)
+            violations.append(
+                Violation(kind="device_conflict", subject=subject, detail=f"held whole and shared: {pods}")
+            )
+        cores = sum(c for _, _, c in held)
+        if cores > 100:
+            violations.append(Violation(kind="capacity_exceeded", subject=subject, detail=f"{cores} cores of 100"))
+
+    for node_name, totals in sorted(requested.items()):
+        allocatable = (nodes.get(node_name, {}).get("status") or {}).get("allocatable") or {}
+        for resource, milli in sorted(totals.items()):
+            if resource not in allocatable:
+                continue
+            limit = int(parse_quantity(str(allocatable[resource])) * 1000)
+            if milli > limit:
+                pods = ", ".join(sorted(on_node[node_name])[:16])
+                violations.append(
+                    Violation(
+                        kind="node_overcommitted",
+                        subject=f"{node_name}/{resource}",
+                        detail=f"requested {milli / 1000:g} of {limit / 1000:g} by {pods}",
+                    )
+                )
+
+    violations += _gang_violations(mine, objects.podgroups)
+    return Verdict(
+        pods=len(mine),
+        bound=bound,
+        unschedulable=unschedulable,
+        unconverged=tuple(unconverged),
+        violations=tuple(violations),
+    )
+
+
+def _gang_violations(pods: list[Obj], podgroups: tuple[Obj, ...]) -> list[Violation]:
+    members: dict[str, list[Obj]] = defaultdict(list)
+    for pod in pods:
+        group = (pod["metadata"].get("annotations") or {}).get(VOLCANO_GROUP_ANNOTATION)
+        if group:
+            members[f"{pod['metadata'].get('namespace', '')}/{group}"].append(pod)
+    out = []
+    for podgroup in podgroups:
+        key = _key(podgroup)
+        min_member = int((podgroup.get("spec") or {}).get("minMember") or 1)
+        placed = sum(1 for p in members.get(key, ()) if p["spec"].get("nodeName") and _live(p))
+        if 0 < placed < min_member:
+            out.append(
+                Violation(kind="gang_partly_bound", subject=key, detail=f"{placed} of minMember {min_member} bound")
+            )
+    return out
+
+
+async def read_cluster(base_url: str, *, attempts: int = 50) -> ClusterObjects:
+    """Pods, nodes and PodGroups from the API server, each list retried through injected faults."""
+    timeout = aiohttp.ClientTimeout(total=10)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        pods = await _list(session, f"{base_url}/api/v1/pods", attempts)
+        nodes = await _list(session, f"{base_url}/api/v1/nodes", attempts)
+        podgroups = await _list(session, f"{base_url}{PODGROUPS}", attempts)
+    return ClusterObjects(pods=tuple(pods), nodes=tuple(nodes), podgroups=tuple(podgroups))
+
+
+async def _list(session: aiohttp.ClientSession, url: str, attempts: int) -> list[Obj]:
+    last = ""
+    for _ in range(attempts):
+        try:
+            async with session.get(url) as response:
+                if response.status == 200:
+                    items: list[Obj] = (await response.json()).get("items") or []
+                    return items
+                last = f"HTTP {response.status}"
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        await asyncio.sleep(0.05)  # an injected fault; the next try draws again
+    raise RuntimeError(f"could not list {url} after {attempts} tries: {last}")
