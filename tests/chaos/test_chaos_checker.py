@@ -131,3 +131,19 @@ def test_a_gang_is_bound_whole_or_not_at_all(bound: int, expected: list[str]) ->
 def test_the_verdict_crosses_module_boundaries_as_a_struct() -> None:
     verdict = judge(ClusterObjects(pods=(), nodes=()))
     assert msgspec.json.decode(msgspec.json.encode(verdict), type=type(verdict)) == verdict
+
+
+def test_a_dra_node_has_the_devices_its_slices_publish() -> None:
+    from topoplace.chaos.checker import ClusterObjects, judge
+
+    node = {"metadata": {"name": "d"}, "status": {"allocatable": {"cpu": "8"}}}
+    pod = {
+        "metadata": {"name": "p", "namespace": "default", "uid": "u", "annotations": {
+            "topoplace.io/devices": '[{"index":1,"uuid":"GPU-b","memory_mib":0,"cores":100}]',
+            "topoplace.io/node": "d"}},
+        "spec": {"schedulerName": "topoplace", "nodeName": "d", "containers": []},
+        "status": {"phase": "Running"},
+    }  # fmt: skip
+    published = {"spec": {"nodeName": "d", "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}]}}
+    assert [v.kind for v in judge(ClusterObjects(pods=(pod,), nodes=(node,))).violations] == ["unknown_device"]
+    assert judge(ClusterObjects(pods=(pod,), nodes=(node,), slices=(published,))).violations == ()

@@ -29,6 +29,7 @@ from topoplace.demo.cluster import DEVICE_RESOURCE
 
 Obj = dict[str, Any]
 PODGROUPS = "/apis/scheduling.volcano.sh/v1beta1/podgroups"
+RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 VIOLATION_KINDS = (
     "device_conflict",
     "capacity_exceeded",
@@ -49,6 +50,7 @@ class ClusterObjects(msgspec.Struct, frozen=True, kw_only=True):
     pods: tuple[Obj, ...]
     nodes: tuple[Obj, ...]
     podgroups: tuple[Obj, ...] = ()
+    slices: tuple[Obj, ...] = ()  # DRA ResourceSlices: a DRA node's devices are there, not in allocatable
 
 
 class Verdict(msgspec.Struct, frozen=True, kw_only=True):
@@ -92,13 +94,24 @@ def _requests(pod: Obj) -> dict[str, int]:
     return total
 
 
-def _device_count(node: Obj) -> int:
+def _device_count(node: Obj, sliced: int = 0) -> int:
+    """Devices the node has: its device-plugin resources, or the devices its ResourceSlices publish."""
     allocatable = node.get("status", {}).get("allocatable") or {}
-    return sum(int(allocatable.get(resource, "0")) for resource in DEVICE_RESOURCE.values())
+    return max(sum(int(allocatable.get(resource, "0")) for resource in DEVICE_RESOURCE.values()), sliced)
+
+
+def _sliced(slices: tuple[Obj, ...]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for item in slices:
+        spec = item.get("spec") or {}
+        if spec.get("nodeName"):
+            counts[spec["nodeName"]] += len(spec.get("devices") or ())
+    return counts
 
 
 def judge(objects: ClusterObjects) -> Verdict:
     nodes = {n["metadata"]["name"]: n for n in objects.nodes}
+    sliced = _sliced(objects.slices)
     mine = [p for p in objects.pods if p.get("spec", {}).get("schedulerName") == SCHEDULER_NAME]
     violations: list[Violation] = []
     bound = unschedulable = 0
@@ -138,7 +151,7 @@ def judge(objects: ClusterObjects) -> Verdict:
                     detail=f"bound to {node_name} but {NODE} says {annotations[NODE]!r}",
                 )
             )
-        count = _device_count(nodes[node_name]) if node_name in nodes else 0
+        count = _device_count(nodes[node_name], sliced.get(node_name, 0)) if node_name in nodes else 0
         for device in devices:
             if not 0 <= device.index < count:
                 violations.append(
@@ -212,7 +225,8 @@ async def read_cluster(base_url: str, *, attempts: int = 50) -> ClusterObjects:
         pods = await _list(session, f"{base_url}/api/v1/pods", attempts)
         nodes = await _list(session, f"{base_url}/api/v1/nodes", attempts)
         podgroups = await _list(session, f"{base_url}{PODGROUPS}", attempts)
-    return ClusterObjects(pods=tuple(pods), nodes=tuple(nodes), podgroups=tuple(podgroups))
+        slices = await _list(session, f"{base_url}{RESOURCE_SLICES}", attempts)
+    return ClusterObjects(pods=tuple(pods), nodes=tuple(nodes), podgroups=tuple(podgroups), slices=tuple(slices))
 
 
 async def _list(session: aiohttp.ClientSession, url: str, attempts: int) -> list[Obj]:

@@ -30,13 +30,15 @@ from topoplace.chaos import checker
 from topoplace.chaos.report import ChaosReport
 from topoplace.chaos.schedule import BROKER_RESTART, KILLABLE, FaultEvent, schedule
 from topoplace.demo import cluster as demo_cluster
-from topoplace.demo import processes, workload
+from topoplace.demo import dra, processes, workload
 from topoplace.demo.runner import wait_nodes_published
 from topoplace.kubeapi.faults import KINDS as API_FAULT_KINDS
 
 NAMESPACE = "default"
 PODGROUPS = "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"
 HYPERNODES = "/apis/topology.volcano.sh/v1alpha1/hypernodes"
+RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+CLAIM_TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"
 SUBMITTERS = 8  # creations in flight at once
 # A loopback request answers in milliseconds; an injected `timeout` never does: give up on it soon.
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=2.0)
@@ -181,6 +183,11 @@ class ChaosRun:
                 await _create(session, "/api/v1/nodes", demo_cluster.node_manifest(node))
             for hypernode in demo_cluster.hypernode_manifests(cluster):
                 await _create(session, HYPERNODES, hypernode)
+            # The demo's DRA pool: its slices, and the template its claim pods name.
+            for resource_slice in demo_cluster.slice_manifests(cluster):
+                await _create(session, RESOURCE_SLICES, resource_slice)
+            template = dra.claim_template(dra.TEMPLATE, NAMESPACE)
+            await _create(session, CLAIM_TEMPLATES.format(ns=NAMESPACE), template)
             fleet = self.work / "fleet.json"
             fleet.write_bytes(msgspec.json.encode(demo_cluster.fleet_of(cluster)))
             replicas = [(f"placer-{chr(97 + i)}", ("placer",)) for i in range(o.placers)]
