@@ -16,7 +16,7 @@ from schemas.topology import Device
 from services.placer.engine import cache
 from services.placer.engine.cache import BoundedCache, Interner
 from services.placer.engine.explain import unfit_device_reason
-from services.placer.engine.model import Mode, NodeState, Snapshot
+from services.placer.engine.model import Mode, NodeState, WorkloadClass
 from services.placer.engine.node_key import node_key, node_keys
 from services.placer.engine.vendor import (
     HAMI_NODE_POLICIES,
@@ -155,13 +155,15 @@ def _prefixed(name: str, warnings: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"{name}: {w}" for w in warnings)
 
 
-def _with_workload(request: DeviceRequest, snapshot: Snapshot, mode: Mode) -> DeviceRequest:
-    """The request as the fragmentation policy reads it: with the cluster's workload classes."""
+def _with_workload(request: DeviceRequest, workload: tuple[WorkloadClass, ...], mode: Mode) -> DeviceRequest:
+    """The request as the fragmentation policy reads it: with the cluster's workload classes.
+
+    Raises RequestError for a node policy hami mode does not know."""
     if mode is Mode.HAMI and request.node_policy not in HAMI_NODE_POLICIES:
         allowed = " or ".join(p.value for p in HAMI_NODE_POLICIES)
         raise RequestError(NODE_POLICY, f"{request.node_policy.value!r} is not a HAMi policy (mode hami: {allowed})")
-    if request.node_policy is NodePolicy.FRAGMENTATION and snapshot.workload:
-        return msgspec.structs.replace(request, workload=snapshot.workload)
+    if request.node_policy is NodePolicy.FRAGMENTATION and workload:
+        return msgspec.structs.replace(request, workload=workload)
     return request
 
 

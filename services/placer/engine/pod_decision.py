@@ -30,12 +30,8 @@ from services.placer.engine.loop import NodeFit, NodeMiss, _outcome, _request_id
 from services.placer.engine.model import Decision, Mode, NodeState, NodeVerdict, PodRequest, WorkloadClass
 from services.placer.engine.node_rules import PodRules
 from services.placer.engine.vendor import (
-    HAMI_NODE_POLICIES,
-    NODE_POLICY,
     DeviceRequest,
-    NodePolicy,
     NodeScore,
-    RequestError,
     SetChoice,
     VendorPlugin,
     VendorRegistry,
@@ -63,12 +59,7 @@ def claim(registry: VendorRegistry, request: PodRequest, mode: Mode, workload: t
     if claimed is None:
         return Claim(plugin=None, request=None)
     plugin, device_request = claimed
-    if mode is Mode.HAMI and device_request.node_policy not in HAMI_NODE_POLICIES:
-        allowed = " or ".join(p.value for p in HAMI_NODE_POLICIES)
-        policy = device_request.node_policy.value
-        raise RequestError(NODE_POLICY, f"{policy!r} is not a HAMi policy (mode hami: {allowed})")
-    if device_request.node_policy is NodePolicy.FRAGMENTATION and workload:
-        device_request = msgspec.structs.replace(device_request, workload=workload)
+    device_request = loop._with_workload(device_request, workload, mode)
     return Claim(plugin=plugin, request=device_request)
 
 

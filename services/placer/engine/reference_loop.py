@@ -28,7 +28,7 @@ def place_reference(registry: VendorRegistry, snapshot: Snapshot, request: PodRe
         known = ", ".join(p.name for p in registry.plugins)
         raise RequestError("requests", f"asks for no device resource of a known vendor ({known})")
     plugin, device_request = claimed
-    device_request = _with_workload(device_request, snapshot, mode)
+    device_request = _with_workload(device_request, snapshot.workload, mode)
     nodes = sorted(snapshot.nodes, key=lambda n: n.name)
     _check_unique(nodes)
     # Nameless answers, shared by identical nodes; each node's name goes back in when reported.
