@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import msgspec
 
 from schemas import hami
-from schemas.topology import Device, Link
+from schemas.topology import Device
 from services.placer.engine.cache import IdentityCache, Interner
 from services.placer.engine.model import Allocation, NodeState, Snapshot
 
@@ -78,17 +78,13 @@ def class_of(node: NodeState, reads: NodeReads) -> int:
     """Equal for two nodes exactly when a vendor that does not read UUIDs cannot tell them apart."""
     key: tuple[object, ...] = (
         anonymous_devices(node.devices),
-        _links_key(node.links),
+        node.links,
         node.machine_type,
         tuple((k, node.labels.get(k)) for k in reads.labels),
         tuple(sorted(_read_annotations(node, reads).items())),
         tuple(_share(a) for a in node.allocations),
     )
     return _classes.id_of(key)
-
-
-def _links_key(links: tuple[Link, ...]) -> tuple[Link, ...]:
-    return links
 
 
 def _share(a: Allocation) -> tuple[int, int, int, str, str]:
