@@ -42,6 +42,9 @@ class _StreamFailed(Exception):
     pass
 
 
+LIST_TIMEOUT_SECONDS = 30.0
+
+
 class ApiWatch(Generic[T]):
     def __init__(
         self,
@@ -89,7 +92,8 @@ class ApiWatch(Generic[T]):
                 await asyncio.sleep(delay)
 
     async def _list(self) -> str:
-        reply = await self._list_call(_preload_content=False)
+        # A list that hangs (a server that never answers) must end, or the watch never resumes.
+        reply = await self._list_call(_preload_content=False, _request_timeout=LIST_TIMEOUT_SECONDS)
         try:
             body = await reply.read()
         finally:

@@ -9,6 +9,7 @@ let a device index beyond the Node's allocatable be bound.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import msgspec
@@ -273,3 +274,38 @@ async def test_a_dra_placement_is_not_held_to_the_nodes_extended_resources(
     # Without claims the same node refuses the device: it advertises no nvidia.com/gpu.
     plain = await Harness(core, watched).handle(placement_for(make_pod(), NODE, (DeviceAssignment(index=1),)))
     assert plain.outcome is BindingOutcome.CONFLICT and "advertises no nvidia.com/gpu" in plain.reason
+
+
+async def test_a_list_that_hangs_ends_with_the_client_timeout_and_is_tried_again() -> None:
+    from services.binder import api_watch
+
+    calls: list[dict[str, Any]] = []
+
+    class Reply:
+        status = 200
+
+        async def read(self) -> bytes:
+            return b'{"metadata": {"resourceVersion": "7"}, "items": []}'
+
+        def release(self) -> None:
+            pass
+
+    async def list_call(**kwargs: Any) -> Reply:
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise TimeoutError  # what the client raises once the request timeout has passed
+        if kwargs.get("watch"):
+            await asyncio.Event().wait()  # a watch with nothing to say: the test ends it
+        return Reply()
+
+    watch = api_watch.ApiWatch(
+        "pods", list_call, PodObject, on_list=lambda objs: None, on_event=lambda kind, obj: None,
+        retry_base_seconds=0.001,
+    )  # fmt: skip
+    task = asyncio.create_task(watch.run())
+    try:
+        await asyncio.wait_for(watch.synced.wait(), 5)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert calls[0]["_request_timeout"] == api_watch.LIST_TIMEOUT_SECONDS  # a list never waits forever
