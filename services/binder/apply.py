@@ -220,8 +220,13 @@ class PodBinder:
                 return BindResult(outcome=BindingOutcome.CONFLICT, reason=lock.reason, attempts=budget.attempts)
             try:
                 result = await self._bind(placement, known, budget, annotations)
-            except BaseException:  # cancelled or a bug: released in the background, never held on
+            except asyncio.CancelledError:  # released in the background, never held on
                 self._release_later(placement, 0.0)
+                raise
+            except BaseException:
+                # Before the next pod of this node takes the mutex: else it meets this lock and
+                # every pod queued behind it is refused in turn.
+                await self._release(placement, 0.0)
                 raise
             # HAMi's device plugin releases the lock in Allocate. Without its plugin on the node,
             # or when this call bound nothing, nobody would: then it goes now, before the next

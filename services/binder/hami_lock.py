@@ -8,7 +8,13 @@ node, so two at once would be ambiguous.
 
 Taking it: read the Node, then a merge patch carrying the Node's resourceVersion as
 precondition (a concurrent writer gets 409; the read and patch are then repeated).
-A lock of this pod counts as taken; an expired or unreadable one is replaced.
+A lock of this pod counts as taken; an expired or unreadable one is replaced, and
+so is an orphaned one: its pod is gone (as HAMi's scheduler judges it), or nobody
+will ever release it: older than `orphaned_after_seconds` (longer than any binder
+holds a lock while it binds) while no HAMi device plugin will Allocate its pod
+(the node has none, or the pod was never bound there, because the scheduler
+that locked it died first). Without this, a binder killed mid-bind leaves its
+node unschedulable for HAMi's whole timeout.
 Releasing it: only a lock of this pod is removed, with the same precondition.
 """
 
@@ -25,7 +31,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas import hami
 from schemas.enforcement import HAMI_REGISTER_ANNOTATION
-from services.binder.kube_objects import NodeObject
+from services.binder.kube_objects import NodeObject, PodObject
 from services.binder.outcome import ApiErrorKind, classify_status
 from services.binder.retry import RetryBudget, call_with_retry
 
@@ -33,8 +39,11 @@ log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
 LOCK_ATTEMPTS = 5  # read-and-patch rounds lost to concurrent Node writers before giving up
+# A binder holds a lock while it binds, which its retry deadline (30 s by default) bounds.
+ORPHANED_AFTER_SECONDS = 60.0
 
 _node_decoder = msgspec.json.Decoder(NodeObject)
+_pod_decoder = msgspec.json.Decoder(PodObject)
 
 RawCall = Callable[[Callable[[], Awaitable[Any]]], Awaitable[bytes]]
 
@@ -53,12 +62,14 @@ class NodeLocker:
         *,
         wall_clock: Callable[[], float],
         timeout_seconds: float = hami.NODE_LOCK_TIMEOUT_SECONDS,
+        orphaned_after_seconds: float = ORPHANED_AFTER_SECONDS,
         request_timeout: float | None = None,
     ) -> None:
         self._core = core
         self._raw = raw_call
         self._clock = wall_clock
         self._timeout = timeout_seconds
+        self._orphaned_after = orphaned_after_seconds
         self._request_timeout = request_timeout
 
     async def acquire(self, node: str, namespace: str, name: str, budget: RetryBudget) -> LockResult:
@@ -68,7 +79,7 @@ class NodeLocker:
             plugin = HAMI_REGISTER_ANNOTATION in annotations
             held = annotations.get(hami.NODE_LOCK)
             if held is not None:
-                refusal = self._refusal(node, held, namespace, name)
+                refusal = await self._refusal(node, held, namespace, name, plugin, budget)
                 if refusal is None and _mine(held, namespace, name):
                     return LockResult(taken=True, hami_plugin=plugin)
                 if refusal is not None:
@@ -91,18 +102,55 @@ class NodeLocker:
                 return True
         return False
 
-    def _refusal(self, node: str, held: str, namespace: str, name: str) -> str | None:
-        """Why a standing lock stops us; None when it is ours, expired or unreadable (then replaced)."""
+    async def _refusal(
+        self, node: str, held: str, namespace: str, name: str, plugin: bool, budget: RetryBudget
+    ) -> str | None:
+        """Why a standing lock stops us; None when it is ours, expired, unreadable or orphaned (then replaced)."""
         try:
             lock = hami.parse_node_lock(held)
         except ValueError:
             log.warning("binder.hami_lock_unreadable", extra={"fields": {"node": node, "value": held}})
             return None
-        if lock.held_by(namespace, name) or lock.expired(self._clock(), self._timeout):
+        now = self._clock()
+        if lock.held_by(namespace, name) or lock.expired(now, self._timeout):
             return None
+        if lock.name:
+            holder = await self._holder(lock.namespace, lock.name, budget)
+            orphaned = holder is None or (
+                now - lock.taken_at > self._orphaned_after and (not plugin or holder.spec.node_name != node)
+            )
+            if orphaned:
+                log.info(
+                    "binder.hami_lock_orphaned",
+                    extra={"fields": {"node": node, "holder": f"{lock.namespace}/{lock.name}", "exists": bool(holder)}},
+                )
+                return None
         who = f"{lock.namespace}/{lock.name}" if lock.name else "another scheduler"
-        age = max(0, int(self._clock() - lock.taken_at))
+        age = max(0, int(now - lock.taken_at))
         return f"node {node} is locked by {who} ({hami.NODE_LOCK}, taken {age}s ago; HAMi's device plugin releases it)"
+
+    async def _holder(self, namespace: str, name: str, budget: RetryBudget) -> PodObject | None:
+        """The pod a lock names; None when there is none."""
+        try:
+            body = await call_with_retry(
+                "read lock holder",
+                functools.partial(
+                    self._raw,
+                    functools.partial(
+                        self._core.read_namespaced_pod,
+                        name,
+                        namespace,
+                        _preload_content=False,
+                        _request_timeout=self._request_timeout,
+                    ),
+                ),
+                budget,
+            )
+        except ApiException as exc:
+            if classify_status(int(exc.status or 0)) is ApiErrorKind.NOT_FOUND:
+                return None
+            raise
+        return _pod_decoder.decode(body)
 
     async def _read(self, node: str, budget: RetryBudget) -> NodeObject:
         body = await call_with_retry(

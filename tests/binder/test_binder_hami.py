@@ -138,8 +138,9 @@ async def test_lock_is_taken_with_the_nodes_resource_version_and_released(
 
 
 async def test_a_lock_held_by_another_pod_is_a_conflict_and_stays(
-    core: client.CoreV1Api, kube_api: KubeApiServer
+    core: client.CoreV1Api, kube_api: KubeApiServer, make_pod: PodFactory
 ) -> None:
+    make_pod("other")  # pending: another scheduler is between its lock and its binding
     held = hami.format_node_lock(NOW - 10, "default", "other")
     make_node(kube_api, {hami.NODE_LOCK: held})
     result = await locker(core).acquire(NODE, "default", "p1", budget())
@@ -147,6 +148,41 @@ async def test_a_lock_held_by_another_pod_is_a_conflict_and_stays(
     assert "locked by default/other" in result.reason
     assert not await locker(core).release(NODE, "default", "p1", budget())  # not ours: left alone
     assert node_annotations(kube_api)[hami.NODE_LOCK] == held
+
+
+async def test_the_lock_of_a_pod_that_is_gone_is_taken_over(core: client.CoreV1Api, kube_api: KubeApiServer) -> None:
+    make_node(kube_api, {hami.NODE_LOCK: hami.format_node_lock(NOW - 1, "default", "deleted-meanwhile")})
+    assert (await locker(core).acquire(NODE, "default", "p1", budget())).taken
+    assert hami.parse_node_lock(node_annotations(kube_api)[hami.NODE_LOCK]).name == "p1"
+
+
+@pytest.mark.parametrize(
+    ("age", "holder_on_node", "plugin", "taken"),
+    [
+        (10.0, False, False, False),  # young: its binder may still bind it
+        (61.0, False, False, True),  # its binder died before binding: no plugin will ever see it
+        (61.0, False, True, True),  # the same on a node with HAMi's plugin: never bound there
+        (61.0, True, False, True),  # bound, no plugin to release it, its binder gone
+        (61.0, True, True, False),  # bound on a HAMi node: the plugin releases it in Allocate
+        (299.0, True, True, False),
+    ],
+)
+async def test_a_lock_nobody_will_release_is_taken_over_after_a_minute(
+    core: client.CoreV1Api,
+    kube_api: KubeApiServer,
+    make_pod: PodFactory,
+    age: float,
+    holder_on_node: bool,
+    plugin: bool,
+    taken: bool,
+) -> None:
+    make_pod("holder", node=NODE if holder_on_node else None)
+    notes = {hami.NODE_LOCK: hami.format_node_lock(NOW - age, "default", "holder")}
+    make_node(kube_api, {**notes, HAMI_REGISTER_ANNOTATION: "[]"} if plugin else notes)
+    result = await locker(core).acquire(NODE, "default", "p1", budget())
+    assert result.taken is taken
+    holder = hami.parse_node_lock(node_annotations(kube_api)[hami.NODE_LOCK]).name
+    assert holder == ("p1" if taken else "holder")
 
 
 async def test_an_expired_lock_is_taken_over(core: client.CoreV1Api, kube_api: KubeApiServer) -> None:
@@ -227,6 +263,7 @@ async def test_with_hamis_plugin_the_lock_waits_for_it(
 async def test_a_locked_node_is_not_bound(
     core: client.CoreV1Api, kube_api: KubeApiServer, proxy: FaultProxy, make_pod: PodFactory
 ) -> None:
+    make_pod("other")
     make_node(kube_api, {hami.NODE_LOCK: hami.format_node_lock(NOW, "default", "other")})
     pod = make_pod()
     result = await binder(core).bind(placement_for(pod, NODE, (SHARE,), enforcement=Enforcement.HAMI))
@@ -266,4 +303,25 @@ async def test_our_pods_of_one_node_bind_one_after_another(
     results = await asyncio.gather(*(pods.bind(p) for p in placed))
     await pods.drain_releases()
     assert [r.outcome for r in results] == [BindingOutcome.BOUND] * 4  # none met another's lock
+    assert hami.NODE_LOCK not in node_annotations(kube_api)
+
+
+async def test_a_failed_binding_releases_the_lock_before_the_next_pod_of_the_node(
+    core: client.CoreV1Api, kube_api: KubeApiServer, proxy: FaultProxy, make_pod: PodFactory
+) -> None:
+    import asyncio
+
+    make_node(kube_api)
+    pods = binder(core)
+    first, second = make_pod(), make_pod()
+    proxy.fail("POST", f"/pods/{first['metadata']['name']}/binding", 503, times=POLICY.max_attempts)
+    placed = [
+        placement_for(pod, NODE, (DeviceAssignment(index=i, uuid=f"GPU-{i}", memory_mib=100, cores=10),),
+                      enforcement=Enforcement.HAMI)
+        for i, pod in enumerate((first, second))
+    ]  # fmt: skip
+    results = await asyncio.gather(*(pods.bind(p) for p in placed))
+    await pods.drain_releases()
+    assert results[0].outcome is BindingOutcome.FAILED and "gave up" in results[0].reason
+    assert results[1].outcome is BindingOutcome.BOUND  # it did not meet the failed pod's lock
     assert hami.NODE_LOCK not in node_annotations(kube_api)

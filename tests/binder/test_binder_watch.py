@@ -264,9 +264,7 @@ async def test_a_dra_placement_is_not_held_to_the_nodes_extended_resources(
         uid=claim["metadata"]["uid"],
         results=(DeviceResult(request="gpus", driver="gpu.nvidia.com", pool=NODE, device="gpu-0"),),
     )
-    placement = msgspec.structs.replace(
-        placement_for(pod, NODE, (DeviceAssignment(index=0),)), claims=(allocation,)
-    )
+    placement = msgspec.structs.replace(placement_for(pod, NODE, (DeviceAssignment(index=0),)), claims=(allocation,))
     outcome = await Harness(core, watched).handle(placement)
     assert outcome.outcome is BindingOutcome.BOUND, outcome.reason
     written = kube_api.store.get("resourceclaims.resource.k8s.io", "gpu-claim", "default")["status"]
