@@ -128,6 +128,16 @@ def test_a_gang_is_bound_whole_or_not_at_all(bound: int, expected: list[str]) ->
     assert kinds(*members, podgroups=(podgroup("g", 3),)) == expected
 
 
+def test_a_gang_whose_missing_members_are_still_in_flight_is_unconverged_not_broken() -> None:
+    # Two members bound, the third pending without a reason: being bound, or placed again.
+    members = [pod(f"g-{i}", node_name="n1" if i < 2 else "", group="g", gpus="0") for i in range(3)]
+    verdict = judge(ClusterObjects(pods=tuple(members), nodes=(node(),), podgroups=(podgroup("g", 3),)))
+    assert verdict.violations == () and verdict.unconverged == ("default/g-2",)
+    # Once the system gives up on that member, the gang is partly bound.
+    members[2] = pod("g-2", group="g", gpus="0", unschedulable="0/1 nodes are available")
+    assert kinds(*members, podgroups=(podgroup("g", 3),)) == ["gang_partly_bound"]
+
+
 def test_the_verdict_crosses_module_boundaries_as_a_struct() -> None:
     verdict = judge(ClusterObjects(pods=(), nodes=()))
     assert msgspec.json.decode(msgspec.json.encode(verdict), type=type(verdict)) == verdict

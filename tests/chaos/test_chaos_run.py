@@ -39,7 +39,9 @@ def check(
     found = {kind: n for kind, n in report.violations.items() if n and kind not in tolerated}
     samples = [v for v in report.violation_samples if v.kind not in tolerated]
     assert not found, f"{found}: {samples}; {where}"
-    assert report.converged, f"{report.unconverged} pods neither bound nor unschedulable; {where}"
+    assert report.converged, (
+        f"{report.unconverged} pods neither bound nor unschedulable ({', '.join(report.unconverged_samples)}); {where}"
+    )
     assert report.deleted > 0
     assert report.bound + report.unschedulable == report.pods - report.deleted
 

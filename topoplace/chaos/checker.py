@@ -7,7 +7,10 @@ Reads nothing but the API server's objects (pods, nodes, Volcano PodGroups) and 
 - no device's cores over 100 (`capacity_exceeded`);
 - no node resource requested by its live pods beyond its allocatable (`node_overcommitted`), the rule
   kube-scheduler's NodeResourcesFit and the kubelet's admission keep;
-- no gang with some but fewer than minMember members bound (`gang_partly_bound`);
+- no gang with some but fewer than minMember members bound while none of the rest is still being
+  worked on (`gang_partly_bound`): Kubernetes binds one pod at a time, so a gang whose members are
+  being bound, or whose failed member is being placed again, is in flight, not broken; one that
+  stays partly bound keeps its pending members unconverged, and a run must converge;
 - no pod annotated with a device the node does not have, or with another node (`unknown_device`).
 The verdict is pure: `judge(objects)`; `read_cluster` fetches the objects over plain HTTP.
 """
@@ -210,8 +213,10 @@ def _gang_violations(pods: list[Obj], podgroups: tuple[Obj, ...]) -> list[Violat
     for podgroup in podgroups:
         key = _key(podgroup)
         min_member = int((podgroup.get("spec") or {}).get("minMember") or 1)
-        placed = sum(1 for p in members.get(key, ()) if p["spec"].get("nodeName") and _live(p))
-        if 0 < placed < min_member:
+        live = [p for p in members.get(key, ()) if _live(p)]
+        placed = sum(1 for p in live if p["spec"].get("nodeName"))
+        in_flight = sum(1 for p in live if not p["spec"].get("nodeName") and not _unschedulable(p))
+        if 0 < placed < min_member and placed + in_flight < min_member:
             out.append(
                 Violation(kind="gang_partly_bound", subject=key, detail=f"{placed} of minMember {min_member} bound")
             )

@@ -40,6 +40,7 @@ HYPERNODES = "/apis/topology.volcano.sh/v1alpha1/hypernodes"
 RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 CLAIM_TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"
 SUBMITTERS = 8  # creations in flight at once
+UNCONVERGED_SAMPLES = 20  # pods named in the report when a run does not converge
 # A loopback request answers in milliseconds; an injected `timeout` never does: give up on it soon.
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=2.0)
 
@@ -234,6 +235,7 @@ class ChaosRun:
             bound=verdict.bound,
             unschedulable=verdict.unschedulable,
             unconverged=len(verdict.unconverged),
+            unconverged_samples=verdict.unconverged[:UNCONVERGED_SAMPLES],
             converged=converged_at is not None,
             time_to_converge_s=None if converged_at is None else round(converged_at - quiet_since, 2),
             duration_s=round(time.monotonic() - started, 2),

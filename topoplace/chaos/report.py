@@ -22,6 +22,7 @@ class ChaosReport(msgspec.Struct, kw_only=True):
     bound: int = 0
     unschedulable: int = 0
     unconverged: int = 0  # at the end: pods neither bound nor unschedulable with a reason
+    unconverged_samples: tuple[str, ...] = ()  # namespace/name of the first few of them
     converged: bool = False
     time_to_converge_s: float | None = None  # from the last fault and the last submission to convergence
     duration_s: float = 0.0
