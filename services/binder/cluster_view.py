@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import msgspec
 
 from services.binder.kube_objects import NodeObject, PodObject
+from services.binder.node_fit import NodeFit
 from services.binder.outcome import PodView
 
 
@@ -31,6 +32,7 @@ class ClusterView:
         self._pods: dict[str, PodView] = {}  # by uid
         self._pod_names: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name)
         self._allocatable: dict[str, dict[str, str]] = {}  # node -> resource -> quantity
+        self.fit = NodeFit()  # the nodes' resources used by their pods, and by binds in flight
         self.pods_synced = False  # the first full list of pods was applied
         self.nodes_synced = False
 
@@ -51,9 +53,11 @@ class ClusterView:
         if event_type == "DELETED":
             self._pods.pop(meta.uid, None)
             self._pod_names.pop(meta.uid, None)
+            self.fit.observe(meta.uid, "", {}, live=False)
             return PodChange(uid=meta.uid, namespace=meta.namespace, name=meta.name, now=None)
         view = obj.view()
         self._pods[meta.uid] = view
+        self.fit.observe(meta.uid, view.node_name, view.requests, live=not view.finished)
         self._pod_names[meta.uid] = (meta.namespace, meta.name)
         return PodChange(uid=meta.uid, namespace=meta.namespace, name=meta.name, now=view)
 
@@ -61,6 +65,7 @@ class ClusterView:
         """A full list: every pod in it, and a removal for each known pod missing from it."""
         changes = [self.apply_pod("ADDED", obj) for obj in objects]
         listed = {c.uid for c in changes}
+        self.fit.forget_missing(listed)
         for uid in [uid for uid in self._pods if uid not in listed]:
             namespace, name = self._pod_names.pop(uid)
             del self._pods[uid]

@@ -212,5 +212,5 @@ class GangHandler:
     def _put_back(self, checked: list[_Checked]) -> None:
         for entry in reversed(checked):
             if entry.held:
-                self._steps.ledger.restore(entry.member.uid, entry.previous)
+                self._steps.put_back(entry.member, entry.previous)
                 entry.held = False

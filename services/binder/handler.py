@@ -34,6 +34,7 @@ from services.binder.apply import BindResult
 from services.binder.cluster_view import ClusterView
 from services.binder.ledger import DeviceLedger, Holding
 from services.binder.node_devices import device_index_problem
+from services.binder.node_fit import milli_requests
 from services.binder.outcome import PodView, describe_devices, placement_problem
 
 log = logging.getLogger(__name__)
@@ -110,18 +111,43 @@ class BindingSteps:
             )
             if missing is not None:
                 return BindResult(outcome=BindingOutcome.CONFLICT, reason=missing, attempts=0)
+        if self.cluster is not None and self.cluster.nodes_synced and self.cluster.pods_synced:
+            allocatable = self.cluster.allocatable(placement.node)
+            if allocatable is not None:
+                short = self.cluster.fit.shortfall(
+                    placement.uid, placement.node, self._requests(placement), allocatable
+                )
+                if short is not None:
+                    metrics.LEDGER_CONFLICTS.inc()
+                    return BindResult(outcome=BindingOutcome.CONFLICT, reason=short, attempts=0)
         return None
 
+    def _requests(self, placement: PlacementEvent) -> dict[str, int]:
+        """What the pod requests: the API server's pod when the watch has it, else the placement's copy."""
+        known = self.known_pod(placement.uid)
+        return dict(known.requests) if known is not None else milli_requests(placement.requests)
+
     def hold(self, placement: PlacementEvent) -> Holding | None:
-        """Take the placement's devices before the request, so nothing else is granted them meanwhile."""
+        """Take the placement's devices (and node resources) before the request, so nothing else is
+        granted them meanwhile."""
+        if self.cluster is not None:
+            self.cluster.fit.assume(placement.uid, placement.node, self._requests(placement))
         return self.ledger.hold(Holding(pod_uid=placement.uid, node=placement.node, devices=placement.devices))
+
+    def put_back(self, placement: PlacementEvent, previous: Holding | None) -> None:
+        """Undo `hold`: the pod holds what it held before, and nothing of the node's resources."""
+        self.ledger.restore(placement.uid, previous)
+        if self.cluster is not None:
+            self.cluster.fit.forget_assumed(placement.uid)
 
     def settle_hold(self, placement: PlacementEvent, previous: Holding | None, result: BindResult) -> None:
         """Keep the hold as the pod's binding, or put back what the pod held before."""
         if result.outcome is BindingOutcome.BOUND:
             self.ledger.mark_bound(placement.uid)
+            if self.cluster is not None:
+                self.cluster.fit.settled_bound(placement.uid)
         else:
-            self.ledger.restore(placement.uid, previous)
+            self.put_back(placement, previous)
         metrics.LEDGER_PODS.set(self.ledger.pod_count())
 
     async def bind_held(self, placement: PlacementEvent, known: PodView | None) -> BindResult:
@@ -133,7 +159,7 @@ class BindingSteps:
             log.exception("binder.bind_error", extra={"fields": {"uid": placement.uid}})
             result = BindResult(outcome=BindingOutcome.FAILED, reason=f"unexpected error: {exc!r}")
         except BaseException:  # cancelled mid-bind: the placement comes again, hold nothing meanwhile
-            self.ledger.restore(placement.uid, previous)
+            self.put_back(placement, previous)
             raise
         self.settle_hold(placement, previous, result)
         return result

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import msgspec
 
+from schemas.pod_requests import InitContainerRequest, effective_pod_request
+from services.binder.node_fit import milli_requests
 from services.binder.outcome import PodView
 
 
@@ -20,8 +22,39 @@ class ObjectMeta(msgspec.Struct, kw_only=True, rename="camel"):
     annotations: dict[str, str] | None = None
 
 
+Quantities = dict[str, str | int | float]  # as the API writes them; a hand-written object may carry numbers
+
+
+class ResourceRequirements(msgspec.Struct, kw_only=True):
+    requests: Quantities | None = None
+
+
+class Container(msgspec.Struct, kw_only=True, rename="camel"):
+    resources: ResourceRequirements | None = None
+    restart_policy: str | None = None  # an init container with Always is a sidecar
+
+
 class PodSpec(msgspec.Struct, kw_only=True, rename="camel"):
     node_name: str | None = None
+    containers: list[Container] = []
+    init_containers: list[Container] = []
+    overhead: Quantities | None = None
+
+    def requests(self) -> dict[str, int]:
+        """The pod's effective request per resource, in milli-units (schemas.pod_requests)."""
+        return effective_pod_request(
+            [_milli(c) for c in self.containers],
+            [
+                InitContainerRequest(requests=_milli(c), restartable=c.restart_policy == "Always")
+                for c in self.init_containers
+            ],
+            milli_requests({k: str(v) for k, v in (self.overhead or {}).items()}),
+        )
+
+
+def _milli(container: Container) -> dict[str, int]:
+    requests = (container.resources.requests if container.resources else None) or {}
+    return milli_requests({k: str(v) for k, v in requests.items()})
 
 
 class PodStatus(msgspec.Struct, kw_only=True):
@@ -42,6 +75,7 @@ class PodObject(msgspec.Struct, kw_only=True):
             terminating=meta.deletion_timestamp is not None,
             annotations=dict(meta.annotations or {}),
             phase=self.status.phase,
+            requests=self.spec.requests(),
         )
 
 

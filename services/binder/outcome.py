@@ -46,6 +46,7 @@ class PodView(msgspec.Struct, frozen=True, kw_only=True):
     terminating: bool = False
     annotations: dict[str, str] = {}
     phase: str = ""  # Pending, Running, Succeeded, Failed ("" when not known)
+    requests: dict[str, int] = {}  # the pod's effective requests, milli-units
 
     @property
     def finished(self) -> bool:
