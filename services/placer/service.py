@@ -14,6 +14,7 @@ Wiring only; the decisions are made by `services.placer.decide` (pure).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
@@ -62,6 +63,11 @@ FOLLOWED_TOPICS: tuple[topics.Topic, ...] = (
 )
 DECIDED_TOPICS: tuple[topics.Topic, ...] = (topics.PODS_PENDING, topics.GANGS_PENDING)
 
+# A decision this run sent this recently is still on its way through the binder: a repeat of
+# its pod's pending event (a relist, a redelivery) does not send it again. Sending every pending
+# pod's decision again at every relist left a binder that was behind on a busy node further
+# behind on copies. A decision lost with the broker is sent again at the first repeat after this.
+RESEND_AFTER_S = 30.0
 PUBLISH_ATTEMPTS = 8
 PUBLISH_BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 4.0)
 
@@ -70,6 +76,32 @@ log = logging.getLogger(__name__)
 # Messages of one partition handled at once: the handler's synchronous part runs in order,
 # its API calls and produces overlap.
 CONCURRENCY = 16
+
+
+class RecentlySent:
+    """When this run last published each decision, forgotten once older than `resend_after` seconds."""
+
+    def __init__(self, resend_after: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._resend_after = resend_after
+        self._clock = clock
+        self._at: collections.OrderedDict[str, float] = collections.OrderedDict()  # oldest first
+
+    def recent(self, decision_id: str) -> bool:
+        self._forget_old()
+        return decision_id in self._at
+
+    def sent(self, decision_id: str) -> None:
+        self._at[decision_id] = self._clock()
+        self._at.move_to_end(decision_id)
+        self._forget_old()
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def _forget_old(self) -> None:
+        horizon = self._clock() - self._resend_after
+        while self._at and next(iter(self._at.values())) < horizon:
+            self._at.popitem(last=False)
 
 
 class PlacerService:
@@ -88,6 +120,7 @@ class PlacerService:
         self.decider = Decider(mode=mode, place=place, node_policy=node_policy, default_enforcement=default_enforcement)
         self._tracer = telemetry.get_tracer(__name__, SERVICE)
         self._stopping = asyncio.Event()
+        self.sent = RecentlySent(RESEND_AFTER_S)
         # Read at scrape time: counting on every message would cost a walk of the view each.
         for what in self.decider.view.sizes():
             metrics.VIEW_SIZE.labels(what=what).set_function(self._view_size(what))
@@ -168,6 +201,10 @@ class PlacerService:
     async def _publish(self, placement: PlacementEvent | GangPlacementEvent, span: trace.Span, *, cause: Cause) -> None:
         span.set_attributes(_decision_attributes(placement))
         span.set_attribute("topoplace.cause", cause.value)
+        if cause is Cause.REPEATED and self.sent.recent(placement.decision_id):
+            span.set_attribute("topoplace.resent", False)
+            metrics.DECISIONS.labels(outcome=placement.outcome.value, cause=cause.value).inc()
+            return  # still on its way through the binder
         if isinstance(placement, GangPlacementEvent):
             topic, key = topics.GANG_PLACEMENTS, placement.name
         else:
@@ -198,6 +235,7 @@ class PlacerService:
                 )
                 await asyncio.sleep(PUBLISH_BACKOFF_S[min(attempt - 1, len(PUBLISH_BACKOFF_S) - 1)])
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
+        self.sent.sent(placement.decision_id)
         metrics.DECISIONS.labels(outcome=placement.outcome.value, cause=cause.value).inc()
         if isinstance(placement, GangPlacementEvent):
             log.info(

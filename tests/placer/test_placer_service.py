@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterator
 
 import aiohttp
+import pytest
 from aiokafka import AIOKafkaProducer
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -28,6 +29,7 @@ from schemas.events import (
     PlacementEvent,
     PlacementOutcome,
 )
+from services.placer import service as placer_service
 from services.placer.decide import PlaceFn
 from services.placer.engine import Decision, Mode, PodRequest, Snapshot
 from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
@@ -141,7 +143,11 @@ async def test_pending_pods_become_placements_in_their_traces(fresh_broker: str,
         assert attributes["topoplace.score"] == placement.score
 
 
-async def test_duplicated_pending_event_gets_the_same_decision(fresh_broker: str) -> None:
+async def test_duplicated_pending_event_gets_the_same_decision(
+    fresh_broker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Past the resend window (none here) a repeat sends the same decision again.
+    monkeypatch.setattr(placer_service, "RESEND_AFTER_S", 0.0)
     pod = pending("dup", 2)
     port = free_port()
     async with (
@@ -222,9 +228,7 @@ async def test_restart_rebuilds_outstanding_assumptions(fresh_broker: str) -> No
                 ),
             )
             await rec.wait_for(
-                lambda: any(
-                    p.uid == "second" and p.outcome is PlacementOutcome.PLACED for p in rec.placements()
-                ),
+                lambda: any(p.uid == "second" and p.outcome is PlacementOutcome.PLACED for p in rec.placements()),
                 "the parked pod placed",
             )
 
@@ -318,10 +322,7 @@ async def test_malformed_messages_go_to_the_dlq_and_the_stream_goes_on(
             dead.setdefault(message.topic, []).append(message.event)
     pending_letters = {d.key: d for d in dead[topics.PODS_PENDING.dlq]}
     assert "value" in pending_letters["bad-1"].error
-    assert (
-        "required field" in pending_letters["bad-2"].error
-        and "resource_version" in pending_letters["bad-2"].error
-    )
+    assert "required field" in pending_letters["bad-2"].error and "resource_version" in pending_letters["bad-2"].error
     assert dead[topics.TOPOLOGY_NODES.dlq][0].key == "x"
     assert "schema_version" in dead[topics.BINDINGS.dlq][0].error
     assert {d.service for ds in dead.values() for d in ds} == {"topoplace-placer"}
@@ -365,9 +366,7 @@ async def test_two_replicas_share_the_pending_pods_and_never_give_a_device_twice
                     if uid in binder.bound:
                         continue
                     outstanding = [
-                        p
-                        for p in decisions
-                        if p.outcome is PlacementOutcome.PLACED and p.decision_id not in rejected
+                        p for p in decisions if p.outcome is PlacementOutcome.PLACED and p.decision_id not in rejected
                     ]
                     if outstanding or not any(p.outcome is PlacementOutcome.UNSCHEDULABLE for p in decisions):
                         return False

@@ -1,0 +1,72 @@
+"""A decision still on its way through the binder is not sent again for every repeat of its pod's
+pending event (a relist, a redelivery); past the resend window it is, the same decision."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import msgspec
+from opentelemetry.context import Context
+from placer_builders import first_fit, pending, status, topology
+
+from schemas import topics
+from schemas.events import PlacementEvent
+from services.placer.service import PlacerService, RecentlySent
+from topoplace.kafka_io import EventProducer, Received
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Sends:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, msgspec.Struct | None]] = []
+
+    async def send(self, topic: Any, key: str | None, event: msgspec.Struct | None) -> None:
+        self.sent.append((getattr(topic, "name", topic), event))
+
+
+def received(event: Any) -> Received:
+    return Received(
+        topic=topics.PODS_PENDING.name,
+        partition=0,
+        offset=0,
+        key=None,
+        event=event,
+        trace_context=Context(),
+        timestamp_ms=0,
+    )
+
+
+def test_recently_sent_forgets_after_the_window() -> None:
+    clock = Clock()
+    sent = RecentlySent(30.0, clock)
+    sent.sent("d1")
+    clock.now += 29.0
+    assert sent.recent("d1") and not sent.recent("d2")
+    sent.sent("d2")
+    clock.now += 2.0
+    assert not sent.recent("d1") and sent.recent("d2")  # d1 is 31 s old
+    assert len(sent) == 1  # what is past the window is dropped, not kept
+
+
+async def test_a_repeat_inside_the_window_sends_nothing_and_after_it_the_same_decision() -> None:
+    sends = Sends()
+    service = PlacerService(cast(EventProducer, sends), place=first_fit)
+    clock = Clock()
+    service.sent = RecentlySent(30.0, clock)
+    service.decider.on_event(topology("n1", 2))
+    service.decider.on_event(status("n1"))
+    pod = pending("p1")
+    await service.on_pending(received(pod))
+    await service.on_pending(received(pod))  # the relist 10 s later, say
+    assert len(sends.sent) == 1
+    clock.now += 31.0
+    await service.on_pending(received(pod))
+    first, again = (event for _, event in sends.sent)
+    assert isinstance(first, PlacementEvent) and again == first
