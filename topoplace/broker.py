@@ -180,8 +180,18 @@ class EmbeddedBroker:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         env.setdefault("RUST_LOG", "warn")
         return subprocess.Popen(
-            [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/", "--cluster-id", EMBEDDED_CLUSTER_ID],
+            [
+                binary,
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+                "--cluster-id",
+                EMBEDDED_CLUSTER_ID,
+            ],
             stdin=subprocess.DEVNULL,
             stdout=self._output,
             stderr=subprocess.STDOUT,

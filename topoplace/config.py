@@ -25,6 +25,9 @@ OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 OTEL_RESOURCE_ATTRIBUTES = "OTEL_RESOURCE_ATTRIBUTES"
 NODE_POLICY = "TOPOPLACE_NODE_POLICY"
 ENFORCEMENT = "TOPOPLACE_ENFORCEMENT"
+LEADER_ELECTION = "TOPOPLACE_LEADER_ELECTION"
+LEADER_IDENTITY = "TOPOPLACE_LEADER_IDENTITY"
+LEADER_NAMESPACE = "TOPOPLACE_LEADER_NAMESPACE"
 
 # How nodes enforce a device choice when neither their label nor HAMi's registration says
 # (schemas/enforcement.py; not imported here, so building the CLI parser stays light).
@@ -51,6 +54,9 @@ ENV_VARS: tuple[str, ...] = (
     OTEL_RESOURCE_ATTRIBUTES,
     NODE_POLICY,
     ENFORCEMENT,
+    LEADER_ELECTION,
+    LEADER_IDENTITY,
+    LEADER_NAMESPACE,
     *SECURITY_ENV_VARS,
 )
 
@@ -93,6 +99,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     node_policy: str | None = None  # the placer's node policy for pods that name none (engine default: binpack)
     # How nodes without a topoplace.io/enforcement label and without HAMi enforce devices (None: auto)
     enforcement: str | None = None  # one of ENFORCEMENT_CHOICES but auto
+    # The binder's replicas elect one to bind (a coordination.k8s.io Lease `<scheduler_name>-binder`).
+    leader_election: bool = True
+    leader_identity: str | None = None  # None: this host's name and process id
+    leader_namespace: str = "default"  # where the Lease lives
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -127,6 +137,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             resource_attributes=_resource_attributes(environ),
             node_policy=_choice(environ, NODE_POLICY, NODE_POLICIES),
             enforcement=_enforcement(environ),
+            leader_election=_bool(environ, LEADER_ELECTION, default=True),
+            leader_identity=_name_or_none(environ, LEADER_IDENTITY),
+            leader_namespace=_name(environ, LEADER_NAMESPACE, "default"),
         )
 
     def group_id(self, service: str) -> str:
@@ -165,6 +178,10 @@ def _name(environ: Mapping[str, str], variable: str, default: str) -> str:
     if any(ch.isspace() for ch in value):
         raise ConfigError(variable, f"must not contain spaces, got {value!r}")
     return value
+
+
+def _name_or_none(environ: Mapping[str, str], variable: str) -> str | None:
+    return _name(environ, variable, "") or None
 
 
 def _bool(environ: Mapping[str, str], variable: str, *, default: bool) -> bool:

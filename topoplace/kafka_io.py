@@ -577,8 +577,15 @@ async def watch_for_data_loss(
                 if end < highest[tp]:
                     log.warning(
                         "kafka.end_offset_went_back",
-                        extra={"fields": {"topic": tp.topic, "partition": tp.partition, "end": end,
-                                          "before": highest[tp], "service": service}},  # fmt: skip
+                        extra={
+                            "fields": {
+                                "topic": tp.topic,
+                                "partition": tp.partition,
+                                "end": end,
+                                "before": highest[tp],
+                                "service": service,
+                            }
+                        },  # fmt: skip
                     )
                     recovered.set()
                 highest[tp] = max(end, highest.get(tp, 0))

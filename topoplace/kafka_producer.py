@@ -166,8 +166,14 @@ class EventProducer:
         if metadata.offset <= self._last_offsets.get(where, -1):
             log.warning(
                 "kafka.offset_went_back",
-                extra={"fields": {"topic": name, "partition": metadata.partition, "offset": metadata.offset,
-                                  "before": self._last_offsets[where]}},  # fmt: skip
+                extra={
+                    "fields": {
+                        "topic": name,
+                        "partition": metadata.partition,
+                        "offset": metadata.offset,
+                        "before": self._last_offsets[where],
+                    }
+                },  # fmt: skip
             )
             self.recovered.set()
         self._last_offsets[where] = metadata.offset

@@ -68,7 +68,11 @@ def is_transient_outage(exc: BaseException) -> bool:
         return True
     # Refused or reset connections, timeouts (TimeoutError is an OSError); a topic missing
     # from a broker that came back empty (the restarted body creates it again).
-    return isinstance(exc, OSError | BrokerError | TopicMissingError | BrokerRecovered)
+    return isinstance(exc, OSError | BrokerError | TopicMissingError | BrokerRecovered | StartOver)
+
+
+class StartOver(Exception):  # noqa: N818 - an event, not a failure: the body starts over on purpose
+    """The body lost something it cannot go on without (a leader's Lease, say) and starts over."""
 
 
 class BrokerRecovered(Exception):  # noqa: N818 - an event, not a failure: the body starts over on purpose

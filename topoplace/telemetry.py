@@ -244,7 +244,14 @@ class _RoutingTracer(Tracer):
         end_on_exit: bool = True,
     ) -> Iterator[Span]:
         with self._tracer(context).start_as_current_span(
-            name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception,
+            name,
+            context,
+            kind,
+            attributes,
+            links,
+            start_time,
+            record_exception,
+            set_status_on_exception,
             end_on_exit,
         ) as span:
             yield span

@@ -28,6 +28,7 @@ from services.binder.gang import GangHandler
 from services.binder.handler import BindingSteps, PlacementHandler
 from services.binder.kube_events import EventRecorder
 from services.binder.kube_objects import NodeObject, PodObject
+from services.binder.leadership import Leadership, default_identity
 from services.binder.ledger import DeviceLedger, LedgerNote
 from services.binder.metrics import LEDGER_DELETES_REFUSED, LEDGER_EDITS_IGNORED, LEDGER_PODS
 from services.binder.reporting import PodReporter
@@ -170,7 +171,11 @@ async def _run_streams(
     supervisor: Supervisor,
     current: list[TopicFollower],
 ) -> None:
-    """One run of the binder's streams, from a fresh connection, a fresh API watch and an empty ledger."""
+    """One run of the binder's streams, from a fresh connection, a fresh API watch and an empty ledger.
+
+    With leader election, placements are taken only while this binder holds the Lease; a standby
+    keeps its watches and ledger warm. A lost Lease ends the run (LeadershipLost) and it starts over.
+    """
     current.clear()
     # A broker that came back empty gets its topics again.
     await ensure_topics(bootstrap, security=settings.kafka_security)
@@ -207,30 +212,50 @@ async def _run_streams(
         )
         current.append(follower)
         watches = watch_cluster(core, cluster, ledger)
-        watch_tasks = [asyncio.create_task(w.run(), name=f"binder-watch-{w.resource}") for w in watches]
+        watch_tasks: list[asyncio.Task[Any]] = [
+            asyncio.create_task(w.run(), name=f"binder-watch-{w.resource}") for w in watches
+        ]
+        leadership = _leadership(settings, core)
+        elected: list[asyncio.Task[Any]] = (
+            [asyncio.create_task(leadership.run(), name="binder-leadership")] if leadership is not None else []
+        )
         ledger_task: asyncio.Task[None] | None = None
         consumer_task: asyncio.Task[None] | None = None
         stopped = asyncio.create_task(stop.wait())
         try:
             if await _until(stopped, watch_tasks, *[asyncio.create_task(w.synced.wait()) for w in watches]):
                 ledger_task = asyncio.create_task(follower.run(ledger_feed(ledger)), name="binder-ledger")
-                if await _until(stopped, [*watch_tasks, ledger_task], asyncio.create_task(follower.caught_up.wait())):
+                loops = [*watch_tasks, ledger_task, *elected]
+                if await _until(stopped, loops, asyncio.create_task(follower.caught_up.wait())) and (
+                    leadership is None or await _until(stopped, loops, asyncio.create_task(leadership.leading.wait()))
+                ):
                     supervisor.running()
                     log.info("binder.ledger_ready", extra={"fields": {"pods": ledger.pod_count()}})
                     consumer_task = asyncio.create_task(consumer.run(decide), name="binder-placements")
-                    await asyncio.wait(
-                        {stopped, *watch_tasks, ledger_task, consumer_task}, return_when=asyncio.FIRST_COMPLETED
-                    )
+                    await asyncio.wait({stopped, *loops, consumer_task}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopped.cancel()
             await consumer.stop()
             await follower.stop()
             await reporter.drain()  # Events and conditions in flight still go out
             await events.close()  # Events still retrying are given up with the run
+            # The Lease goes last: no placement is taken once another binder may hold it.
             await _reap(ledger_task, consumer_task, *watch_tasks)
+            await _reap(*elected)
 
 
-async def _until(stopped: asyncio.Task[bool], loops: list[asyncio.Task[None]], *ready: asyncio.Task[bool]) -> bool:
+def _leadership(settings: Settings, core: client.CoreV1Api) -> Leadership | None:
+    if not settings.leader_election:
+        return None
+    return Leadership(
+        core.api_client,  # type: ignore[attr-defined]  # the stubs omit it
+        name=f"{settings.scheduler_name}-binder",
+        namespace=settings.leader_namespace,
+        identity=settings.leader_identity or default_identity(),
+    )
+
+
+async def _until(stopped: asyncio.Task[bool], loops: list[asyncio.Task[Any]], *ready: asyncio.Task[bool]) -> bool:
     """Wait for every `ready` task; False when the binder stops or a loop ends first."""
     waiting: asyncio.Future[list[bool]] = asyncio.gather(*ready)
     try:
@@ -243,7 +268,7 @@ async def _until(stopped: asyncio.Task[bool], loops: list[asyncio.Task[None]], *
             await asyncio.gather(waiting, return_exceptions=True)
 
 
-async def _reap(*tasks: asyncio.Task[None] | None) -> None:
+async def _reap(*tasks: asyncio.Task[Any] | None) -> None:
     """Wait for the loops to end; a loop that died of an error makes the service fail with it."""
     running = [t for t in tasks if t is not None]
     for task in running:

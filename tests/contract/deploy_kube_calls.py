@@ -42,7 +42,7 @@ class KubeCall:
     permissions: tuple[Permission, ...]
 
 
-CORE, DRA = "", "resource.k8s.io"
+CORE, DRA, COORDINATION = "", "resource.k8s.io", "coordination.k8s.io"
 
 # Typed methods -> (group, resource, verb). Only the methods the code uses (the test says which is missing).
 METHODS: dict[str, tuple[str, str, str]] = {
@@ -70,6 +70,16 @@ METHODS: dict[str, tuple[str, str, str]] = {
     "patch_namespaced_resource_claim_status": (DRA, "resourceclaims/status", "patch"),
     "replace_namespaced_resource_claim_status": (DRA, "resourceclaims/status", "update"),
     "list_resource_claim_template_for_all_namespaces": (DRA, "resourceclaimtemplates", "list"),
+    "patch_namespaced_lease": (COORDINATION, "leases", "patch"),
+}
+# Library classes that call the API on our behalf: naming one counts as making its calls.
+LIBRARY_CALLS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    # kubernetes-asyncio's leader election: reads, creates and renews (replaces) its Lease.
+    "LeaseLock": (
+        (COORDINATION, "leases", "get"),
+        (COORDINATION, "leases", "create"),
+        (COORDINATION, "leases", "update"),
+    ),
 }
 # CustomObjectsApi methods -> (verb, position of `plural` among the arguments); group is argument 0.
 CUSTOM_METHODS: dict[str, tuple[str, int]] = {
@@ -114,6 +124,10 @@ def _calls_in(module: str, tree: ast.Module, methods: frozenset[str]) -> Iterato
             if node.args and isinstance(node.args[0], ast.Attribute) and _name(node.func) == "partial":
                 handed[id(node.args[0])] = node.args[1:]
     our_modules = _our_module_names(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in LIBRARY_CALLS:
+            permissions = tuple(Permission(*p) for p in LIBRARY_CALLS[node.id])
+            yield KubeCall(module=module, line=node.lineno, method=node.id, permissions=permissions)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Attribute) or node.attr not in methods:
             continue

@@ -11,9 +11,7 @@ PACKAGES = ["schemas", "services", "topoplace"]
 
 
 def _run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", tool, *args], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+    return subprocess.run([sys.executable, "-m", tool, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 def test_ruff_finds_nothing() -> None:

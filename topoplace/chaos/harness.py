@@ -243,7 +243,10 @@ class ChaosRun:
 
     async def _start(self, name: str) -> None:
         service = self.services[name]
-        service.running, _ = await processes.start(name, list(service.args), env=self.env, log_dir=self.work)
+        # A restarted replica keeps its name, as a restarted container keeps its pod's: a binder
+        # takes its own Lease back at once.
+        env = {**self.env, "TOPOPLACE_LEADER_IDENTITY": name}
+        service.running, _ = await processes.start(name, list(service.args), env=env, log_dir=self.work)
 
     async def _kill(self, name: str) -> None:
         running = self.services[name].running

@@ -178,6 +178,16 @@ DEVICECLASSES = ResourceType(
     field_labels=_META,
 )
 
+LEASES = ResourceType(
+    plural="leases",
+    kind="Lease",
+    group="coordination.k8s.io",
+    version="v1",
+    namespaced=True,
+    has_status=False,
+    field_labels=_META,
+)
+
 ALL: tuple[ResourceType, ...] = (
     PODS,
     NODES,
@@ -190,5 +200,6 @@ ALL: tuple[ResourceType, ...] = (
     RESOURCECLAIMS,
     RESOURCECLAIMTEMPLATES,
     DEVICECLASSES,
+    LEASES,
 )
 BY_KEY: dict[str, ResourceType] = {r.key: r for r in ALL}
