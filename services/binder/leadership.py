@@ -8,21 +8,32 @@ placements; a standby keeps its watches and ledger warm and waits. A leader that
 within the renew deadline stops binding before the Lease can expire for the others (15 s lease,
 10 s renew deadline, 2 s retry: kube-scheduler's defaults), and its streams start over as a
 standby (`LeadershipLost` is a `StartOver`).
+
+The library leaves each API call unbounded: a renewal that hangs (a dropped connection the
+client waits minutes on) would keep a leader from noticing that it no longer renews while a
+standby, seeing the Lease unchanged for 15 s, takes over, and both would bind. So every Lease
+call here ends within CALL_TIMEOUT_SECONDS, and a watchdog ends the leadership as soon as the
+Lease was last written by this binder more than the renew deadline ago, whatever the library
+is doing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
-from typing import NoReturn
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, NoReturn
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection.electionconfig import Config
 from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
+from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from topoplace.supervise import StartOver
@@ -33,10 +44,59 @@ LEASE_SECONDS = 15  # whole seconds: the Lease stores an integer
 RENEW_DEADLINE_SECONDS = 10
 RETRY_SECONDS = 2
 RELEASE_TIMEOUT_SECONDS = 2.0
+CALL_TIMEOUT_SECONDS = 2.0  # one read or write of the Lease
+WATCHDOG_PERIOD_SECONDS = 0.5  # how often a leader checks when it last renewed
+UNREACHABLE = json.dumps({"code": 503}).encode()  # what the library reads off a failed read's body
 
 
 class LeadershipLost(StartOver):
     """The Lease was lost, or could not be reached: stop binding and start over as a standby."""
+
+
+class BoundedLeaseLock(LeaseLock):
+    """kubernetes-asyncio's LeaseLock with every call bounded in time, an unreachable API server
+    answered as the library answers a refusal, and the time of its last successful write kept."""
+
+    def __init__(
+        self,
+        name: str,
+        namespace: str,
+        identity: str,
+        api: ApiClient,
+        *,
+        call_timeout: float = CALL_TIMEOUT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(name, namespace, identity, api)
+        self._call_timeout = call_timeout
+        self._clock = clock
+        self.written_at: float | None = None  # our last create or renewal that the server accepted
+
+    async def get(self, name: str, namespace: str) -> tuple[bool, Any]:
+        try:
+            return await asyncio.wait_for(super().get(name, namespace), self._call_timeout)
+        except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+            refused = ApiException(status=503, reason=f"{type(exc).__name__}: {exc}")
+            refused.body = UNREACHABLE
+            return False, refused
+
+    async def create(self, name: str, namespace: str, election_record: LeaderElectionRecord) -> bool:
+        return self._written(await self._bounded(super().create(name, namespace, election_record)))
+
+    async def update(self, name: str, namespace: str, updated_record: LeaderElectionRecord) -> bool:
+        return self._written(await self._bounded(super().update(name, namespace, updated_record)))
+
+    async def _bounded(self, call: Coroutine[Any, Any, bool]) -> bool:
+        try:
+            return await asyncio.wait_for(call, self._call_timeout)
+        except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+            log.warning("binder.lease_call_failed", extra={"fields": {"error": f"{type(exc).__name__}: {exc}"}})
+            return False
+
+    def _written(self, ok: bool) -> bool:
+        if ok:
+            self.written_at = self._clock()
+        return ok
 
 
 def default_identity() -> str:
@@ -54,13 +114,17 @@ class Leadership:
         lease_seconds: int = LEASE_SECONDS,
         renew_deadline_seconds: int = RENEW_DEADLINE_SECONDS,
         retry_seconds: int = RETRY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
         self.namespace = namespace
         self.identity = identity
         self.leading = asyncio.Event()
         self._api = api
-        self._lock = LeaseLock(name, namespace, identity, api)
+        self._clock = clock
+        self._lock = BoundedLeaseLock(name, namespace, identity, api, clock=clock)
+        self._renew_deadline = renew_deadline_seconds
+        self._expired = asyncio.Event()  # set by the watchdog: not renewed within the deadline
         self._config = Config(
             self._lock,
             lease_seconds,
@@ -74,19 +138,25 @@ class Leadership:
     async def run(self) -> NoReturn:
         """Campaign, then hold the Lease; raises LeadershipLost once it is lost (never returns)."""
         where = f"Lease {self.namespace}/{self.name}"
+        self._expired.clear()
+        election = asyncio.ensure_future(LeaderElection(self._config).run())
+        expired = asyncio.ensure_future(self._expired.wait())
         try:
-            await LeaderElection(self._config).run()
+            await asyncio.wait({election, expired}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             if self.leading.is_set():
+                self.leading.clear()
                 await self._release()  # stopping: hand the Lease over now, not after it expires
             raise
-        except Exception as exc:  # the API unreachable mid-campaign: a fresh start campaigns again
-            raise LeadershipLost(f"{where}: {type(exc).__name__}: {exc}") from exc
         finally:
             self.leading.clear()
-            if self._leading_task is not None and not self._leading_task.done():
-                self._leading_task.cancel()  # the library leaves it running when it was cancelled itself
-        raise LeadershipLost(f"{where}: not renewed within {self._config.renew_deadline:g}s")
+            for task in (election, expired, self._leading_task):
+                if task is not None and not task.done():
+                    task.cancel()  # the library leaves its leading task running when it is cancelled itself
+            await asyncio.gather(election, expired, return_exceptions=True)
+        if election.done() and not election.cancelled() and (error := election.exception()) is not None:
+            raise LeadershipLost(f"{where}: {type(error).__name__}: {error}") from error
+        raise LeadershipLost(f"{where}: not renewed within {self._renew_deadline}s")
 
     async def _release(self) -> None:
         """Clear the holder, as kube-scheduler's release on cancel does; a failure leaves it to expire."""
@@ -111,7 +181,14 @@ class Leadership:
         log.info(
             "binder.leading", extra={"fields": {"lease": f"{self.namespace}/{self.name}", "identity": self.identity}}
         )
-        await asyncio.Event().wait()  # until the library cancels it: the Lease was lost
+        # The watchdog: until the library cancels this task (the Lease lost), or our last write of
+        # the Lease is older than the renew deadline.
+        while True:
+            await asyncio.sleep(WATCHDOG_PERIOD_SECONDS)  # a periodic check, not synchronisation
+            written = self._lock.written_at
+            if written is None or self._clock() - written > self._renew_deadline:
+                self._expired.set()
+                return
 
     async def _stopped(self) -> None:
         self.leading.clear()

@@ -4,10 +4,12 @@ test API server (coordination.k8s.io/v1 Leases)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
+from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from services.binder.leadership import Leadership, LeadershipLost
 from topoplace.kubeapi import KubeApiServer
@@ -78,3 +80,24 @@ async def test_a_leader_whose_lease_was_taken_stops_and_starts_over(
         await asyncio.wait_for(running, 10)
     assert not first.leading.is_set()
     assert is_transient_outage(lost.value)  # the supervisor starts the binder's streams over
+
+
+async def test_a_leader_whose_renewals_hang_stops_before_its_lease_can_run_out(
+    kube_api: KubeApiServer, kube_client: client.ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = candidate(kube_client, "binder-a")
+    running = asyncio.create_task(first.run())
+    await asyncio.wait_for(first.leading.wait(), 10)
+
+    async def hang(*args: object, **kwargs: object) -> bool:
+        await asyncio.Event().wait()  # a request the server never answers
+        return True
+
+    monkeypatch.setattr(LeaseLock, "update", hang)
+    with pytest.raises(LeadershipLost):
+        await asyncio.wait_for(running, 10)
+    stopped_at = time.monotonic()
+    written = first._lock.written_at
+    assert written is not None and not first.leading.is_set()
+    # A standby could take the Lease only once it had not changed for lease_seconds.
+    assert stopped_at < written + FAST["lease_seconds"]
