@@ -132,20 +132,7 @@ class NodeLocker:
     async def _holder(self, namespace: str, name: str, budget: RetryBudget) -> PodObject | None:
         """The pod a lock names; None when there is none."""
         try:
-            body = await call_with_retry(
-                "read lock holder",
-                functools.partial(
-                    self._raw,
-                    functools.partial(
-                        self._core.read_namespaced_pod,
-                        name,
-                        namespace,
-                        _preload_content=False,
-                        _request_timeout=self._request_timeout,
-                    ),
-                ),
-                budget,
-            )
+            body = await self._call("read lock holder", self._core.read_namespaced_pod, name, namespace, budget=budget)
         except ApiException as exc:
             if classify_status(int(exc.status or 0)) is ApiErrorKind.NOT_FOUND:
                 return None
@@ -153,16 +140,7 @@ class NodeLocker:
         return _pod_decoder.decode(body)
 
     async def _read(self, node: str, budget: RetryBudget) -> NodeObject:
-        body = await call_with_retry(
-            "read node",
-            functools.partial(
-                self._raw,
-                functools.partial(
-                    self._core.read_node, node, _preload_content=False, _request_timeout=self._request_timeout
-                ),
-            ),
-            budget,
-        )
+        body = await self._call("read node", self._core.read_node, node, budget=budget)
         return _node_decoder.decode(body)
 
     async def _patch(
@@ -171,26 +149,28 @@ class NodeLocker:
         """False when the Node changed since it was read (409 on the precondition)."""
         body = {"metadata": {"annotations": annotations, "resourceVersion": resource_version}}
         try:
-            await call_with_retry(
+            await self._call(
                 "patch node",
-                functools.partial(
-                    self._raw,
-                    functools.partial(
-                        self._core.patch_node,
-                        node,
-                        body,
-                        _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # the runtime takes it; the stub lacks it
-                        _preload_content=False,
-                        _request_timeout=self._request_timeout,
-                    ),
-                ),
-                budget,
+                self._core.patch_node,
+                node,
+                body,
+                budget=budget,
+                _content_type=MERGE_PATCH,  # the runtime takes it; the stub lacks it
             )
         except ApiException as exc:
             if classify_status(int(exc.status or 0)) is ApiErrorKind.CONFLICT:
                 return False
             raise
         return True
+
+    async def _call(
+        self, operation: str, method: Callable[..., Awaitable[Any]], *args: Any, budget: RetryBudget, **options: Any
+    ) -> bytes:
+        """One API call, raw bytes back, retried within the budget."""
+        call = functools.partial(
+            method, *args, _preload_content=False, _request_timeout=self._request_timeout, **options
+        )
+        return await call_with_retry(operation, functools.partial(self._raw, call), budget)
 
 
 def _mine(held: str, namespace: str, name: str) -> bool:

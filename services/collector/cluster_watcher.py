@@ -543,8 +543,12 @@ async def run_cluster_watcher(
                             group.create_task(raise_when_recovered(producer.recovered))
                             group.create_task(
                                 watch_for_data_loss(
-                                    bootstrap, PUBLISHED_TOPICS, producer=producer, service=SERVICE,
-                                    interval=broker_check_seconds, security=settings.kafka_security,
+                                    bootstrap,
+                                    PUBLISHED_TOPICS,
+                                    producer=producer,
+                                    service=SERVICE,
+                                    interval=broker_check_seconds,
+                                    security=settings.kafka_security,
                                 )  # fmt: skip
                             )
                             await _seeded_run(watcher, bootstrap, settings.kafka_security)

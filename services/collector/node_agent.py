@@ -206,9 +206,7 @@ async def publish_nodes(
             return f"Kafka: {supervisor.problem} (reconnecting)"
         return f"{len(published)} of {len(readers)} topologies published"
 
-    health = HealthServer(
-        settings.health_port, ready=lambda: len(published) == len(readers), reason=not_ready_reason
-    )
+    health = HealthServer(settings.health_port, ready=lambda: len(published) == len(readers), reason=not_ready_reason)
     port = await health.start()
     nodes = list(readers)
     log.info("collector.node_agent_started", extra={"fields": {"nodes": nodes, "health_port": port}})

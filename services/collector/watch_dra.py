@@ -175,6 +175,4 @@ def resolved(ref: PodClaim, claim: ResourceClaim) -> PodClaim:
         for c in claim.spec.devices.constraints
         if c.match_attribute
     )
-    return msgspec.structs.replace(
-        ref, claim_uid=claim.metadata.uid, requests=tuple(requests), constraints=constraints
-    )
+    return msgspec.structs.replace(ref, claim_uid=claim.metadata.uid, requests=tuple(requests), constraints=constraints)

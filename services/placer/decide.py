@@ -299,9 +299,7 @@ class Decider:
             self.parking.park(pending, decision_id=placement.decision_id, origin=origin)
 
 
-def _unschedulable(
-    pending: PendingPodEvent, attempt: int, reason: str, candidates: int, now: float
-) -> PlacementEvent:
+def _unschedulable(pending: PendingPodEvent, attempt: int, reason: str, candidates: int, now: float) -> PlacementEvent:
     return PlacementEvent(
         decision_id=decision_id(pending.uid, pending.resource_version, attempt, "", ()),
         uid=pending.uid,

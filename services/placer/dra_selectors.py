@@ -61,7 +61,7 @@ def _field(text: str, expression: str) -> str:
     match = _ATTRIBUTE.fullmatch(text)
     if match is None:
         raise SelectorError(
-            f"selector {expression!r}: {text!r} is not device.driver or device.attributes[\"<domain>\"].<name>"
+            f'selector {expression!r}: {text!r} is not device.driver or device.attributes["<domain>"].<name>'
         )
     return f"{match['domain']}/{match['attr'] or match['attr2']}"
 

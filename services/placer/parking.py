@@ -109,9 +109,7 @@ class ParkingLot:
     def await_binding(self, pending: PendingPodEvent, *, decision_id: str, origin: TraceHeaders = ()) -> None:
         self._file(pending, TicketState.AWAITING_BINDING, decision_id, origin)
 
-    def _file(
-        self, pending: PendingPodEvent, state: TicketState, decision_id: str, origin: TraceHeaders
-    ) -> None:
+    def _file(self, pending: PendingPodEvent, state: TicketState, decision_id: str, origin: TraceHeaders) -> None:
         before = self._tickets.get(pending.uid)
         self._tickets[pending.uid] = Ticket(
             pending=pending,

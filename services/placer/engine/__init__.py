@@ -80,9 +80,7 @@ def place(snapshot: Snapshot, request: PodRequest, mode: Mode = Mode.DEFAULT, *,
     `explain` lists every other node with why it lost (`Decision.alternatives`).
     Raises RequestError(field, reason) when the request cannot be read.
     """
-    return place_indexed(
-        registry, index_of(snapshot), request, mode, workload=snapshot.workload, explain=explain
-    )
+    return place_indexed(registry, index_of(snapshot), request, mode, workload=snapshot.workload, explain=explain)
 
 
 def place_in(

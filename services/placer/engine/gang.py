@@ -565,4 +565,3 @@ def _why_not(
 def clear() -> None:
     _slots.clear()
     _node_slots_memo.clear()
-

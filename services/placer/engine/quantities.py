@@ -14,6 +14,7 @@ from services.placer.engine.vendor import RequestError
 
 _LARGEST = 2**63 - 1
 
+
 def parse_quantity(field: str, text: str) -> Fraction:
     """A Kubernetes quantity ("2", "500m", "8Gi", "1e0") as an exact number (schemas.quantity's grammar)."""
     try:

@@ -279,9 +279,7 @@ class VendorPlugin(Protocol):
 
     def parse_request(self, request: PodRequest) -> DeviceRequest | None: ...
 
-    def filter_device(
-        self, scratch: NodeScratch, request: DeviceRequest, device: Device
-    ) -> str | Rejection | None: ...
+    def filter_device(self, scratch: NodeScratch, request: DeviceRequest, device: Device) -> str | Rejection | None: ...
 
     def search(
         self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]

@@ -114,9 +114,7 @@ class MetaxPlugin:
 
     # --- search -------------------------------------------------------------------------
 
-    def search(
-        self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]
-    ) -> SetChoice | Unfit:
+    def search(self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]) -> SetChoice | Unfit:
         assert isinstance(request, MetaxRequest)
         idle = idle_cards(scratch)
         if scratch.mode is Mode.HAMI:
@@ -172,9 +170,7 @@ def _app_class_reason(classes: tuple[str, ...], request_class: str) -> str:
     if ONLINE in classes and request_class == OFFLINE:
         return "runs an online pod; offline pods are not sent to it"
     if request_class:
-        return (
-            f"runs ordinary pods; an {request_class} pod needs a card of online/offline pods or an idle one"
-        )
+        return f"runs ordinary pods; an {request_class} pod needs a card of online/offline pods or an idle one"
     return "runs online/offline pods; an ordinary pod needs another card"
 
 
@@ -205,9 +201,7 @@ def hami_walk_order(scratch: NodeScratch, request: MetaxRequest) -> list[Device]
     return list(reversed(ordered))
 
 
-def _hami_pick(
-    scratch: NodeScratch, request: MetaxRequest, candidates: tuple[Device, ...]
-) -> tuple[Device, ...]:
+def _hami_pick(scratch: NodeScratch, request: MetaxRequest, candidates: tuple[Device, ...]) -> tuple[Device, ...]:
     usable = {d.index for d in candidates}
     walk = [d for d in hami_walk_order(scratch, request) if d.index in usable]
     n = request.count
@@ -229,9 +223,7 @@ def _default_pick(
 ) -> tuple[Device, ...]:
     n = request.count
     if request.online:
-        ranked = sorted(
-            candidates, key=lambda d: (online_preference(scratch.loads[d.index].app_classes), d.index)
-        )
+        ranked = sorted(candidates, key=lambda d: (online_preference(scratch.loads[d.index].app_classes), d.index))
         return tuple(ranked[:n])
     if request.exclusive:
         return best_exclusive_choice(candidates, n, idle)
@@ -310,13 +302,9 @@ def fill_after(scratch: NodeScratch, request: MetaxRequest, choice: SetChoice) -
         load = scratch.loads[card.index]
         memory, cores = load.memory_used_mib, load.cores_used
         if card.index in chosen:
-            memory += (
-                request.memory_for(card.memory_mib) if request.kind is MetaxKind.SGPU else card.memory_mib
-            )
+            memory += request.memory_for(card.memory_mib) if request.kind is MetaxKind.SGPU else card.memory_mib
             cores += 0 if request.online else (request.cores if request.kind is MetaxKind.SGPU else 100)
-        share = max(
-            memory / card.memory_mib if card.memory_mib else 0.0, cores / card.cores if card.cores else 0.0
-        )
+        share = max(memory / card.memory_mib if card.memory_mib else 0.0, cores / card.cores if card.cores else 0.0)
         total += min(1.0, share)
     return total / len(cards)
 

@@ -85,9 +85,7 @@ def preference(annotations: Mapping[str, str], size: int, node_policy: str) -> T
             warning = "" if not problems else f"{problems[0]}; used {key} instead"
             return TopologyPreference(value=convert(value), source=source, warning=warning)
         problems.append(why)
-    return TopologyPreference(
-        value=0.0, source="none", warning="; ".join(problems) + "; no topology preference"
-    )
+    return TopologyPreference(value=0.0, source="none", warning="; ".join(problems) + "; no topology preference")
 
 
 def hami_preference(annotations: Mapping[str, str], size: int, node_policy: str) -> TopologyPreference:

@@ -134,9 +134,7 @@ def parse_metax_request(request: PodRequest) -> MetaxRequest | None:
         if app_class not in APP_CLASSES:
             raise RequestError(APP_CLASS_ANNOTATION, f"must be online or offline, got {app_class!r}")
         if shares != 1:
-            raise RequestError(
-                APP_CLASS_ANNOTATION, f"an {app_class} pod must request exactly 1 {SGPU}, got {shares}"
-            )
+            raise RequestError(APP_CLASS_ANNOTATION, f"an {app_class} pod must request exactly 1 {SGPU}, got {shares}")
     qos = ""
     if app_class != ONLINE:
         qos = ann.get(QOS_ANNOTATION, DEFAULT_QOS)  # HAMi's webhook writes best-effort when absent

@@ -130,9 +130,7 @@ class _Plan(msgspec.Struct, frozen=True):
     zoneless_take: int
 
 
-def best_exclusive_choice(
-    candidates: Sequence[Device], count: int, idle: Sequence[Device]
-) -> tuple[Device, ...]:
+def best_exclusive_choice(candidates: Sequence[Device], count: int, idle: Sequence[Device]) -> tuple[Device, ...]:
     """The default mode's exact optimum over zones.
 
     Maximise the allocation's internal score; among equal ones minimise the

@@ -123,9 +123,7 @@ class NeuronPlugin:
             return f"all {device.cores} NeuronCores taken"
         return None
 
-    def search(
-        self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]
-    ) -> SetChoice | Unfit:
+    def search(self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]) -> SetChoice | Unfit:
         assert isinstance(request, NeuronRequest)
         family = node_family(scratch)
         if isinstance(family, NoFit):

@@ -134,9 +134,7 @@ def _describe_runs(indices: Sequence[int]) -> str:
     return ", ".join(parts) if parts else "none"
 
 
-def device_groups(
-    family: Family, devices: Sequence[NeuronDevice], count: int
-) -> list[tuple[int, ...]] | NoFit:
+def device_groups(family: Family, devices: Sequence[NeuronDevice], count: int) -> list[tuple[int, ...]] | NoFit:
     """Every legal group of ``count`` whole free devices, ascending by first index."""
     if count <= 0:
         return NoFit(f"{count} Neuron devices requested")
@@ -200,9 +198,7 @@ def core_options(family: Family, devices: Sequence[NeuronDevice], cores: int) ->
         options = [Option((Take(i, cores),)) for i in sorted(by_index) if by_index[i].free_cores >= cores]
         if not options:
             best = max((d.free_cores for d in devices), default=0)
-            return NoFit(
-                f"no Neuron device has {cores} free NeuronCore(s); the most any device has is {best}"
-            )
+            return NoFit(f"no Neuron device has {cores} free NeuronCore(s); the most any device has is {best}")
         return options
     if cores % per_device == 0:
         groups = device_groups(family, devices, cores // per_device)
@@ -214,9 +210,7 @@ def core_options(family: Family, devices: Sequence[NeuronDevice], cores: int) ->
     return _core_runs(family, by_index, cores, per_device)
 
 
-def _core_runs(
-    family: Family, by_index: dict[int, NeuronDevice], cores: int, per_device: int
-) -> list[Option] | NoFit:
+def _core_runs(family: Family, by_index: dict[int, NeuronDevice], cores: int, per_device: int) -> list[Option] | NoFit:
     options: list[Option] = []
     illegal_block = False
     for start in sorted(by_index):
