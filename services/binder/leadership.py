@@ -45,6 +45,7 @@ RENEW_DEADLINE_SECONDS = 10
 RETRY_SECONDS = 2
 RELEASE_TIMEOUT_SECONDS = 2.0
 CALL_TIMEOUT_SECONDS = 2.0  # one read or write of the Lease
+CANCEL_RETRY_SECONDS = 0.5  # how long a cancelled campaign may take to end before it is cancelled again
 WATCHDOG_PERIOD_SECONDS = 0.5  # how often a leader checks when it last renewed
 UNREACHABLE = json.dumps({"code": 503}).encode()  # what the library reads off a failed read's body
 
@@ -74,7 +75,8 @@ class BoundedLeaseLock(LeaseLock):
 
     async def get(self, name: str, namespace: str) -> tuple[bool, Any]:
         try:
-            return await asyncio.wait_for(super().get(name, namespace), self._call_timeout)
+            async with asyncio.timeout(self._call_timeout):
+                return await super().get(name, namespace)
         except (TimeoutError, OSError, aiohttp.ClientError) as exc:
             refused = ApiException(status=503, reason=f"{type(exc).__name__}: {exc}")
             refused.body = UNREACHABLE
@@ -88,7 +90,8 @@ class BoundedLeaseLock(LeaseLock):
 
     async def _bounded(self, call: Coroutine[Any, Any, bool]) -> bool:
         try:
-            return await asyncio.wait_for(call, self._call_timeout)
+            async with asyncio.timeout(self._call_timeout):
+                return await call
         except (TimeoutError, OSError, aiohttp.ClientError) as exc:
             log.warning("binder.lease_call_failed", extra={"fields": {"error": f"{type(exc).__name__}: {exc}"}})
             return False
@@ -97,6 +100,16 @@ class BoundedLeaseLock(LeaseLock):
         if ok:
             self.written_at = self._clock()
         return ok
+
+
+async def _ended(*tasks: asyncio.Future[Any]) -> None:
+    """Cancel the tasks and wait until they have ended. Cancelled again while one runs on: a
+    cancellation can be lost (Python 3.11's asyncio.wait_for returns a result that came with it, so
+    code that uses it may swallow one), and a campaign that ignored it would run on forever."""
+    while pending := [t for t in tasks if not t.done()]:
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending, timeout=CANCEL_RETRY_SECONDS)
 
 
 def default_identity() -> str:
@@ -150,10 +163,9 @@ class Leadership:
             raise
         finally:
             self.leading.clear()
-            for task in (election, expired, self._leading_task):
-                if task is not None and not task.done():
-                    task.cancel()  # the library leaves its leading task running when it is cancelled itself
-            await asyncio.gather(election, expired, return_exceptions=True)
+            if self._leading_task is not None:
+                self._leading_task.cancel()  # the library leaves it running when it is cancelled itself
+            await _ended(election, expired)
         if election.done() and not election.cancelled() and (error := election.exception()) is not None:
             raise LeadershipLost(f"{where}: {type(error).__name__}: {error}") from error
         raise LeadershipLost(f"{where}: not renewed within {self._renew_deadline}s")
@@ -162,16 +174,14 @@ class Leadership:
         """Clear the holder, as kube-scheduler's release on cancel does; a failure leaves it to expire."""
         leases = CoordinationV1Api(self._api)
         try:
-            await asyncio.wait_for(
-                leases.patch_namespaced_lease(
+            async with asyncio.timeout(RELEASE_TIMEOUT_SECONDS):
+                await leases.patch_namespaced_lease(
                     self.name,
                     self.namespace,
                     {"spec": {"holderIdentity": None, "leaseDurationSeconds": 1}},
                     _content_type="application/merge-patch+json",  # type: ignore[call-arg]  # the stub lacks it
                     _preload_content=False,
-                ),
-                RELEASE_TIMEOUT_SECONDS,
-            )
+                )
         except (ApiException, OSError, TimeoutError, aiohttp.ClientError) as exc:
             log.warning("binder.lease_release_failed", extra={"fields": {"lease": self.name, "error": repr(exc)}})
 

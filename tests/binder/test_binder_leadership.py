@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 
 import pytest
 from kubernetes_asyncio import client
@@ -15,13 +16,21 @@ from services.binder.leadership import Leadership, LeadershipLost
 from topoplace.kubeapi import KubeApiServer
 from topoplace.supervise import is_transient_outage
 
-LEASE = "topoplace-binder"
 # Short, so that losing a Lease takes about two seconds, not ten.
 FAST = {"lease_seconds": 3, "renew_deadline_seconds": 2, "retry_seconds": 1}
 
 
+# A Lease name no real binder uses: nothing else that campaigns on a server can meet it.
+LEASE = f"topoplace-binder-test-{uuid.uuid4().hex[:8]}"
+
+
 def candidate(api: client.ApiClient, identity: str) -> Leadership:
     return Leadership(api, name=LEASE, namespace="default", identity=identity, **FAST)
+
+
+async def stopped(running: asyncio.Task[object]) -> None:
+    running.cancel()
+    await asyncio.wait_for(asyncio.gather(running, return_exceptions=True), 10)
 
 
 def holder(kube_api: KubeApiServer) -> str | None:
@@ -40,8 +49,7 @@ async def test_one_candidate_leads_and_the_other_waits(kube_api: KubeApiServer, 
         assert not await LeaderElection(second._config).try_acquire_or_renew()
         assert holder(kube_api) == "binder-a"
     finally:
-        running.cancel()
-        await asyncio.gather(running, return_exceptions=True)
+        await stopped(running)
 
 
 async def test_a_leader_that_stops_hands_the_lease_over_at_once(
@@ -50,8 +58,7 @@ async def test_a_leader_that_stops_hands_the_lease_over_at_once(
     first, second = candidate(kube_client, "binder-a"), candidate(kube_client, "binder-b")
     running = asyncio.create_task(first.run())
     await asyncio.wait_for(first.leading.wait(), 10)
-    running.cancel()
-    await asyncio.gather(running, return_exceptions=True)
+    await stopped(running)
     assert holder(kube_api) is None and not first.leading.is_set()
     # No waiting for the 3 s Lease to run out.
     assert await LeaderElection(second._config).try_acquire_or_renew()

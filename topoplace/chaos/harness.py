@@ -69,6 +69,7 @@ class _Service(msgspec.Struct, kw_only=True):
     name: str
     args: tuple[str, ...]
     running: processes.ServiceProcess | None = None
+    restart_pending: bool = False
 
 
 def _gang_manifests(options: ChaosOptions) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
@@ -274,12 +275,20 @@ class ChaosRun:
                 name = event.kind.removeprefix("kill:")
                 assert name in KILLABLE
                 await self._kill(name)
-                restarts.append(asyncio.create_task(self._restart_later(name)))
+                # One restart at a time: a second start while one is pending would leave a process
+                # nobody tracks, running on after the run.
+                if not self.services[name].restart_pending:
+                    self.services[name].restart_pending = True
+                    restarts.append(asyncio.create_task(self._restart_later(name)))
         await asyncio.gather(*restarts)
 
     async def _restart_later(self, name: str) -> None:
-        await asyncio.sleep(self.options.restart_pause_s)  # how long the service stays down
-        await self._start(name)
+        service = self.services[name]
+        try:
+            await asyncio.sleep(self.options.restart_pause_s)  # how long the service stays down
+            await self._start(name)
+        finally:
+            service.restart_pending = False
 
     async def _submit(
         self,
