@@ -201,10 +201,13 @@ class PlacerService:
     async def _publish(self, placement: PlacementEvent | GangPlacementEvent, span: trace.Span, *, cause: Cause) -> None:
         span.set_attributes(_decision_attributes(placement))
         span.set_attribute("topoplace.cause", cause.value)
-        if cause is Cause.REPEATED and self.sent.recent(placement.decision_id):
+        sent_as = _sent_as(placement)
+        if (cause is Cause.REPEATED or placement.outcome is PlacementOutcome.UNSCHEDULABLE) and self.sent.recent(
+            sent_as
+        ):
             span.set_attribute("topoplace.resent", False)
             metrics.DECISIONS.labels(outcome=placement.outcome.value, cause=cause.value).inc()
-            return  # still on its way through the binder
+            return  # still on its way through the binder, or the pod already told the same
         if isinstance(placement, GangPlacementEvent):
             topic, key = topics.GANG_PLACEMENTS, placement.name
         else:
@@ -235,7 +238,7 @@ class PlacerService:
                 )
                 await asyncio.sleep(PUBLISH_BACKOFF_S[min(attempt - 1, len(PUBLISH_BACKOFF_S) - 1)])
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
-        self.sent.sent(placement.decision_id)
+        self.sent.sent(sent_as)
         metrics.DECISIONS.labels(outcome=placement.outcome.value, cause=cause.value).inc()
         if isinstance(placement, GangPlacementEvent):
             log.info(
@@ -268,6 +271,16 @@ class PlacerService:
                 }
             },
         )
+
+
+def _sent_as(placement: PlacementEvent | GangPlacementEvent) -> str:
+    """What makes two sends the same: a placement's decision id; for an unschedulable pod or gang,
+    its reason (each relist re-decides it under a new id, and the binder would write the same
+    condition again: under a short relist period that flood held up the binder's bindings)."""
+    if placement.outcome is not PlacementOutcome.UNSCHEDULABLE:
+        return placement.decision_id
+    who = placement.uid if isinstance(placement, PlacementEvent) else f"gang/{placement.namespace}/{placement.name}"
+    return f"unschedulable|{who}|{placement.reason}"
 
 
 def _pod_attributes(pod: PendingPodEvent | PlacementEvent) -> dict[str, str]:

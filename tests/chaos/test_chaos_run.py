@@ -16,7 +16,7 @@ from topoplace.kubeapi.faults import KINDS as API_FAULT_KINDS
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 # Time for every pod to be accounted for once the faults and submissions end: a bound on
 # liveness, not a speed goal (a passing run ends as soon as it has converged).
-CONVERGE_TIMEOUT_S = 300.0
+CONVERGE_TIMEOUT_S = 600.0
 
 
 def check(report: ChaosReport, logs: Path, *, process_faults: tuple[str, ...]) -> None:

@@ -70,3 +70,22 @@ async def test_a_repeat_inside_the_window_sends_nothing_and_after_it_the_same_de
     await service.on_pending(received(pod))
     first, again = (event for _, event in sends.sent)
     assert isinstance(first, PlacementEvent) and again == first
+
+
+async def test_an_unschedulable_pod_told_the_same_reason_is_not_told_again_inside_the_window() -> None:
+    sends = Sends()
+    service = PlacerService(cast(EventProducer, sends), place=first_fit)
+    clock = Clock()
+    service.sent = RecentlySent(30.0, clock)
+    service.decider.on_event(topology("n1", 1))
+    service.decider.on_event(status("n1"))
+    too_big = pending("big", 2)
+    await service.on_pending(received(too_big))
+    # A relist brings it again under a new resourceVersion: a new decision id, the same answer.
+    await service.on_pending(received(msgspec.structs.replace(too_big, resource_version="2")))
+    assert len(sends.sent) == 1
+    clock.now += 31.0
+    await service.on_pending(received(msgspec.structs.replace(too_big, resource_version="3")))
+    first, again = (event for _, event in sends.sent)
+    assert isinstance(first, PlacementEvent) and isinstance(again, PlacementEvent)
+    assert first.reason == again.reason and first.decision_id != again.decision_id
