@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_CEILING, ROUND_UP, Context, Decimal
 
-__all__ = ["QuantityError", "milli_value", "parse_quantity", "value"]
+__all__ = ["QuantityError", "milli_value", "parse_quantity", "resource_milli", "value"]
 
 _DECIMAL_EXPONENT = {"": 0, "n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _BINARY_EXPONENT = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
@@ -82,6 +82,13 @@ def milli_value(text: str) -> int:
 def value(text: str) -> int:
     """The quantity as a whole number, rounded up (Quantity.Value): "16Gi" -> 17179869184, "1.5" -> 2."""
     return _to_int64(text, parse_quantity(text))
+
+
+def resource_milli(resource: str, text: str) -> int:
+    """An amount of `resource` in thousandths, rounded as kube-scheduler adds it (framework.Resource.Add):
+    cpu is Quantity.MilliValue(), every other resource Quantity.Value() (whole units, rounded up) times
+    1000, so "1.5" bytes of memory is 2000. The engine and the binder both count resources so."""
+    return milli_value(text) if resource == "cpu" else value(text) * 1000
 
 
 def _to_int64(text: str, number: Decimal) -> int:

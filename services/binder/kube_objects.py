@@ -48,13 +48,12 @@ class PodSpec(msgspec.Struct, kw_only=True, rename="camel"):
                 InitContainerRequest(requests=_milli(c), restartable=c.restart_policy == "Always")
                 for c in self.init_containers
             ],
-            milli_requests({k: str(v) for k, v in (self.overhead or {}).items()}),
+            milli_requests(self.overhead or {}),
         )
 
 
 def _milli(container: Container) -> dict[str, int]:
-    requests = (container.resources.requests if container.resources else None) or {}
-    return milli_requests({k: str(v) for k, v in requests.items()})
+    return milli_requests((container.resources.requests if container.resources else None) or {})
 
 
 class PodStatus(msgspec.Struct, kw_only=True):

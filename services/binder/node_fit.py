@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from schemas.quantity import QuantityError, parse_quantity
+from schemas.quantity import QuantityError, resource_milli
 
 POD_SLOT = 1000  # every pod takes one of the node's `pods`, in milli-units
 
@@ -89,7 +89,7 @@ class NodeFit:
             if resource not in allocatable or wanted[resource] <= 0:
                 continue
             try:
-                limit = int(parse_quantity(str(allocatable[resource])) * 1000)
+                limit = resource_milli(resource, str(allocatable[resource]))
             except QuantityError:
                 continue  # the Node's own field is unreadable: nothing to hold the pod to
             taken = used.get(resource, 0)
@@ -110,12 +110,13 @@ def _show(milli: int) -> str:
     return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
 
 
-def milli_requests(quantities: Mapping[str, str]) -> dict[str, int]:
-    """Quantities as the API writes them, in milli-units; an unreadable one is left out."""
+def milli_requests(quantities: Mapping[str, str | int | float]) -> dict[str, int]:
+    """Quantities as the API writes them, in milli-units rounded as kube-scheduler (and the placer's
+    engine) rounds them; an unreadable one is left out."""
     out: dict[str, int] = {}
     for resource, text in quantities.items():
         try:
-            out[resource] = int(parse_quantity(str(text)) * 1000)
+            out[resource] = resource_milli(resource, str(text))
         except QuantityError:
             continue
     return out

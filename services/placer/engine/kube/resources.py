@@ -31,7 +31,7 @@ from collections.abc import Collection, Mapping
 # A pod's effective request lives in the event contract, shared with the cluster watcher.
 from schemas.pod_requests import InitContainerRequest as InitContainerRequest
 from schemas.pod_requests import effective_pod_request as effective_pod_request
-from schemas.quantity import QuantityError, milli_value, value
+from schemas.quantity import QuantityError, resource_milli
 from services.placer.engine.errors import RequestError
 
 CPU = "cpu"
@@ -63,7 +63,7 @@ def parse_requests(mapping: Mapping[str, str], field: str) -> dict[str, int]:
     parsed: dict[str, int] = {}
     for name, text in mapping.items():
         try:
-            amount = milli_value(text) if name == CPU else value(text) * _UNIT
+            amount = resource_milli(name, text)
         except QuantityError as exc:
             raise RequestError(f"{field}.{name}", str(exc)) from None
         if amount < 0:
