@@ -43,6 +43,17 @@ def received(event: Any) -> Received:
     )
 
 
+def placer_on_one_node(gpus: int) -> tuple[PlacerService, Sends, Clock]:
+    """A placer whose sends are recorded and whose resend window runs on a clock the test moves."""
+    sends = Sends()
+    service = PlacerService(cast(EventProducer, sends), place=first_fit)
+    clock = Clock()
+    service.sent = RecentlySent(30.0, clock)
+    service.decider.on_event(topology("n1", gpus))
+    service.decider.on_event(status("n1"))
+    return service, sends, clock
+
+
 def test_recently_sent_forgets_after_the_window() -> None:
     clock = Clock()
     sent = RecentlySent(30.0, clock)
@@ -56,12 +67,7 @@ def test_recently_sent_forgets_after_the_window() -> None:
 
 
 async def test_a_repeat_inside_the_window_sends_nothing_and_after_it_the_same_decision() -> None:
-    sends = Sends()
-    service = PlacerService(cast(EventProducer, sends), place=first_fit)
-    clock = Clock()
-    service.sent = RecentlySent(30.0, clock)
-    service.decider.on_event(topology("n1", 2))
-    service.decider.on_event(status("n1"))
+    service, sends, clock = placer_on_one_node(gpus=2)
     pod = pending("p1")
     await service.on_pending(received(pod))
     await service.on_pending(received(pod))  # the relist 10 s later, say
@@ -73,12 +79,7 @@ async def test_a_repeat_inside_the_window_sends_nothing_and_after_it_the_same_de
 
 
 async def test_an_unschedulable_pod_told_the_same_reason_is_not_told_again_inside_the_window() -> None:
-    sends = Sends()
-    service = PlacerService(cast(EventProducer, sends), place=first_fit)
-    clock = Clock()
-    service.sent = RecentlySent(30.0, clock)
-    service.decider.on_event(topology("n1", 1))
-    service.decider.on_event(status("n1"))
+    service, sends, clock = placer_on_one_node(gpus=1)
     too_big = pending("big", 2)
     await service.on_pending(received(too_big))
     # A relist brings it again under a new resourceVersion: a new decision id, the same answer.
