@@ -18,7 +18,7 @@ from bench.trace_replay import ReplayResult
 from bench.trace_topology import MAPPING_TEXT
 
 PUBLISHED = "published (Weng et al. ATC'23)"
-OURS = ("topoplace", "topoplace-hami", "topoplace-frag", "topoplace-fgd+")
+OURS = ("topoplace", "topoplace-hami", "topoplace-frag")
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -266,17 +266,8 @@ PACKING_GAP = (
     "engine's fragmentation node policy)."
 )
 FRAG_GAP = (
-    "It runs FGD's measure inside the engine (hami.io/node-scheduler-policy: fragmentation, the trace's "
-    "typical classes as the snapshot's workload), on devices only: CPU-only pods never reach the engine and go "
-    "to the node with the most free CPU (NodeResourcesFit LeastAllocated), while fgd places them by "
-    "fragmentation too; the engine does not count a class as unable to run for lack of free CPU; and equal "
-    "scores go to the emptier node (fgd: to the first node in the per-seed node order)."
-)
-
-
-FGD_PLUS_GAP = (
-    "It is a bench prototype: FGD's integer level with a CPU-spare rule for CPU-heavy pods, broken NVLink "
-    "groups first for shared pods and link-optimal sets for multi-GPU pods; no lookahead."
+    "It is the engine's fragmentation node policy (FGD's measure with the nodes' CPU, its integer level, "
+    "then busy nodes before idle ones and CPU spare per free GPU), every decision a place_in call."
 )
 
 
@@ -299,7 +290,7 @@ def build_notes(
             notes.append(
                 f"{mine} is NOT ahead on fragmentation: it leaves {unalloc[mine]:.2f} % of GPU unallocated at 100 % "
                 f"demand, behind {behind_text}; ahead of {', '.join(ahead_of) or 'none'}. "
-                + {"topoplace-frag": FRAG_GAP, "topoplace-fgd+": FGD_PLUS_GAP}.get(mine, PACKING_GAP)
+                + {"topoplace-frag": FRAG_GAP}.get(mine, PACKING_GAP)
             )
         else:
             notes.append(

@@ -22,10 +22,9 @@ import msgspec
 from bench import pipeline_speed, plots, scale, search_speed
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
-from bench.fgd_plus import FgdPlus
 from bench.report import build_figures, build_markdown, build_notes, second_list_figures
 from bench.results import Machine, Results, output_dirs, write_results
-from bench.topoplace_trace import topoplace_factory
+from bench.topoplace_trace import EngineTracePolicy, topoplace_factory
 from bench.trace import load_nodes, load_pods
 from bench.trace_policies import (
     PAPER_POLICIES,
@@ -43,7 +42,7 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_NODES = HERE / "data" / "alibaba-gpu-v2023" / "openb_node_list_gpu_node.csv"
 DEFAULT_PODS = HERE / "data" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
 MULTIGPU_PODS = HERE / "data" / "alibaba-gpu-v2023" / "openb_pod_list_multigpu20.csv"
-MULTIGPU_POLICIES = ("fgd", FgdPlus.name)  # the second pod list: FGD against our candidate only
+MULTIGPU_POLICIES = ("fgd", EngineTracePolicy.name)  # the second pod list: FGD against our policy only
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True):
@@ -103,8 +102,7 @@ def trace_policies(earlier_variants: bool = False) -> dict[str, tuple[PolicyFact
             policies[extra.name] = (extra, EARLIER)
     policies["topoplace"] = (topoplace_factory(Mode.DEFAULT), SIMULATOR)
     policies["topoplace-hami"] = (topoplace_factory(Mode.HAMI), SIMULATOR)
-    policies["topoplace-frag"] = (topoplace_factory(Mode.DEFAULT, fragmentation=True), SIMULATOR)
-    policies[FgdPlus.name] = (FgdPlus, SIMULATOR)
+    policies[EngineTracePolicy.name] = (EngineTracePolicy, SIMULATOR)
     return policies
 
 
@@ -147,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--multigpu-pods",
         type=Path,
         default=MULTIGPU_PODS,
-        help="second pod list, replayed for fgd and topoplace-fgd+ only (figures trace_multigpu20.*)",
+        help="second pod list, replayed for fgd and topoplace-frag only (figures trace_multigpu20.*)",
     )
     parser.add_argument(
         "--out", type=Path, default=HERE / "results", help="results root (a dated folder and latest/ go here)"

@@ -17,10 +17,10 @@ and GPU model first, as the protocol requires for every policy. CPU-only pods
 ask the engine for nothing; they go where the default scheduler would put them
 (the node with the most free CPU, NodeResourcesFit LeastAllocated).
 
-`topoplace-frag` asks the engine for its `fragmentation` node policy, with the
-trace's typical pod classes as the snapshot's workload (FGD's measure inside
-the engine; the engine knows devices only, so unlike the bench's fgd policy it
-does not count a class as unable to run for lack of free CPU).
+`topoplace-frag` (`EngineTracePolicy`) is the engine's `fragmentation` node
+policy with no shortcut: the cluster is an engine index that reads each node's
+CPU, and every pod, CPU-only pods included, is one real `place_in` decision
+over all nodes (the policy's cost per decision is the engine's own).
 """
 
 from __future__ import annotations
@@ -34,9 +34,22 @@ from bench.fragmentation import PodClass
 from bench.trace import PodRow
 from bench.trace_policies import PolicyFactory
 from bench.trace_topology import TraceMachine, trace_machine
-from services.placer.engine import Allocation, Mode, NodeState, PodRequest, Snapshot, WorkloadClass, place
+from services.placer.engine import (
+    Allocation,
+    Mode,
+    NodeState,
+    PodRequest,
+    Snapshot,
+    WorkloadClass,
+    new_index,
+    place,
+    place_in,
+)
 
 DeviceShares = tuple[tuple[int, ...], ...]  # per device: the milli-GPU of each share held on it
+GPU = "nvidia.com/gpu"
+SPLIT_COUNT = 10  # nvidia.com/gpu a node reports per GPU (HAMi's deviceSplitCount)
+POD_SLOTS = 1_000  # the nodes' allocatable pods: the trace never limits pods per node
 NODE_POLICY = "hami.io/node-scheduler-policy"
 FRAGMENTATION = "fragmentation"
 
@@ -60,12 +73,19 @@ def engine_request(pod: PodRow, machine: TraceMachine, uid: str = "pod", node_po
     return PodRequest(uid=uid, requests=requests, annotations=annotations)
 
 
-def engine_workload(classes: Sequence[PodClass]) -> tuple[WorkloadClass, ...]:
-    """The trace's typical pod classes as the engine's workload mix (GPU shape, model, frequency)."""
+def engine_workload(classes: Sequence[PodClass], *, with_cpu: bool = False) -> tuple[WorkloadClass, ...]:
+    """The trace's typical pod classes as the engine's workload mix (GPU shape, model, frequency);
+    `with_cpu`: with each class's CPU, and the CPU-only classes too."""
     return tuple(
-        WorkloadClass(gpus=c.num_gpu, milli=c.gpu_milli, weight=c.probability, models=c.gpu_spec)
+        WorkloadClass(
+            gpus=c.num_gpu,
+            milli=c.gpu_milli if c.num_gpu else MILLI,
+            weight=c.probability,
+            models=c.gpu_spec,
+            cpu_milli=c.cpu_milli if with_cpu else 0,
+        )
         for c in classes
-        if c.num_gpu > 0 and c.probability > 0
+        if (c.num_gpu > 0 or with_cpu) and c.probability > 0
     )
 
 
@@ -92,24 +112,12 @@ def node_state(name: str, machine: TraceMachine, shares: DeviceShares) -> NodeSt
 
 
 class TopoplaceTracePolicy:
-    """Node and devices from the engine in the given mode (and, optionally, its fragmentation policy)."""
+    """Node and devices from the engine in the given mode, its default node policy."""
 
-    def __init__(
-        self,
-        state: ClusterState,
-        classes: Sequence[PodClass],
-        mode: Mode = Mode.DEFAULT,
-        fragmentation: bool = False,
-    ) -> None:
+    def __init__(self, state: ClusterState, classes: Sequence[PodClass], mode: Mode = Mode.DEFAULT) -> None:
         self.state = state
         self.mode = mode
         self.name = "topoplace" if mode is Mode.DEFAULT else f"topoplace-{mode.value}"
-        self.node_policy = ""
-        self.workload: tuple[WorkloadClass, ...] = ()
-        if fragmentation:
-            self.name = "topoplace-frag"
-            self.node_policy = FRAGMENTATION
-            self.workload = engine_workload(classes)
         self.machines = [
             trace_machine(state.models[m], int(c)) for m, c in zip(state.model, state.gpu_count, strict=True)
         ]
@@ -129,8 +137,8 @@ class TopoplaceTracePolicy:
             return hit
         machine = self.machines[node]
         shares = key[0][1]
-        snapshot = Snapshot(nodes=(node_state("n", machine, shares),), workload=self.workload)
-        decision = place(snapshot, engine_request(pod, machine, node_policy=self.node_policy), self.mode)
+        snapshot = Snapshot(nodes=(node_state("n", machine, shares),))
+        decision = place(snapshot, engine_request(pod, machine), self.mode)
         self.engine_calls += 1
         if decision.node is None:
             verdict = EngineVerdict(False, 0.0, ())
@@ -162,8 +170,104 @@ class TopoplaceTracePolicy:
         self.keys[placement.node] = self._key(placement.node)
 
 
-def topoplace_factory(mode: Mode, fragmentation: bool = False) -> PolicyFactory:
+def topoplace_factory(mode: Mode) -> PolicyFactory:
     def make(state: ClusterState, classes: Sequence[PodClass]) -> TopoplaceTracePolicy:
-        return TopoplaceTracePolicy(state, classes, mode, fragmentation)
+        return TopoplaceTracePolicy(state, classes, mode)
 
     return make
+
+
+class EngineTracePolicy:
+    """The engine's `fragmentation` node policy, every decision a real one over the whole cluster.
+
+    The replay's cluster lives in an engine index that reads each node's CPU (`new_index(cpu=True)`);
+    every pod, CPU-only pods included, is one `place_in` call with its CPU, memory and GPU request,
+    and the engine filters nodes itself (CPU, memory, GPU model, pod slots). Node names carry the
+    seed's node rank as a prefix, so the engine's tie rule (the first name) is the protocol's fixed
+    random node order. The workload is the protocol's typical classes, CPU-only classes included.
+    """
+
+    name = "topoplace-frag"
+
+    def __init__(self, state: ClusterState, classes: Sequence[PodClass]) -> None:
+        self.state = state
+        self.workload = engine_workload(classes, with_cpu=True)
+        self.machines = [
+            trace_machine(state.models[m], int(c)) for m, c in zip(state.model, state.gpu_count, strict=True)
+        ]
+        width = len(str(state.size))
+        self.names = [f"{int(rank):0{width}d}-{name}" for rank, name in zip(state.node_rank, state.names, strict=True)]
+        self.position = {name: i for i, name in enumerate(self.names)}
+        self.allocations: list[list[Allocation]] = [[] for _ in range(state.size)]
+        self.gpu_slots = [0] * state.size  # nvidia.com/gpu requested on the node
+        self.pods = [0] * state.size
+        self.index = new_index(cpu=True)
+        for i in range(state.size):
+            self.index.upsert(self._node(i))
+        self.count = 0
+        self.engine_refusals = 0
+
+    def _node(self, i: int) -> NodeState:
+        machine = self.machines[i]
+        s = self.state
+        return NodeState(
+            name=self.names[i],
+            machine_type=machine.machine_type,
+            devices=machine.devices,
+            links=machine.links,
+            allocatable={
+                "cpu": f"{int(s.cpu_cap[i])}m",
+                "memory": f"{int(s.mem_cap[i])}Mi",
+                "pods": str(POD_SLOTS),
+                GPU: str(int(s.gpu_count[i]) * SPLIT_COUNT),
+            },
+            requested={
+                "cpu": f"{int(s.cpu_cap[i] - s.cpu_free[i])}m",
+                "memory": f"{int(s.mem_cap[i] - s.mem_free[i])}Mi",
+                GPU: str(self.gpu_slots[i]),
+            },
+            pods=self.pods[i],
+            allocations=tuple(self.allocations[i]),
+        )
+
+    def _request(self, pod: PodRow) -> PodRequest:
+        requests = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
+        annotations = {NODE_POLICY: FRAGMENTATION}
+        if pod.num_gpu:
+            # Nodes differ in GPU memory: the share is asked as a percentage of the device's memory,
+            # exact for the trace's whole-percent shares, plus the same share of its cores.
+            requests[GPU] = str(pod.num_gpu)
+            if pod.gpu_milli < MILLI:
+                requests["nvidia.com/gpumem-percentage"] = str(max(1, pod.gpu_milli // 10))
+                requests["nvidia.com/gpucores"] = str(max(1, pod.gpu_milli // 10))
+            if pod.gpu_spec:
+                annotations["nvidia.com/use-gputype"] = ",".join(pod.gpu_spec)
+        self.count += 1
+        return PodRequest(uid=f"pod-{self.count}", name=pod.name, requests=requests, annotations=annotations)
+
+    def choose(self, pod: PodRow, candidates: np.ndarray, rng: np.random.Generator) -> Placement | None:
+        decision = place_in(self.index, self._request(pod), workload=self.workload)
+        if decision.node is None:
+            self.engine_refusals += 1
+            return None
+        node = self.position[decision.node]
+        position = {d.index: i for i, d in enumerate(self.machines[node].devices)}
+        return Placement(node=node, gpus=tuple(position[d.index] for d in decision.devices))
+
+    def placed(self, pod: PodRow, placement: Placement) -> None:
+        node = placement.node
+        machine = self.machines[node]
+        for g in placement.gpus:
+            whole = pod.gpu_milli >= MILLI
+            share = max(1, pod.gpu_milli // 10)
+            self.allocations[node].append(
+                Allocation(
+                    pod_uid=f"pod-{self.count}",
+                    index=machine.devices[g].index,
+                    memory_mib=0 if whole else machine.memory_per_gpu_mib * share // 100,
+                    cores=100 if whole else share,
+                )
+            )
+        self.gpu_slots[node] += pod.num_gpu
+        self.pods[node] += 1
+        self.index.upsert(self._node(node))

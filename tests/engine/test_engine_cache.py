@@ -103,11 +103,12 @@ def test_fragmentation_decisions_are_byte_identical_to_uncached_ones(seed: int) 
 
 
 def test_the_workload_mix_is_part_of_the_answer_key() -> None:
-    # a: 2 idle GPUs; b: GPU 0 taken, GPU 1 idle; a whole 1-GPU pod.
+    # a: GPU 2 taken, 0-1 idle; b: GPUs 0-1 taken, GPU 2 idle; a whole 1-GPU pod.
     # mix A (1 whole GPU, half GPU): no free share becomes fragment on either node: delta 0 both, a by name.
     # mix B (2 whole GPUs 0.7, quarter 0.3): a loses its pair (+700), b's lone idle GPU was all
     # fragment for the 2-GPU class and goes (-700): b. Answers kept from mix A would still say a.
-    nodes = (node("a", [gpu(0), gpu(1)]), node("b", [gpu(0), gpu(1)], busy=(0,)))
+    gpus = [gpu(0), gpu(1), gpu(2)]
+    nodes = (node("a", gpus, busy=(2,)), node("b", gpus, busy=(0, 1)))
     request = pod(1, node_policy="fragmentation")
     assert place(Snapshot(nodes=nodes, workload=MIX_A), request).node == "a"
     decision = place(Snapshot(nodes=nodes, workload=MIX_B), request)

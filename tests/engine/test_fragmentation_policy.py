@@ -3,7 +3,10 @@
 Expectations are worked out by hand from the definition in
 services/placer/engine/fragmentation.py: for each class, a device's free share
 counts as fragment when the class cannot use it (or all free share when the
-class cannot run on the node at all); classes are weighted by popularity.
+class cannot run on the node at all: no GPU, too little CPU); classes are
+weighted by popularity. A node scores FGD's integer level of the change,
+trunc(100 / (1 + e^(delta / 1000))), plus a tie term below 1: a GPU pod's
+(busy + by_cpu) / 2 * 0.98, by_cpu 0.5 when CPU is not weighed.
 """
 
 from __future__ import annotations
@@ -15,10 +18,19 @@ from engine_builders import gpu, node, place, pod
 
 from bench.cluster import ClusterState, Placement
 from bench.fragmentation import PodClass
-from bench.topoplace_trace import TopoplaceTracePolicy, engine_workload
+from bench.topoplace_trace import EngineTracePolicy, engine_workload
 from bench.trace import NodeRow, PodRow
 from services.placer.engine import Allocation, Mode, NodeState, PodRequest, RequestError, Snapshot
-from services.placer.engine.fragmentation import FreeShare, class_fragment, fragmentation
+from services.placer.engine.fragmentation import (
+    FreeShare,
+    NodeCpu,
+    PodShape,
+    class_fragment,
+    fragmentation,
+    heavy_ratio,
+    level,
+    tie,
+)
 from services.placer.engine.model import PlaceInput, WorkloadClass
 
 MEMORY = 81920  # the test GPU's memory (MiB)
@@ -39,6 +51,21 @@ def gpus_node(name: str, n: int, allocations: tuple[Allocation, ...] = ()) -> No
 
 def share_pod(milli: int, node_policy: str | None = FRAG, **kwargs: str) -> PodRequest:
     return pod(1, gpumem=str(MEMORY * milli // 1000), gpucores=str(milli // 10), node_policy=node_policy, **kwargs)
+
+
+def with_cpu(state: NodeState, cores: int) -> NodeState:
+    allocatable = {"cpu": str(cores), "pods": "110", "nvidia.com/gpu": str(10 * len(state.devices))}
+    return msgspec.structs.replace(state, allocatable=allocatable, requested={"cpu": "0"})
+
+
+def cpu_pod(cpu: str, gpus: int = 0, node_policy: str = FRAG) -> PodRequest:
+    requests = {"cpu": cpu} | ({"nvidia.com/gpu": str(gpus)} if gpus else {})
+    return PodRequest(uid="c", requests=requests, annotations={"hami.io/node-scheduler-policy": node_policy})
+
+
+# The tie term of a GPU pod on an idle node and on a busy one, CPU not weighed.
+IDLE_TIE = (0 + 0.5) / 2 * 0.98
+BUSY_TIE = (1 + 0.5) / 2 * 0.98
 
 
 def free(milli: int, *, idle: bool | None = None, model: str = "") -> FreeShare:
@@ -78,8 +105,55 @@ def test_weights_count_by_ratio_and_no_workload_means_no_fragment() -> None:
     assert fragmentation(devices, ()) == 0.0
 
 
+def test_a_class_that_lacks_cpu_cannot_run_and_a_cpu_only_class_never_uses_a_gpu() -> None:
+    needs_4_cores = WorkloadClass(gpus=1, milli=500, cpu_milli=4000)
+    devices = [free(1000), free(300)]
+    assert class_fragment(devices, needs_4_cores, cpu_free=4000) == 300  # fits: only GPU 1 is fragment
+    assert class_fragment(devices, needs_4_cores, cpu_free=3999) == 1300  # one milli-CPU short: all of it
+    assert class_fragment(devices, needs_4_cores) == 300  # CPU not known: never the reason
+    assert class_fragment(devices, WorkloadClass(gpus=0, cpu_milli=1000), cpu_free=10**6) == 1300
+
+
+@pytest.mark.parametrize(("delta", "expected"), [(0.0, 50), (-250.0, 56), (250.0, 43), (1000.0, 26), (10**6, 0)])
+def test_the_level_is_fgds_integer_score_of_the_change(delta: float, expected: int) -> None:
+    assert level(delta) == expected
+
+
+def test_levels_never_rise_with_the_delta_and_stay_in_range() -> None:
+    deltas = [-5000.0 + 7.3 * i for i in range(1400)]
+    levels = [level(d) for d in deltas]
+    assert all(0 <= v <= 100 for v in levels)
+    assert all(a >= b for a, b in zip(levels, levels[1:], strict=False))
+    assert len(set(levels)) < len(deltas) / 10  # coarse: many deltas share a level
+
+
+def test_the_heavy_ratio_is_the_workloads_weighted_median_cpu_per_gpu() -> None:
+    workload = (
+        WorkloadClass(gpus=1, cpu_milli=2000, weight=0.3),  # 2000 per GPU
+        WorkloadClass(gpus=2, cpu_milli=8000, weight=0.5),  # 4000 per GPU: the median by weight
+        WorkloadClass(gpus=1, milli=250, cpu_milli=4000, weight=0.2),  # 16000 per whole GPU
+        WorkloadClass(gpus=0, cpu_milli=64000, weight=5.0),  # CPU-only: no GPU to divide by
+    )
+    assert heavy_ratio(workload) == 4000
+    assert heavy_ratio((WorkloadClass(gpus=1),)) is None
+
+
+def test_the_tie_term_sends_cpu_heavy_pods_to_spare_cpu_and_light_ones_away_from_it() -> None:
+    rich, lean = NodeCpu(allocatable=64000, free=64000), NodeCpu(allocatable=16000, free=16000)
+    heavy, light = PodShape(cpu_milli=8000, gpu_milli=1000), PodShape(cpu_milli=500, gpu_milli=1000)
+
+    def on(cpu: NodeCpu, pod: PodShape) -> float:
+        return tie(pod, cpu, gpus=4, gpu_free_after=2000, busy=True, heavy=1000.0)
+
+    assert on(rich, heavy) > on(lean, heavy)
+    assert on(rich, light) < on(lean, light)
+    for value in (on(rich, heavy), on(lean, heavy), on(rich, light), on(lean, light)):
+        assert 0.49 <= value < 0.98  # below one level, busy nodes in the upper half
+    assert tie(heavy, None, 4, 2000, busy=False, heavy=None) == pytest.approx(IDLE_TIE)
+
+
 @pytest.mark.parametrize(
-    ("field", "value"), [("gpus", 0), ("milli", 0), ("milli", 1001), ("weight", 0.0)]
+    ("field", "value"), [("gpus", -1), ("milli", 0), ("milli", 1001), ("weight", 0.0), ("cpu_milli", -1)]
 )  # fmt: skip
 def test_bad_workload_classes_are_refused_at_decode_naming_the_field(field: str, value: float) -> None:
     raw = {"snapshot": {"nodes": [], "workload": [{"gpus": 1, "milli": 500, "weight": 1.0, field: value}]},
@@ -95,17 +169,18 @@ def test_a_share_goes_where_it_fills_a_half_used_gpu_not_where_it_breaks_an_idle
     # a: two idle GPUs. F before 0; a half share on one idle GPU leaves [500, 1000]:
     #    whole class: 500 is fragment; half class: none -> F after 0.5 * 500 = 250, delta +250.
     # b: GPU 1 half used. F before: whole class 0.5 * 500 = 250; the share fills GPU 1 -> [1000, 0],
-    #    F after 0, delta -250. b wins although a sorts first.
+    #    F after 0, delta -250. Levels 43 and 56: b wins although a sorts first.
     snap = Snapshot(nodes=(gpus_node("a", 2), gpus_node("b", 2, (used(1, 500),))), workload=WORKLOAD)
     decision = place(snap, share_pod(500))
     assert decision.node == "b"
     assert [d.index for d in decision.devices] == [1]
     assert decision.score_parts["frag_delta"] == pytest.approx(-250.0)
-    assert decision.score == pytest.approx(250.0)
+    assert decision.score_parts["frag_level"] == 56
+    assert decision.score == pytest.approx(56 + BUSY_TIE)
     loser = decision.alternatives[0]
     assert loser.node == "a"
-    assert loser.score == pytest.approx(-250.0)
-    assert "frag_delta 250 vs -250" in loser.reason
+    assert loser.score == pytest.approx(43 + IDLE_TIE)
+    assert "frag_level 43 vs 56" in loser.reason
 
 
 def test_fragmentation_and_binpack_disagree_where_packing_breaks_the_last_idle_gpu() -> None:
@@ -119,19 +194,19 @@ def test_fragmentation_and_binpack_disagree_where_packing_breaks_the_last_idle_g
     decision = place(snap, share_pod(500))
     assert decision.node == "b"
     assert decision.score_parts["frag_delta"] == pytest.approx(-250.0)
-    assert decision.alternatives[0].score == pytest.approx(-250.0)
+    assert decision.alternatives[0].score == pytest.approx(43 + BUSY_TIE)
 
 
 def test_whole_gpu_pods_go_where_no_idle_gpu_is_left_half_broken() -> None:
     # Classes {1 whole GPU, 2 whole GPUs}, equally likely; a 1-GPU whole pod.
-    # a: 2 idle GPUs -> 1 idle after: the 2-GPU class cannot run, its fragment is 1000: delta +500.
-    # b: 3 idle GPUs -> 2 idle after: both classes still run, delta 0.
+    # a: 2 idle GPUs -> 1 idle after: the 2-GPU class cannot run, its fragment is 1000: delta +500, level 37.
+    # b: 3 idle GPUs -> 2 idle after: both classes still run, delta 0, level 50.
     workload = (WorkloadClass(gpus=1, weight=1.0), WorkloadClass(gpus=2, weight=1.0))
     snap = Snapshot(nodes=(gpus_node("a", 2), gpus_node("b", 3)), workload=workload)
     decision = place(snap, pod(1, node_policy=FRAG))
     assert decision.node == "b"
     assert decision.score_parts["frag_delta"] == 0.0
-    assert decision.alternatives[0].score == pytest.approx(-500.0)
+    assert decision.alternatives[0].score == pytest.approx(37 + IDLE_TIE)
 
 
 def test_within_a_node_the_share_takes_the_gpu_that_fragments_least() -> None:
@@ -149,27 +224,32 @@ def test_within_a_node_the_share_takes_the_gpu_that_fragments_least() -> None:
     assert decision.score_parts["frag_delta"] == pytest.approx(-250.0)
 
 
-def test_equal_fragmentation_goes_to_the_emptier_node() -> None:
-    # One class, 1 whole GPU. a: GPUs 0-1 taken, 2-3 idle; b: 4 idle. Taking an idle GPU leaves
-    # no free share the class cannot use on either: delta 0 both. Tie -> the emptier node after
-    # the pod: b (1/4 in use) over a (3/4), although a sorts first; the tie term is 1e-4 x (1 - fill).
+def test_on_one_level_a_gpu_pod_goes_to_a_node_already_in_use_before_an_idle_one() -> None:
+    # One class, 1 whole GPU. a: 4 idle; b: GPUs 0-1 taken, 2-3 idle. Taking an idle GPU leaves no free
+    # share the class cannot use on either: delta 0, level 50 both. b is in use, a is idle: b wins
+    # although a sorts first (a whole idle node stays whole for the pods that need one).
     snap = Snapshot(
-        nodes=(node("a", [gpu(i) for i in range(4)], busy=(0, 1)), gpus_node("b", 4)),
+        nodes=(gpus_node("a", 4), node("b", [gpu(i) for i in range(4)], busy=(0, 1))),
         workload=(WorkloadClass(gpus=1),),
     )
     decision = place(snap, pod(1, node_policy=FRAG))
     assert decision.node == "b"
     assert decision.score_parts["frag_delta"] == 0.0
-    assert decision.score_parts["tie_spread"] == pytest.approx(1e-4 * 0.75)
-    assert decision.alternatives[0].score == pytest.approx(1e-4 * 0.25)
-    assert "tie_spread" in decision.alternatives[0].reason
+    assert decision.score == pytest.approx(50 + BUSY_TIE)
+    assert decision.alternatives[0].score == pytest.approx(50 + IDLE_TIE)
+    assert "tie" in decision.alternatives[0].reason
 
 
-def test_the_tie_term_never_outweighs_a_fragmentation_difference() -> None:
-    # a: 8 idle GPUs, the emptier node by far; b: one GPU half used. A 0.5 share: delta +250 on a,
-    # -250 on b: b, the fuller node, wins (the tie term is at most 1e-4, deltas count to 1e-3).
-    snap = Snapshot(nodes=(gpus_node("a", 8), gpus_node("b", 2, (used(1, 500),))), workload=WORKLOAD)
-    assert place(snap, share_pod(500)).node == "b"
+def test_the_tie_term_never_outweighs_a_level() -> None:
+    # Classes {1 whole GPU, 2 whole GPUs}, a whole 1-GPU pod. a: idle, 3 GPUs: 2 idle left, delta 0,
+    # level 50. b: in use (GPU 0), 2 idle: 1 idle left, the 2-GPU class loses its pair, delta +500,
+    # level 37. b's busy tie term does not lift it past a.
+    workload = (WorkloadClass(gpus=1, weight=1.0), WorkloadClass(gpus=2, weight=1.0))
+    b = node("b", [gpu(i) for i in range(3)], busy=(0,))
+    decision = place(Snapshot(nodes=(gpus_node("a", 3), b), workload=workload), pod(1, node_policy=FRAG))
+    assert decision.node == "a"
+    assert decision.score == pytest.approx(50 + IDLE_TIE)
+    assert decision.alternatives[0].score == pytest.approx(37 + BUSY_TIE)
 
 
 def test_identical_nodes_go_to_the_name_that_sorts_first_whatever_the_listing_order() -> None:
@@ -241,24 +321,89 @@ def test_vendors_without_a_fragmentation_model_refuse_the_policy(request_: PodRe
 # --- the benchmark's bridge -----------------------------------------------------------------
 
 
-def test_the_trace_replay_passes_the_typical_classes_and_the_policy_to_the_engine() -> None:
-    def trace_pod(milli: int) -> PodRow:
-        return PodRow(name="p", cpu_milli=1000, memory_mib=1024, num_gpu=1, gpu_milli=milli)
+def test_the_trace_replay_places_every_pod_through_the_engine_with_the_seeds_node_order() -> None:
+    def trace_pod(milli: int, cpu: int = 1000, gpus: int = 1) -> PodRow:
+        return PodRow(name="p", cpu_milli=cpu, memory_mib=1024, num_gpu=gpus, gpu_milli=milli)
 
     classes = [
-        PodClass(cpu_milli=1000, num_gpu=1, gpu_milli=1000, probability=0.5),
-        PodClass(cpu_milli=1000, num_gpu=1, gpu_milli=500, gpu_spec=("T4",), probability=0.5),
+        PodClass(cpu_milli=1000, num_gpu=1, gpu_milli=1000, probability=0.4),
+        PodClass(cpu_milli=1000, num_gpu=1, gpu_milli=500, gpu_spec=("T4",), probability=0.4),
+        PodClass(cpu_milli=4000, num_gpu=0, gpu_milli=0, probability=0.2),
     ]
     assert engine_workload(classes) == (
-        WorkloadClass(gpus=1, milli=1000, weight=0.5),
-        WorkloadClass(gpus=1, milli=500, weight=0.5, models=("T4",)),
+        WorkloadClass(gpus=1, milli=1000, weight=0.4),
+        WorkloadClass(gpus=1, milli=500, weight=0.4, models=("T4",)),
     )
+    assert engine_workload(classes, with_cpu=True)[2] == WorkloadClass(gpus=0, cpu_milli=4000, weight=0.2)
     rows = [NodeRow(name=n, cpu_milli=32000, memory_mib=65536, gpus=2, model="T4") for n in ("a", "b")]
-    state = ClusterState(rows)
-    state.place(trace_pod(500), Placement(node=1, gpus=(1,)))
-    policy = TopoplaceTracePolicy(state, classes, Mode.DEFAULT, fragmentation=True)
-    policy.placed(trace_pod(500), Placement(node=1, gpus=(1,)))
-    assert policy.name == "topoplace-frag"
-    # as in the two-node case above: the half-used GPU of b is filled, although a sorts first
-    choice = policy.choose(trace_pod(500), np.array([0, 1]), np.random.default_rng(0))
-    assert choice == Placement(node=1, gpus=(1,))
+    state = ClusterState(rows, node_order=[1, 0])  # this seed ranks b first
+    policy = EngineTracePolicy(state, classes)
+    assert policy.names == ["1-a", "0-b"]
+    rng = np.random.default_rng(0)
+    # Identical idle nodes: the tie goes to the seed's first node, b, although a comes first in the list.
+    first = policy.choose(trace_pod(500), np.array([0, 1]), rng)
+    assert first == Placement(node=1, gpus=(0,))
+    state.place(trace_pod(500), first)
+    policy.placed(trace_pod(500), first)
+    # The next half share fills b's broken GPU (delta -250 there, +250 on a).
+    assert policy.choose(trace_pod(500), np.array([0, 1]), rng) == Placement(node=1, gpus=(0,))
+    # A CPU-only pod is the engine's too: it goes where its CPU leaves the GPU classes able to run.
+    assert policy.choose(trace_pod(0, cpu=30000, gpus=0), np.array([0, 1]), rng) is not None
+
+
+# --- CPU in the measure ----------------------------------------------------------------------
+
+
+def test_a_pod_goes_where_its_cpu_does_not_strand_the_gpus() -> None:
+    # One class: a whole GPU with 4 cores. a (8 cores) and b (16 cores), 2 idle GPUs each; the pod takes
+    # a GPU and 6 cores. On a, 2 cores are left: the class can no longer run there, the other idle GPU
+    # is all fragment (delta +1000, level 26); on b, 10 cores are left (delta 0, level 50): b, although
+    # a sorts first. Without CPU in the workload, both are level 50 and a wins by name.
+    nodes = (with_cpu(gpus_node("a", 2), 8), with_cpu(gpus_node("b", 2), 16))
+    workload = (WorkloadClass(gpus=1, cpu_milli=4000),)
+    decision = place(Snapshot(nodes=nodes, workload=workload), cpu_pod("6", gpus=1))
+    assert decision.node == "b"
+    assert decision.alternatives[0].score == pytest.approx(26 + 0.245, abs=0.25)
+    assert decision.score_parts["frag_level"] == 50
+    without = place(Snapshot(nodes=nodes, workload=(WorkloadClass(gpus=1),)), cpu_pod("6", gpus=1))
+    assert without.node == "a"
+
+
+def test_cpu_only_pods_are_placed_by_the_policy_too() -> None:
+    # Classes: a whole GPU with 4 cores, and a CPU-only class. a: 8 cores, b: 32 cores, 1 idle GPU each.
+    # A CPU-only pod of 6 cores leaves a 2: the GPU class cannot run there any more (delta +500, level 37);
+    # on b nothing changes (level 50). Without the policy, a pod with no device goes to a by name.
+    nodes = (with_cpu(gpus_node("a", 1), 8), with_cpu(gpus_node("b", 1), 32))
+    workload = (WorkloadClass(gpus=1, cpu_milli=4000), WorkloadClass(gpus=0, cpu_milli=2000))
+    decision = place(Snapshot(nodes=nodes, workload=workload), cpu_pod("6"))
+    assert decision.node == "b"
+    assert decision.devices == ()
+    assert decision.score_parts["frag_level"] == 50
+    assert decision.alternatives[0].node == "a"
+    assert place(Snapshot(nodes=nodes, workload=workload), cpu_pod("6", node_policy="binpack")).node == "a"
+
+
+@pytest.mark.parametrize(("cpu", "winner"), [("8", "rich"), ("500m", "lean")])
+def test_cpu_heavy_pods_go_to_spare_cpu_and_light_ones_leave_it(cpu: str, winner: str) -> None:
+    # Two busy 4-GPU nodes (GPU 0 taken), 64 and 16 cores; the workload's 1 core per GPU makes an 8-core
+    # GPU pod heavy and a half-core one light. Same level on both; the tie term decides.
+    workload = (WorkloadClass(gpus=1, cpu_milli=1000),)
+    for rich, lean in (("a", "b"), ("b", "a")):  # whichever name sorts first
+        names = {"rich": rich, "lean": lean}
+        nodes = (
+            with_cpu(node(rich, [gpu(i) for i in range(4)], busy=(0,)), 64),
+            with_cpu(node(lean, [gpu(i) for i in range(4)], busy=(0,)), 16),
+        )
+        decision = place(Snapshot(nodes=nodes, workload=workload), cpu_pod(cpu, gpus=1))
+        assert decision.node == names[winner]
+        assert decision.score_parts["frag_level"] == decision.alternatives[0].score // 1
+
+
+def test_a_share_takes_a_gpu_already_shared_before_breaking_an_idle_one() -> None:
+    # GPU 0 holds a quarter share, 1-3 idle; one class, a quarter share: every GPU keeps serving it,
+    # delta 0 wherever the pod goes. Spread, the default GPU policy, would take an idle GPU; the policy
+    # takes GPU 0 and keeps the three idle GPUs' links whole.
+    n = node("n", [gpu(i) for i in range(4)], allocations=(used(0, 250),))
+    snap = Snapshot(nodes=(n,), workload=(WorkloadClass(gpus=1, milli=250),))
+    assert [d.index for d in place(snap, share_pod(250, node_policy="spread")).devices] != [0]
+    assert [d.index for d in place(snap, share_pod(250)).devices] == [0]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import msgspec
 
 from services.placer.engine import cache
+from services.placer.engine.fragmentation import reads_cpu
 from services.placer.engine.index import ClusterIndex, NodeReads
 from services.placer.engine.loop import NodeMiss, evaluate_node
 from services.placer.engine.model import (
@@ -59,14 +60,17 @@ __all__ = [
 
 
 NODE_READS = NodeReads(labels=registry.node_reads[0], annotations=registry.node_reads[1])
+# With the node's CPU too: for a workload whose classes name CPU (the fragmentation policy weighs it).
+NODE_READS_CPU = msgspec.structs.replace(NODE_READS, resources=True)
 _last_index: list[ClusterIndex] = []  # the index of the last snapshot placed on: the next one updates it
 
 
 def index_of(snapshot: Snapshot) -> ClusterIndex:
     """The cluster index of `snapshot` (the previous snapshot's, updated where nodes differ)."""
     previous = _last_index[0] if _last_index else None
+    reads = NODE_READS_CPU if reads_cpu(snapshot.workload) else NODE_READS
     try:
-        index = ClusterIndex.of(snapshot, NODE_READS, previous)
+        index = ClusterIndex.of(snapshot, reads, previous)
     except ValueError as exc:
         _last_index.clear()
         raise RequestError("snapshot.nodes", f"node {exc.args[0]!r} appears twice") from None
@@ -98,9 +102,10 @@ def place_in(
     return place_indexed(registry, index, request, mode, workload=workload, explain=explain, runners_up=runners_up)
 
 
-def new_index() -> ClusterIndex:
-    """An empty index reading what the registered vendors read of a node."""
-    return ClusterIndex(NODE_READS)
+def new_index(*, cpu: bool = False) -> ClusterIndex:
+    """An empty index reading what the registered vendors read of a node (`cpu`: and its CPU, which a
+    fragmentation workload naming CPU needs; without it the policy does not weigh CPU)."""
+    return ClusterIndex(NODE_READS_CPU if cpu else NODE_READS)
 
 
 class DeviceChoice(msgspec.Struct, frozen=True, kw_only=True):

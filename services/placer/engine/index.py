@@ -26,6 +26,7 @@ import msgspec
 from schemas import hami
 from schemas.topology import Device
 from services.placer.engine.cache import IdentityCache, Interner
+from services.placer.engine.fragmentation import node_cpu
 from services.placer.engine.model import Allocation, NodeState, Snapshot
 
 CLASS_LOG_BOUND = 200_000  # classes logged before the log starts over (rankings then rebuild)
@@ -34,10 +35,12 @@ ANONYMOUS_BOUND = 32_768  # distinct device tuples with their UUIDs stripped
 
 
 class NodeReads(msgspec.Struct, frozen=True, kw_only=True):
-    """The node labels and annotations that any vendor reads (part of the device class)."""
+    """What of a node any vendor reads (part of the device class): labels, annotations, and (`resources`)
+    its CPU, which the fragmentation policy weighs when the workload's classes name CPU."""
 
     labels: tuple[str, ...] = ()
     annotations: tuple[str, ...] = ()
+    resources: bool = False
 
 
 _anonymous: IdentityCache[tuple[Device, ...], tuple[Device, ...]] = IdentityCache(ANONYMOUS_BOUND)
@@ -62,8 +65,14 @@ def class_state(node: NodeState, reads: NodeReads) -> NodeState:
         links=node.links,
         labels={k: node.labels[k] for k in reads.labels if k in node.labels},
         annotations=_read_annotations(node, reads),
+        allocatable=_read_cpu(node.allocatable) if reads.resources and node.allocatable is not None else None,
+        requested=_read_cpu(node.requested) if reads.resources else {},
         allocations=tuple(msgspec.structs.replace(a, pod_uid="") for a in node.allocations),
     )
+
+
+def _read_cpu(amounts: dict[str, str]) -> dict[str, str]:
+    return {"cpu": amounts["cpu"]} if "cpu" in amounts else {}
 
 
 def _read_annotations(node: NodeState, reads: NodeReads) -> dict[str, str]:
@@ -83,6 +92,7 @@ def class_of(node: NodeState, reads: NodeReads) -> int:
         tuple((k, node.labels.get(k)) for k in reads.labels),
         tuple(sorted(_read_annotations(node, reads).items())),
         tuple(_share(a) for a in node.allocations),
+        node_cpu(node) if reads.resources else None,
     )
     return _classes.id_of(key)
 

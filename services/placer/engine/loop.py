@@ -112,6 +112,9 @@ def _outcomes(
 
 def _evaluate(plugin: VendorPlugin, request: DeviceRequest, node: NodeState, mode: Mode) -> NodeFit | NodeMiss:
     scratch = NodeScratch.build(node, mode)
+    if request.count == 0:  # a pod without devices that the node policy still scores (vendor contract)
+        nothing = SetChoice(assignments=())
+        return NodeFit(node="", choice=nothing, score=plugin.node_score(scratch, request, nothing))
     own = tuple(d for d in scratch.devices.values() if d.vendor is plugin.vendor)
     insufficient = f"Insufficient {request.resource}"
     if not own:
@@ -155,15 +158,18 @@ def _prefixed(name: str, warnings: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"{name}: {w}" for w in warnings)
 
 
-def _with_workload(request: DeviceRequest, workload: tuple[WorkloadClass, ...], mode: Mode) -> DeviceRequest:
-    """The request as the fragmentation policy reads it: with the cluster's workload classes.
+def _with_workload(
+    request: DeviceRequest, workload: tuple[WorkloadClass, ...], mode: Mode, cpu_milli: int | None = None
+) -> DeviceRequest:
+    """The request as the fragmentation policy reads it: with the cluster's workload classes and
+    (`cpu_milli`, when the nodes' CPU is read) the pod's CPU.
 
     Raises RequestError for a node policy hami mode does not know."""
     if mode is Mode.HAMI and request.node_policy not in HAMI_NODE_POLICIES:
         allowed = " or ".join(p.value for p in HAMI_NODE_POLICIES)
         raise RequestError(NODE_POLICY, f"{request.node_policy.value!r} is not a HAMi policy (mode hami: {allowed})")
     if request.node_policy is NodePolicy.FRAGMENTATION and workload:
-        return msgspec.structs.replace(request, workload=workload)
+        return msgspec.structs.replace(request, workload=workload, cpu_milli=cpu_milli)
     return request
 
 

@@ -56,15 +56,17 @@ class WorkloadClass(msgspec.Struct, frozen=True, kw_only=True):
     """One typical pod shape of the cluster's workload, for the `fragmentation` node policy.
 
     A pod of this class takes `milli` thousandths of each of `gpus` devices
-    (1000 = whole, idle devices); `weight` is how common the class is (only the
-    ratios between classes matter). `models` lists the device models it
-    accepts (case-insensitive substrings, as nvidia.com/use-gputype); empty = any.
+    (1000 = whole, idle devices; 0 devices: a CPU-only pod) and `cpu_milli`
+    thousandths of a CPU (0: not known); `weight` is how common the class is
+    (only the ratios between classes matter). `models` lists the device models
+    it accepts (case-insensitive substrings, as nvidia.com/use-gputype); empty = any.
     """
 
-    gpus: Annotated[int, msgspec.Meta(ge=1)]
+    gpus: Annotated[int, msgspec.Meta(ge=0)]
     milli: Annotated[int, msgspec.Meta(ge=1, le=MILLI)] = MILLI
     weight: Annotated[float, msgspec.Meta(gt=0)] = 1.0
     models: tuple[str, ...] = ()
+    cpu_milli: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class Snapshot(msgspec.Struct, frozen=True, kw_only=True):

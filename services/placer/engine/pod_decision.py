@@ -24,6 +24,7 @@ from schemas.events import DeviceAssignment
 from services.placer.engine import loop
 from services.placer.engine.cache import BoundedCache
 from services.placer.engine.explain import loser_reason
+from services.placer.engine.fragmentation import pod_cpu_milli
 from services.placer.engine.index import ClusterIndex, class_state
 from services.placer.engine.kube.messages import fit_error_message
 from services.placer.engine.loop import NodeFit, NodeMiss, _outcome, _request_id, evaluate_node
@@ -54,12 +55,26 @@ class Claim(msgspec.Struct, frozen=True, kw_only=True):
     request: DeviceRequest | None
 
 
-def claim(registry: VendorRegistry, request: PodRequest, mode: Mode, workload: tuple[WorkloadClass, ...]) -> Claim:
+def claim(
+    registry: VendorRegistry,
+    request: PodRequest,
+    mode: Mode,
+    workload: tuple[WorkloadClass, ...],
+    *,
+    cpu: bool = False,
+) -> Claim:
+    """The pod's vendor and parsed request; `cpu`: the index reads each node's CPU, so the fragmentation
+    policy weighs the pod's. A pod without devices is still scored by a vendor's fragmentation policy
+    when the workload is known (FGD places CPU-only pods too); otherwise it asks nothing of the vendors."""
     claimed = registry.claim(request)
+    if claimed is None and workload and mode is Mode.DEFAULT:
+        claimed = registry.claim_host(request)
     if claimed is None:
         return Claim(plugin=None, request=None)
     plugin, device_request = claimed
-    device_request = loop._with_workload(device_request, workload, mode)
+    device_request = loop._with_workload(device_request, workload, mode, pod_cpu_milli(request) if cpu else None)
+    if device_request.count == 0 and not device_request.workload:
+        return Claim(plugin=None, request=None)
     return Claim(plugin=plugin, request=device_request)
 
 
@@ -190,7 +205,7 @@ def place_indexed(
     of walking the ranking a little further.
 
     Raises RequestError(field, reason) when the request cannot be read."""
-    pod_claim = claim(registry, request, mode, workload)
+    pod_claim = claim(registry, request, mode, workload, cpu=index.reads.resources)
     rules = PodRules(request, registry.share_resources)
     ranked = None if explain else _fast_ranking(index, pod_claim, mode)
     groups: list[_Group] = []

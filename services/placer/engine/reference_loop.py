@@ -10,6 +10,7 @@ rules, as it did then.
 from __future__ import annotations
 
 from services.placer.engine.explain import loser_reason, unschedulable_summary
+from services.placer.engine.fragmentation import pod_cpu_milli, reads_cpu
 from services.placer.engine.loop import (
     NodeFit,
     NodeMiss,
@@ -28,7 +29,8 @@ def place_reference(registry: VendorRegistry, snapshot: Snapshot, request: PodRe
         known = ", ".join(p.name for p in registry.plugins)
         raise RequestError("requests", f"asks for no device resource of a known vendor ({known})")
     plugin, device_request = claimed
-    device_request = _with_workload(device_request, snapshot.workload, mode)
+    cpu = pod_cpu_milli(request) if reads_cpu(snapshot.workload) else None
+    device_request = _with_workload(device_request, snapshot.workload, mode, cpu)
     nodes = sorted(snapshot.nodes, key=lambda n: n.name)
     _check_unique(nodes)
     # Nameless answers, shared by identical nodes; each node's name goes back in when reported.

@@ -60,6 +60,11 @@ Writing a vendor
    (binpack prefers fuller nodes, spread emptier, fragmentation the node whose
    expected fragmentation grows least, see fragmentation.py). Name the parts.
 
+Optional: `parse_host_request(request) -> DeviceRequest | None`, for a pod that
+asks for no device but whose node policy still scores nodes by their devices
+(fragmentation): a request with `count` 0, which the loop never filters or
+searches, only scores (`node_score` with an empty choice).
+
 Everything must be deterministic: iterate tuples and sorted keys, never a
 set or a dict whose order came from hashing, and break ties by a documented
 rule (device index, node name).
@@ -122,7 +127,7 @@ class DeviceRequest(msgspec.Struct, frozen=True, kw_only=True):
 
     vendor: Vendor
     resource: str  # the resource named in messages, e.g. "nvidia.com/gpu"
-    count: int  # devices needed at least (>= 1)
+    count: int  # devices needed at least (>= 1; 0 only for a host request, see the contract)
     node_policy: NodePolicy = NodePolicy.BINPACK
     device_noun: str = "GPU"  # "GPU", "Neuron device", ... for messages
     # What the pod's allocations carry so later requests can respect them (MetaX sGPU sets them).
@@ -131,6 +136,8 @@ class DeviceRequest(msgspec.Struct, frozen=True, kw_only=True):
     # Snapshot.workload, set by the node loop for the fragmentation policy only (so it is part of
     # the request's key in the answer tables exactly when it can change an answer).
     workload: tuple[WorkloadClass, ...] = ()
+    # The pod's milli-CPU, set with the workload when the index reads each node's CPU (None: CPU not weighed).
+    cpu_milli: int | None = None
 
     @property
     def reads_uuids(self) -> bool:
@@ -319,6 +326,15 @@ class VendorRegistry:
     def claim(self, request: PodRequest) -> tuple[VendorPlugin, DeviceRequest] | None:
         for plugin in self._plugins:
             parsed = plugin.parse_request(request)
+            if parsed is not None:
+                return plugin, parsed
+        return None
+
+    def claim_host(self, request: PodRequest) -> tuple[VendorPlugin, DeviceRequest] | None:
+        """The first vendor that scores nodes for a pod asking none of its devices (see the contract)."""
+        for plugin in self._plugins:
+            parse = getattr(plugin, "parse_host_request", None)
+            parsed = parse(request) if parse is not None else None
             if parsed is not None:
                 return plugin, parsed
         return None

@@ -107,6 +107,8 @@ def parse_metax_request(request: PodRequest) -> MetaxRequest | None:
         raise RequestError(SGPU, f"is required with {VCORE} or {VMEMORY}")
     if shares and whole:
         raise RequestError(GPU, f"cannot be combined with {SGPU} in one pod")
+    if not shares and not whole:
+        return None  # not a MetaX pod: its annotations are another vendor's to read
     ann = request.annotations
     policies = _gpu_policies(ann.get(GPU_POLICY))
     node_policy = parse_node_policy(ann.get(NODE_POLICY))  # HAMi's values only: no fragmentation model here yet
@@ -125,8 +127,6 @@ def parse_metax_request(request: PodRequest) -> MetaxRequest | None:
             mutex="mutex" in policies,
             binpack_cards="binpack" in policies,
         )
-    if not shares:
-        return None
     cores = optional_int(res, VCORE, low=0, high=EXCLUSIVE_CORES)
     memory = _memory_mib(res[VMEMORY]) if VMEMORY in res else 0
     app_class = ann.get(APP_CLASS_ANNOTATION, "")

@@ -29,7 +29,17 @@ from schemas.events import DeviceAssignment
 from schemas.topology import Device, Vendor
 from services.placer.engine import cache, search_table
 from services.placer.engine.cache import BoundedCache
-from services.placer.engine.fragmentation import DIGITS, FreeShare, fragmentation
+from services.placer.engine.fragmentation import (
+    DIGITS,
+    FreeShare,
+    NodeCpu,
+    PodShape,
+    fragmentation,
+    heavy_ratio,
+    level,
+    node_cpu,
+    tie,
+)
 from services.placer.engine.model import MILLI, Mode, PodRequest
 from services.placer.engine.node_key import wiring_key
 from services.placer.engine.quantities import optional_int, parse_bool, split_list
@@ -69,9 +79,8 @@ HAMI_WEIGHT = 10  # HAMi's util.Weight in its usage scores
 # Node score weights (default mode), see docs/engine.md.
 FILL_WEIGHT = 20.0  # one PCIe level is 10, one NVLink 100: packing never outweighs an NVLink
 REMAINDER_WEIGHT = 10.0
-# Fragmentation policy: the delta counts to 1/1000 of a milli-GPU; the spread tie-break stays below that.
+# Fragmentation policy: the delta counts to 1/1000 of a milli-GPU before it is binned into levels.
 DELTA_DIGITS = 3
-FRAG_TIE_WEIGHT = 1e-4
 
 
 class GpuPolicy(enum.StrEnum):
@@ -198,6 +207,13 @@ class NvidiaPlugin:
             numa_bind=numa,
             weights=_scoring_weights(ann.get(hami.SCORING_WEIGHTS)),
         )
+
+    def parse_host_request(self, request: PodRequest) -> NvidiaRequest | None:
+        """A pod without GPUs under the fragmentation policy: scored by how its CPU changes the GPUs' use."""
+        policy = _node_policy(request.annotations.get(NODE_POLICY))
+        if policy is not NodePolicy.FRAGMENTATION:
+            return None
+        return NvidiaRequest(vendor=Vendor.NVIDIA, resource=GPU, count=0, node_policy=policy, whole=True)
 
     # --- filter -------------------------------------------------------------------------
 
@@ -341,8 +357,8 @@ def _free_share(device: Device, memory_used: int, cores_used: int, pods: int) ->
     return FreeShare(milli=min(memory, cores), idle=pods == 0, model=device.model)
 
 
-def _frag_after(scratch: NodeScratch, request: NvidiaRequest, taken: tuple[int, ...]) -> float:
-    """The node's expected fragmentation once the pod holds the GPUs `taken` (none: as it is now)."""
+def _shares_after(scratch: NodeScratch, request: NvidiaRequest, taken: tuple[int, ...]) -> list[FreeShare]:
+    """Each GPU's free share once the pod holds the GPUs `taken` (none: as it is now)."""
     shares: list[FreeShare] = []
     for d in scratch.devices.values():
         if d.vendor is not Vendor.NVIDIA:
@@ -354,24 +370,65 @@ def _frag_after(scratch: NodeScratch, request: NvidiaRequest, taken: tuple[int, 
             cores += 100 if request.whole else request.cores
             pods += 1
         shares.append(_free_share(d, memory, cores, pods))
-    return fragmentation(shares, request.workload)
+    return shares
+
+
+def _policy_cpu(scratch: NodeScratch, request: NvidiaRequest) -> NodeCpu | None:
+    """The node's CPU when the policy weighs it (the request carries the pod's), else None."""
+    return node_cpu(scratch.node) if request.cpu_milli is not None else None
+
+
+def _frag_after(scratch: NodeScratch, request: NvidiaRequest, taken: tuple[int, ...], placed: bool) -> float:
+    """The node's expected fragmentation once the pod holds the GPUs `taken` and (`placed`) its CPU."""
+    cpu = _policy_cpu(scratch, request)
+    cpu_free = None if cpu is None else cpu.free - ((request.cpu_milli or 0) if placed else 0)
+    return fragmentation(_shares_after(scratch, request, taken), request.workload, cpu_free)
+
+
+def _share_milli(request: NvidiaRequest, device: Device) -> int:
+    """Thousandths of `device` the pod takes: the larger of its memory and core shares."""
+    if request.whole:
+        return MILLI
+    memory = request.memory_for(device) * MILLI // device.memory_mib if device.memory_mib else 0
+    return min(MILLI, max(memory, request.cores * MILLI // 100))
 
 
 def _fragmentation_score(scratch: NodeScratch, request: NvidiaRequest, choice: SetChoice) -> NodeScore:
-    """-frag_delta, then the emptier node: the spread term is below the delta's resolution, so it only breaks ties."""
-    delta = round(_frag_after(scratch, request, choice.devices) - _frag_after(scratch, request, ()), DELTA_DIGITS)
-    spread = round(FRAG_TIE_WEIGHT * (1.0 - _fill_after(scratch, request, choice)), DIGITS)
+    """FGD's level of the fragmentation change, then the tie term (fragmentation.py)."""
+    cpu = _policy_cpu(scratch, request)
+    before = _frag_after(scratch, request, (), placed=False)
+    delta = round(_frag_after(scratch, request, choice.devices, placed=True) - before, DELTA_DIGITS) + 0.0
+    gpus = [d for d in scratch.devices.values() if d.vendor is Vendor.NVIDIA]
+    pod = PodShape(
+        cpu_milli=request.cpu_milli or 0,
+        gpu_milli=sum(_share_milli(request, scratch.devices[i]) for i in choice.devices),
+    )
+    busy = any(not scratch.loads[d.index].idle for d in gpus)
+    free_after = sum(s.milli for s in _shares_after(scratch, request, choice.devices))
+    tie_term = tie(pod, cpu, len(gpus), free_after, busy, heavy_ratio(request.workload))
+    frag_level = level(delta)
     return NodeScore(
-        score=round(-delta + spread, DIGITS) + 0.0,  # + 0.0: no -0
-        parts={"frag_delta": delta + 0.0, "tie_spread": spread + 0.0},
+        score=round(frag_level + tie_term, DIGITS),
+        parts={"frag_delta": delta, "frag_level": float(frag_level), "tie": tie_term},
     )
 
 
-def _least_fragmenting(scratch: NodeScratch, request: NvidiaRequest, ordered: list[Device]) -> Device:
-    """For one shared GPU: the candidate after which the node fragments least.
+def _least_fragmenting(
+    scratch: NodeScratch, request: NvidiaRequest, ordered: list[Device], table: PairTable, idle: set[int]
+) -> Device:
+    """For one shared GPU: the candidate with the best fragmentation level; among equals a GPU already
+    shared before an idle one, then the idle GPU whose taking breaks the least idle link score (whole
+    NVLink groups stay whole), then the GPU policy's device order (binpack fullest first, spread
+    emptiest first, then index)."""
+    before = _frag_after(scratch, request, (), placed=False)
 
-    Ties keep the GPU policy's device order (binpack fullest first, spread emptiest first, then index)."""
-    return min(ordered, key=lambda d: _frag_after(scratch, request, (d.index,)))
+    def key(position: int) -> tuple[int, bool, int, int]:
+        device = ordered[position]
+        after = _frag_after(scratch, request, (device.index,), placed=True)
+        frag_level = level(round(after - before, DELTA_DIGITS))
+        return (-frag_level, device.index in idle, _cut(table, [device], idle), position)
+
+    return ordered[min(range(len(ordered)), key=key)]
 
 
 # --- default mode ---------------------------------------------------------------------------
@@ -391,7 +448,7 @@ def _default_search(
     if k == 1 and not request.whole and _fragmentation_applies(request):
         # FGD's device step: which GPU takes a share changes the node's fragmentation; whole idle
         # GPUs are interchangeable to the measure, so they keep the topology-aware choice.
-        device = _least_fragmenting(scratch, request, ordered)
+        device = _least_fragmenting(scratch, request, ordered, table, idle)
         return _best_in_group(scratch, request, [device], table, idle, protect)
     groups = _numa_groups(ordered) if request.numa_bind else [(None, ordered)]
     best: tuple[tuple[int, int, int], SetChoice] | None = None
