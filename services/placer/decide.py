@@ -37,6 +37,7 @@ from services.placer import engine
 from services.placer.claims import place_claims
 from services.placer.decide_gang import GangResult, decide_gang
 from services.placer.engine import Decision, Mode, PodRequest, Snapshot, WorkloadClass
+from services.placer.engine.vendor import NodePolicy
 from services.placer.parking import GangTicket, ParkingLot, Ticket, TraceHeaders
 from services.placer.requests import decision_id as decision_id
 from services.placer.requests import held_placement, request_error_text
@@ -171,10 +172,12 @@ class Decider:
         node_policy: str | None = None,
         default_enforcement: Enforcement | None = None,
     ) -> None:
-        self.view = ClusterView()
+        # The fragmentation policy weighs CPU: the index then reads each node's, the mix each pod's.
+        weighs_cpu = node_policy == NodePolicy.FRAGMENTATION.value
+        self.view = ClusterView(cpu_in_index=weighs_cpu)
         self.view.default_enforcement = default_enforcement
         self.parking = ParkingLot()
-        self.mix = WorkloadMix()
+        self.mix = WorkloadMix(with_cpu=weighs_cpu)
         self.mode = mode
         self.node_policy = node_policy
         self._place = place

@@ -176,7 +176,8 @@ class ClusterView:
     touches, and `index()` rebuilds only those, so a decision never walks every node or pod.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, cpu_in_index: bool = False) -> None:
+        """`cpu_in_index`: the index reads each node's CPU (the fragmentation policy weighs it)."""
         self._topologies: dict[str, NodeTopologyEvent] = {}
         self._usage: dict[str, DeviceUsageEvent] = {}
         self._statuses: dict[str, NodeStatusEvent] = {}
@@ -186,7 +187,7 @@ class ClusterView:
         self._pods: dict[str, _PodFacts] = {}
         self._deleted: OrderedDict[str, None] = OrderedDict()  # uids of deleted pods, bounded
         self._on_node: dict[str, set[str]] = {}  # node -> uids of pods holding devices or resources there
-        self._index: ClusterIndex = engine.new_index()
+        self._index: ClusterIndex = engine.new_index(cpu=cpu_in_index)
         self._dirty: set[str] = set()
         self._tree: tuple[tuple[int, int], NetworkTree] | None = None
         self._labels_epoch = 0  # grows when a node's labels (or the node set) change: the tree depends on them

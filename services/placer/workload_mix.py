@@ -1,10 +1,14 @@
 """The cluster's workload mix, learned from the pods the placer is asked to place.
 
 The `fragmentation` node policy needs the typical pod classes and how common
-each is (FGD's target workload). The placer counts the NVIDIA pods it sees in a
+each is (FGD's target workload). The placer counts the pods it sees in a
 sliding window and offers the engine the most common classes that together
-cover `coverage` of them. It is a statistic, not state: after a restart it is
-empty, and the policy places like binpack until pods have been seen again.
+cover `coverage` of them. With `with_cpu` (the cluster's policy is
+fragmentation, and the placer's index reads each node's CPU) a class is
+(GPUs, share, CPU) and CPU-only pods count too, as in FGD; without it only
+NVIDIA pods count, by (GPUs, share). It is a statistic, not state: after a
+restart it is empty, and the policy places like binpack until pods have been
+seen again.
 """
 
 from __future__ import annotations
@@ -12,38 +16,45 @@ from __future__ import annotations
 from collections import Counter, deque
 
 from schemas.events import PendingPodEvent
+from schemas.quantity import QuantityError, milli_value
 from services.placer.engine import WorkloadClass
 from services.placer.engine.model import MILLI
 from services.placer.engine.vendors.nvidia import GPU, GPUCORES
 
+Shape = tuple[int, int, int]  # (devices, thousandths of each, milli-CPU)
 
-def pod_class(pending: PendingPodEvent) -> tuple[int, int] | None:
-    """(devices, thousandths of each) of an NVIDIA pod; None for other pods or unreadable counts."""
+
+def pod_class(pending: PendingPodEvent, *, with_cpu: bool = False) -> Shape | None:
+    """(devices, thousandths of each, milli-CPU) of an NVIDIA pod, or with `with_cpu` of a pod asking no
+    device at all; CPU 0 without `with_cpu`. None for other pods or unreadable counts."""
     try:
         gpus = int(pending.requests.get(GPU, "0"))
         cores = int(pending.requests.get(GPUCORES, "0"))
-    except ValueError:
+        cpu = milli_value(pending.requests.get("cpu", "0")) if with_cpu else 0
+    except (ValueError, QuantityError):
         return None  # the engine reports the bad quantity on the pod itself
     if gpus < 1:
-        return None
+        asks_devices = any(name != "cpu" and "/" in name for name in pending.requests)
+        return (0, MILLI, cpu) if with_cpu and not asks_devices and cpu > 0 else None
     # A share is as large as its compute share; a pod naming no share (or all of it) takes whole devices.
     milli = cores * 10 if 0 < cores < 100 else MILLI
-    return gpus, milli
+    return gpus, milli, cpu
 
 
 class WorkloadMix:
-    def __init__(self, *, window: int = 2000, coverage: float = 0.95) -> None:
+    def __init__(self, *, window: int = 2000, coverage: float = 0.95, with_cpu: bool = False) -> None:
         if window < 1:
             raise ValueError(f"window: must be at least 1, got {window}")
         if not 0 < coverage <= 1:
             raise ValueError(f"coverage: must be in (0, 1], got {coverage}")
-        self._seen: deque[tuple[int, int]] = deque(maxlen=window)
-        self._counts: Counter[tuple[int, int]] = Counter()
+        self._with_cpu = with_cpu
+        self._seen: deque[Shape] = deque(maxlen=window)
+        self._counts: Counter[Shape] = Counter()
         self._coverage = coverage
         self._classes: tuple[WorkloadClass, ...] | None = ()
 
     def observe(self, pending: PendingPodEvent) -> None:
-        shape = pod_class(pending)
+        shape = pod_class(pending, with_cpu=self._with_cpu)
         if shape is None:
             return
         if len(self._seen) == self._seen.maxlen:
@@ -62,8 +73,8 @@ class WorkloadMix:
             ordered = sorted(self._counts.items(), key=lambda kv: (-kv[1], kv[0]))
             chosen: list[WorkloadClass] = []
             covered = 0
-            for (gpus, milli), count in ordered:
-                chosen.append(WorkloadClass(gpus=gpus, milli=milli, weight=count / total))
+            for (gpus, milli, cpu), count in ordered:
+                chosen.append(WorkloadClass(gpus=gpus, milli=milli, weight=count / total, cpu_milli=cpu))
                 covered += count
                 if covered >= self._coverage * total:
                     break

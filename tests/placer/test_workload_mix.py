@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from placer_builders import first_fit, pending, status, topology
+from placer_builders import GPU, first_fit, pending, status, topology
 
 from schemas.events import PendingPodEvent
 from services.placer.decide import Decider, decide, pod_request
@@ -24,16 +24,49 @@ def share(uid: str, cores: int) -> PendingPodEvent:
 @pytest.mark.parametrize(
     ("requests", "shape"),
     [
-        ({"nvidia.com/gpu": "2"}, (2, 1000)),
-        ({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "25"}, (1, 250)),
-        ({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "100"}, (1, 1000)),
-        ({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000"}, (1, 1000)),  # no compute share named
+        ({"nvidia.com/gpu": "2"}, (2, 1000, 0)),
+        ({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "25"}, (1, 250, 0)),
+        ({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "100"}, (1, 1000, 0)),
+        ({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000"}, (1, 1000, 0)),  # no compute share named
+        ({"nvidia.com/gpu": "1", "cpu": "4"}, (1, 1000, 0)),  # CPU not weighed
+        ({"cpu": "4"}, None),  # a CPU-only pod counts only when CPU is weighed
         ({"aws.amazon.com/neuron": "4"}, None),
         ({"nvidia.com/gpu": "two"}, None),
     ],
 )
-def test_pod_class_of_a_pending_pod(requests: dict[str, str], shape: tuple[int, int] | None) -> None:
+def test_pod_class_of_a_pending_pod(requests: dict[str, str], shape: tuple[int, int, int] | None) -> None:
     assert pod_class(msgspec.structs.replace(pending("p"), requests=requests)) == shape
+
+
+@pytest.mark.parametrize(
+    ("requests", "shape"),
+    [
+        ({"nvidia.com/gpu": "1", "cpu": "4"}, (1, 1000, 4000)),
+        ({"cpu": "500m", "memory": "1Gi"}, (0, 1000, 500)),  # CPU-only: FGD counts these too
+        ({"cpu": "2", "aws.amazon.com/neuron": "1"}, None),  # another vendor's pod
+        ({"memory": "1Gi"}, None),  # nothing the measure weighs
+        ({"nvidia.com/gpu": "1", "cpu": "lots"}, None),
+    ],
+)
+def test_pod_class_with_cpu(requests: dict[str, str], shape: tuple[int, int, int] | None) -> None:
+    assert pod_class(msgspec.structs.replace(pending("p"), requests=requests), with_cpu=True) == shape
+
+
+def test_with_cpu_the_classes_carry_cpu_and_cpu_only_pods() -> None:
+    mix = WorkloadMix(window=10, coverage=1.0, with_cpu=True)
+    for i in range(6):
+        mix.observe(msgspec.structs.replace(pending(f"g{i}"), requests={"nvidia.com/gpu": "1", "cpu": "8"}))
+    for i in range(4):
+        mix.observe(msgspec.structs.replace(pending(f"c{i}"), requests={"cpu": "2"}))
+    assert mix.classes() == (
+        WorkloadClass(gpus=1, milli=1000, weight=0.6, cpu_milli=8000),
+        WorkloadClass(gpus=0, milli=1000, weight=0.4, cpu_milli=2000),
+    )
+
+
+def test_the_fragmentation_policy_makes_the_placer_weigh_cpu() -> None:
+    assert Decider(node_policy="fragmentation").view.index().reads.resources
+    assert not Decider(node_policy="binpack").view.index().reads.resources
 
 
 def test_classes_cover_the_window_most_common_first_with_their_share() -> None:
@@ -112,3 +145,19 @@ async def test_hami_mode_refuses_the_fragmentation_policy_at_start() -> None:
 
     with pytest.raises(ConfigError, match="TOPOPLACE_NODE_POLICY"):
         await run_placer(Settings(node_policy="fragmentation"), mode=Mode.HAMI)
+
+
+@pytest.mark.parametrize(("node_policy", "winner"), [("fragmentation", "b"), ("binpack", "a")])
+def test_the_placer_keeps_a_pods_cpu_from_stranding_a_nodes_gpus(node_policy: str, winner: str) -> None:
+    # a: 8 cores, b: 16 cores, 2 idle GPUs each. The pods seen so far take a GPU and 4 cores each. A GPU pod
+    # with 6 cores would leave a 2 cores: no pod of the mix could use a's other GPU any more; b keeps 10.
+    # The fragmentation policy sends it to b; binpack, blind to that, to a (equal fill, first by name).
+    decider = Decider(node_policy=node_policy)
+    for name, cores in (("a", "8"), ("b", "16")):
+        decider.on_event(topology(name, 2))
+        decider.on_event(status(name, allocatable={"cpu": cores, "pods": "110", GPU: "20"}))
+    for i in range(9):
+        decider.mix.observe(pending(f"seen-{i}", cpu="4"))
+    result = decider.on_pending(pending("p", cpu="6"))
+    assert result.placement is not None
+    assert result.placement.node == winner

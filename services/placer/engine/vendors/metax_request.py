@@ -127,6 +127,8 @@ def parse_metax_request(request: PodRequest) -> MetaxRequest | None:
             mutex="mutex" in policies,
             binpack_cards="binpack" in policies,
         )
+    if not shares:
+        return None
     cores = optional_int(res, VCORE, low=0, high=EXCLUSIVE_CORES)
     memory = _memory_mib(res[VMEMORY]) if VMEMORY in res else 0
     app_class = ann.get(APP_CLASS_ANNOTATION, "")
