@@ -42,6 +42,10 @@ from topoplace.kube import api_client
 # The demo cluster's 120 NVIDIA GPUs hold 480 of them, so a step of up to that many all fit.
 POD_KIND = next(k for k in workload.MIX if k.name == "nvidia-share")
 STEP_CAPACITY = 480
+# The goals: sustained pods/s with one placer and one binder, and the p99 pending -> bound at 500 offered.
+GOAL_PODS_PER_S = 2000.0
+GOAL_OFFERED = 500.0
+GOAL_P99_MS = 100.0
 BENCH_LABEL = "topoplace.io/bench-step"
 STARTUP_TIMEOUT_S = 90.0
 WARMUP_PODS = 4  # each placer's first decisions build caches; not part of any step
@@ -95,6 +99,7 @@ PLANS: dict[str, tuple[LoadStep, ...]] = {
         LoadStep(offered_pods_per_s=50.0, pods=100),
         LoadStep(offered_pods_per_s=100.0, pods=150),
         LoadStep(offered_pods_per_s=200.0, pods=200),
+        LoadStep(offered_pods_per_s=GOAL_OFFERED, pods=STEP_CAPACITY),
     ),
     "full": (
         LoadStep(offered_pods_per_s=20.0, pods=200),
@@ -102,6 +107,7 @@ PLANS: dict[str, tuple[LoadStep, ...]] = {
         LoadStep(offered_pods_per_s=100.0, pods=400),
         LoadStep(offered_pods_per_s=200.0, pods=400),
         LoadStep(offered_pods_per_s=400.0, pods=400),
+        LoadStep(offered_pods_per_s=GOAL_OFFERED, pods=STEP_CAPACITY),
     ),
 }
 
@@ -431,6 +437,7 @@ def step_figure_list(runs: Sequence[PipelineRun]) -> list[Figure]:
             out.append(Figure(name=f"pipeline.unschedulable.{suffix}", value=float(s.unschedulable), unit="pods"))
             out.append(Figure(name=f"pipeline.bind_conflicts.{suffix}", value=float(s.conflicts), unit="binds"))
     one, two = by_placers.get(1), by_placers.get(2)
+    out += goal_figures(one)
     if one is not None and two is not None:
         for a, b in zip(one.steps, two.steps, strict=False):
             out.append(
@@ -441,6 +448,48 @@ def step_figure_list(runs: Sequence[PipelineRun]) -> list[Figure]:
                     detail="sustained pods/s with two placers over one; the machine-independent figure",
                 )
             )
+    return out
+
+
+def goal_figures(one: PipelineRun | None) -> list[Figure]:
+    """`pipeline.pods_per_s` (the most sustained with one placer) and `pipeline.p99_ms.500`, with their goals."""
+    if one is None or not one.steps:
+        return []
+    best = max(one.steps, key=lambda s: s.sustained_pods_per_s)
+    out = [
+        Figure(
+            name="pipeline.pods_per_s",
+            value=round(best.sustained_pods_per_s, 3),
+            unit="pods/s",
+            baselines={"offered": best.offered_pods_per_s, "goal": GOAL_PODS_PER_S},
+            detail="the most sustained pending -> bound with one placer and one binder over the offered loads",
+        )
+    ]
+    at_goal = [s for s in one.steps if s.offered_pods_per_s == GOAL_OFFERED]
+    if at_goal:
+        step = at_goal[0]
+        out.append(
+            Figure(
+                name=f"pipeline.p99_ms.{GOAL_OFFERED:g}",
+                value=round(step.p99_pending_to_bound_ms, 3),
+                unit="ms",
+                baselines={"p50": round(step.p50_pending_to_bound_ms, 3), "goal": GOAL_P99_MS},
+                detail=f"pending -> bound at {GOAL_OFFERED:g} pods/s offered ({step.pods} pods), one placer",
+            )
+        )
+    return out
+
+
+def goal_notes(figures: Sequence[Figure]) -> list[str]:
+    """Each pipeline goal met or not, said plainly."""
+    out = []
+    for figure in figures:
+        goal = figure.baselines.get("goal")
+        if not figure.name.startswith("pipeline.") or goal is None or figure.value is None:
+            continue
+        met = figure.value >= goal if figure.unit == "pods/s" else figure.value <= goal
+        verdict = "within" if met else "NOT within"
+        out.append(f"{figure.name} = {figure.value:g} {figure.unit}: {verdict} its goal of {goal:g}.")
     return out
 
 

@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         + pipeline_speed.step_figure_list(pipeline_runs)
     )
     figures += scale.figures(scaled)
-    notes = build_notes(trace, device, speed, search) + scale.notes(scaled)
+    notes = build_notes(trace, device, speed, search) + scale.notes(scaled) + pipeline_speed.goal_notes(figures)
     results = Results(
         generated_at=now.isoformat(timespec="seconds"),
         profile=profile.name,

@@ -215,3 +215,24 @@ async def test_a_few_pods_through_the_real_pipeline_with_two_placers() -> None:
     assert 0 < step.p50_pending_to_bound_ms <= step.p99_pending_to_bound_ms < 30_000
     assert step.sustained_pods_per_s > 0
     assert {"binder", "placer-0", "placer-1", "broker", "load-generator"} <= set(step.cores_by_service)
+
+
+def test_goal_figures_name_the_best_sustained_rate_and_the_p99_at_500_offered() -> None:
+    at_goal = msgspec.structs.replace(_figures(1, ps.GOAL_OFFERED, 58.0), p99_pending_to_bound_ms=7000.0)
+    run = ps.PipelineRun(placers=1, steps=(_figures(1, 50.0, 45.0), _figures(1, 200.0, 61.0), at_goal))
+    figures = {f.name: f for f in ps.goal_figures(run)}
+    assert figures["pipeline.pods_per_s"].value == 61.0  # the best step, not the last one
+    assert figures["pipeline.pods_per_s"].baselines == {"offered": 200.0, "goal": ps.GOAL_PODS_PER_S}
+    assert figures["pipeline.p99_ms.500"].value == 7000.0
+    notes = ps.goal_notes(list(figures.values()))
+    assert "pipeline.pods_per_s = 61 pods/s: NOT within its goal of 2000." in notes
+    assert "pipeline.p99_ms.500 = 7000 ms: NOT within its goal of 100." in notes
+    fast = ps.PipelineRun(placers=1, steps=(msgspec.structs.replace(at_goal, sustained_pods_per_s=2500.0),))
+    assert ps.goal_notes(ps.goal_figures(fast))[0].endswith("within its goal of 2000.")
+    assert "NOT" not in ps.goal_notes(ps.goal_figures(fast))[0]
+    assert ps.goal_figures(ps.PipelineRun(placers=1, steps=())) == []
+
+
+def test_both_plans_end_at_the_goals_offered_load() -> None:
+    for profile in ("short", "full"):
+        assert ps.step_plan(profile)[-1].offered_pods_per_s == ps.GOAL_OFFERED
