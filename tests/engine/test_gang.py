@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from network_builders import hn, node, sub, volcano_example
 
 from schemas.events import NetworkConstraint, SubGroupPolicy, TopologyMode
-from services.placer.engine import Allocation, NodeState, PodRequest, RequestError, new_index
+from services.placer.engine import Allocation, NodeState, PodRequest, RequestError, WorkloadClass, new_index
 from services.placer.engine.gang import GangDecision, GangRequest, place_gang
 from services.placer.engine.network import build_tree
 from services.placer.engine.vendors import registry
@@ -278,3 +278,24 @@ def test_kueue_slices_each_stay_within_their_level_under_a_required_block() -> N
     rack = {n.name: n.labels[levels[1]] for n in nodes}
     by_slice = [{rack[p.node or ""] for p in decision.pods[i : i + 2]} for i in (0, 2)]
     assert all(len(racks) == 1 for racks in by_slice)  # each slice of two inside one rack
+
+
+def test_a_gang_under_the_fragmentation_policy_places_its_cpu_only_members_too() -> None:
+    # A launcher without GPUs and two 4-GPU workers, all under the fragmentation policy with a known
+    # workload: the launcher is scored by the policy (a host request with no devices) and the gang
+    # is placed whole, the launcher holding no device.
+    policy = {"hami.io/node-scheduler-policy": "fragmentation"}
+    workers = [msgspec.structs.replace(member(i, 4), annotations=policy) for i in range(2)]
+    launcher = PodRequest(uid="uid-l", name="launcher", requests={"cpu": "1"}, annotations=policy)
+    index = new_index()
+    for n in cluster(names=["node0", "node1"]):
+        index.upsert(n)
+    tree = build_tree([], {n: {} for n in ("node0", "node1")}).tree
+    gang = GangRequest(name="ns/job", min_member=3, pods=(launcher, *workers))
+    workload = (WorkloadClass(gpus=4), WorkloadClass(gpus=0))
+    decision = place_gang(registry, index, tree, gang, workload=workload)
+    assert decision.placed
+    by_name = {p.name: p for p in decision.pods}
+    assert by_name["launcher"].devices == ()
+    assert "frag_level" in by_name["launcher"].score_parts
+    assert all(len(by_name[w.name].devices) == 4 for w in workers)
