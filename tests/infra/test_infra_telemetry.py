@@ -6,7 +6,9 @@ import uuid
 from pathlib import Path
 
 import aiohttp
+import pytest
 from aiohttp import web
+from opentelemetry.trace import Tracer
 
 from topoplace.config import Settings
 from topoplace.telemetry import (
@@ -121,3 +123,25 @@ async def test_http_client_spans_belong_to_the_service_whose_span_is_their_paren
     (traceparent,) = seen_traceparent
     assert traceparent.split("-")[1:3] == [client.trace_id, client.span_id]
     assert not files[other].exists()
+
+
+def test_a_tracer_asks_its_provider_for_the_sdk_tracer_once_while_the_provider_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = f"topoplace-c-{uuid.uuid4().hex[:6]}"
+    tracer = get_tracer("test", service)
+    provider = setup_tracing(service, Settings(traces_file=str(tmp_path / "t.jsonl")), set_global=False)
+    asked: list[str] = []
+    original = provider.get_tracer
+
+    def counting(name: str, *args: object, **kwargs: object) -> Tracer:
+        asked.append(name)
+        return original(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(provider, "get_tracer", counting)
+    for i in range(5):
+        with tracer.start_as_current_span(f"span {i}"):
+            pass
+    shutdown_tracing(service)
+    assert asked == ["test"]  # built once, not once per span
+    assert [s.name for s in read_spans(str(tmp_path / "t.jsonl"))] == [f"span {i}" for i in range(5)]
