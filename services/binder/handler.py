@@ -97,6 +97,13 @@ class BindingSteps:
         problem = placement_problem(placement)
         if problem is not None:
             return BindResult(outcome=BindingOutcome.FAILED, reason=f"invalid placement: {problem}", attempts=0)
+        elsewhere = self.ledger.bound_elsewhere(placement.uid, placement.node, placement.devices)
+        if elsewhere is not None:
+            # A stale placement of a bound pod: holding its devices for the bind would free the devices
+            # it really holds while the bind is in flight (and retries can keep it in flight long).
+            where = f"node {elsewhere.node} with devices {describe_devices(elsewhere.devices)}"
+            reason = f"pod {placement.namespace}/{placement.name} is already bound to {where}"
+            return BindResult(outcome=BindingOutcome.CONFLICT, reason=reason, attempts=0)
         collisions = self.ledger.collisions(placement.uid, placement.node, placement.devices)
         if collisions:
             metrics.LEDGER_CONFLICTS.inc()

@@ -148,6 +148,15 @@ class DeviceLedger:
     def is_bound(self, pod_uid: str) -> bool:
         return pod_uid in self._bound
 
+    def bound_elsewhere(self, pod_uid: str, node: str, devices: tuple[DeviceAssignment, ...]) -> Holding | None:
+        """The pod's binding when it is bound on another node or with other devices than these; else None."""
+        current = self._holdings.get(pod_uid)
+        if current is None or pod_uid not in self._bound:
+            return None
+        if current.node == node and _same_devices(current.devices, devices):
+            return None
+        return current
+
     def release(self, pod_uid: str) -> Holding | None:
         self._bound.discard(pod_uid)
         holding = self._holdings.pop(pod_uid, None)

@@ -161,3 +161,42 @@ async def test_ledger_conflict_never_calls_the_api() -> None:
     assert binder.calls == []
     assert producer.sent[0].event.outcome is BindingOutcome.CONFLICT
     assert producer.sent[0].event.attempts == 0
+
+
+async def test_a_stale_placement_of_a_bound_pod_never_frees_what_the_pod_holds() -> None:
+    # u1 is bound on n1 with a quarter of GPU 3. A stale placement sends it to another GPU: it is refused
+    # at once, with no request, and GPU 3 stays held all along, so a pod asking for the rest of it
+    # finds only what is really free. (Held for the bind, the stale placement freed GPU 3 while its
+    # bind retried, and a third pod was bound onto it: 125 cores of 100.)
+    ledger = DeviceLedger()
+    quarter = DeviceAssignment(index=3, memory_mib=1000, cores=25)
+    ledger.record_bound(Holding(pod_uid="u1", node=NODE, devices=(quarter,)))
+    held_during_bind: list[dict[str, DeviceAssignment]] = []
+
+    class ServerSaysBoundElsewhere(ScriptedBinder):
+        async def bind(self, placement: PlacementEvent, known: PodView | None = None) -> BindResult:
+            held_during_bind.append(ledger.holders(NODE, 3))
+            return await super().bind(placement, known)
+
+    binder = ServerSaysBoundElsewhere(BindResult(outcome=BindingOutcome.CONFLICT, reason="bound elsewhere"))
+    handler, _, producer, _ = build(binder, ledger)
+    stale = placement(devices=(DeviceAssignment(index=6, memory_mib=1000, cores=25),))
+    await handler(Message(event=stale))
+    assert held_during_bind == []  # no bind at all, so no moment with GPU 3 free
+    assert binder.calls == []
+    (sent,) = producer.sent
+    assert sent.event.outcome is BindingOutcome.CONFLICT
+    assert sent.event.reason == "pod ns/u1 is already bound to node n1 with devices 3 (1000 MiB, 25 cores)"
+    assert ledger.holders(NODE, 3) == {"u1": quarter}
+    assert ledger.collisions("u2", NODE, (DeviceAssignment(index=3, memory_mib=1000, cores=80),))
+
+
+async def test_the_same_placement_of_a_bound_pod_still_goes_to_the_server() -> None:
+    # Re-delivered: the server's answer (already bound here) settles it, as before.
+    ledger = DeviceLedger()
+    ledger.record_bound(Holding(pod_uid="u1", node=NODE, devices=(DeviceAssignment(index=0),)))
+    binder = ScriptedBinder(BindResult(outcome=BindingOutcome.BOUND, reason="already bound"))
+    handler, _, producer, _ = build(binder, ledger)
+    await handler(Message(event=placement()))
+    assert len(binder.calls) == 1
+    assert producer.sent[0].event.outcome is BindingOutcome.BOUND
