@@ -28,13 +28,14 @@ Equal scores go to the node whose name sorts first (the engine's rule).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
 import msgspec
 
 from schemas.quantity import QuantityError, milli_value
-from services.placer.engine.errors import RequestError
+from services.placer.engine.kube.resources import parse_requests
 from services.placer.engine.model import MILLI, NodeState, PodRequest, WorkloadClass
 
 DIGITS = 6  # figures are rounded so that float noise never reorders equal answers
@@ -100,7 +101,8 @@ def level(delta: float) -> int:
     return math.trunc(LEVELS / (1.0 + math.exp(exponent)))
 
 
-def heavy_ratio(workload: Sequence[WorkloadClass]) -> float | None:
+@functools.lru_cache(maxsize=64)  # asked per node answer; a cluster has one workload at a time
+def heavy_ratio(workload: tuple[WorkloadClass, ...]) -> float | None:
     """The workload's weighted median of milli-CPU per whole GPU over its GPU classes (None: no CPU known)."""
     ratios = sorted((c.cpu_milli * MILLI / (c.gpus * c.milli), c.weight) for c in workload if c.gpus and c.cpu_milli)
     total = sum(w for _, w in ratios)
@@ -122,17 +124,10 @@ class NodeCpu(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def pod_cpu_milli(request: PodRequest) -> int:
-    """The pod's CPU request in milli-CPU (0: none). Raises RequestError naming requests.cpu."""
-    text = request.requests.get("cpu")
-    if text is None:
-        return 0
-    try:
-        amount = milli_value(text)
-    except QuantityError as exc:
-        raise RequestError("requests.cpu", str(exc)) from None
-    if amount < 0:
-        raise RequestError("requests.cpu", f"must not be negative, got {text!r}")
-    return amount
+    """The pod's CPU request in milli-CPU (0: none), read as the node rules read it (RequestError names
+    requests.cpu)."""
+    cpu = request.requests.get("cpu")
+    return 0 if cpu is None else parse_requests({"cpu": cpu}, "requests")["cpu"]
 
 
 def node_cpu(node: NodeState) -> NodeCpu | None:

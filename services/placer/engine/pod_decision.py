@@ -73,8 +73,6 @@ def claim(
         return Claim(plugin=None, request=None)
     plugin, device_request = claimed
     device_request = loop._with_workload(device_request, workload, mode, pod_cpu_milli(request) if cpu else None)
-    if device_request.count == 0 and not device_request.workload:
-        return Claim(plugin=None, request=None)
     return Claim(plugin=plugin, request=device_request)
 
 

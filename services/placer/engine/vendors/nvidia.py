@@ -378,11 +378,9 @@ def _policy_cpu(scratch: NodeScratch, request: NvidiaRequest) -> NodeCpu | None:
     return node_cpu(scratch.node) if request.cpu_milli is not None else None
 
 
-def _frag_after(scratch: NodeScratch, request: NvidiaRequest, taken: tuple[int, ...], placed: bool) -> float:
-    """The node's expected fragmentation once the pod holds the GPUs `taken` and (`placed`) its CPU."""
-    cpu = _policy_cpu(scratch, request)
-    cpu_free = None if cpu is None else cpu.free - ((request.cpu_milli or 0) if placed else 0)
-    return fragmentation(_shares_after(scratch, request, taken), request.workload, cpu_free)
+def _cpu_free(cpu: NodeCpu | None, request: NvidiaRequest, *, placed: bool) -> int | None:
+    """The node's free CPU before the pod, or (`placed`) once it holds its CPU; None when not weighed."""
+    return None if cpu is None else cpu.free - ((request.cpu_milli or 0) if placed else 0)
 
 
 def _share_milli(request: NvidiaRequest, device: Device) -> int:
@@ -396,15 +394,17 @@ def _share_milli(request: NvidiaRequest, device: Device) -> int:
 def _fragmentation_score(scratch: NodeScratch, request: NvidiaRequest, choice: SetChoice) -> NodeScore:
     """FGD's level of the fragmentation change, then the tie term (fragmentation.py)."""
     cpu = _policy_cpu(scratch, request)
-    before = _frag_after(scratch, request, (), placed=False)
-    delta = round(_frag_after(scratch, request, choice.devices, placed=True) - before, DELTA_DIGITS) + 0.0
+    before = fragmentation(_shares_after(scratch, request, ()), request.workload, _cpu_free(cpu, request, placed=False))
+    after_shares = _shares_after(scratch, request, choice.devices)
+    after = fragmentation(after_shares, request.workload, _cpu_free(cpu, request, placed=True))
+    delta = round(after - before, DELTA_DIGITS) + 0.0
     gpus = [d for d in scratch.devices.values() if d.vendor is Vendor.NVIDIA]
     pod = PodShape(
         cpu_milli=request.cpu_milli or 0,
         gpu_milli=sum(_share_milli(request, scratch.devices[i]) for i in choice.devices),
     )
     busy = any(not scratch.loads[d.index].idle for d in gpus)
-    free_after = sum(s.milli for s in _shares_after(scratch, request, choice.devices))
+    free_after = sum(s.milli for s in after_shares)
     tie_term = tie(pod, cpu, len(gpus), free_after, busy, heavy_ratio(request.workload))
     frag_level = level(delta)
     return NodeScore(
@@ -420,11 +420,13 @@ def _least_fragmenting(
     shared before an idle one, then the idle GPU whose taking breaks the least idle link score (whole
     NVLink groups stay whole), then the GPU policy's device order (binpack fullest first, spread
     emptiest first, then index)."""
-    before = _frag_after(scratch, request, (), placed=False)
+    cpu = _policy_cpu(scratch, request)
+    before = fragmentation(_shares_after(scratch, request, ()), request.workload, _cpu_free(cpu, request, placed=False))
+    cpu_after = _cpu_free(cpu, request, placed=True)
 
     def key(position: int) -> tuple[int, bool, int, int]:
         device = ordered[position]
-        after = _frag_after(scratch, request, (device.index,), placed=True)
+        after = fragmentation(_shares_after(scratch, request, (device.index,)), request.workload, cpu_after)
         frag_level = level(round(after - before, DELTA_DIGITS))
         return (-frag_level, device.index in idle, _cut(table, [device], idle), position)
 
