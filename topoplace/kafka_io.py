@@ -43,12 +43,14 @@ from topoplace.kafka_wire import (
 
 __all__ = [
     "DecodeError",
+    "EndWentBack",
     "EventConsumer",
     "EventProducer",
     "Received",
     "RejectReason",
     "TopicFollower",
     "decode_event",
+    "ends_gone_back",
     "extract_trace_context",
     "latest_by_key",
     "read_compacted",
@@ -545,6 +547,36 @@ async def _all_partitions(consumer: AIOKafkaConsumer, topics: Sequence[Topic]) -
     return partitions
 
 
+class EndWentBack(msgspec.Struct, frozen=True, kw_only=True):
+    """A partition whose end offset shows the broker lost data."""
+
+    topic: str
+    partition: int
+    end: int  # as the broker reports it now
+    before: int  # the highest end it reported before
+
+
+def ends_gone_back(
+    ends: dict[TopicPartition, int], highest: dict[TopicPartition, int], acknowledged: dict[tuple[str, int], int]
+) -> list[EndWentBack]:
+    """Partitions whose data the broker lost: an end offset below one it reported before, or an
+    empty partition where the producer had a record acknowledged.
+
+    Not "an end below what the producer acknowledged": the embedded broker reports a partition's
+    end as its last batch's first offset + 1, so after a batched send the end it reports lies below
+    the last offset it acknowledged, with nothing lost. Both rules hold there and on Kafka. A loss
+    that the partition has refilled past its old end by the next poll is the producer's own
+    check: its first send after the loss is acknowledged at an offset it had seen before.
+    """
+    lost = []
+    for tp, end in sorted(ends.items()):
+        before = highest.get(tp, 0)
+        wrote = acknowledged.get((tp.topic, tp.partition), 0) > 0
+        if end < before or (end == 0 and wrote):
+            lost.append(EndWentBack(topic=tp.topic, partition=tp.partition, end=end, before=before))
+    return lost
+
+
 async def watch_for_data_loss(
     bootstrap: str,
     topics: Sequence[Topic],
@@ -554,13 +586,10 @@ async def watch_for_data_loss(
     interval: float,
     security: KafkaSecurity | None = None,
 ) -> None:
-    """Set `producer.recovered` once the broker shows it lost data (restarted empty).
-
-    That is: a partition's end offset below one seen before, or below what `producer`
-    had acknowledged there. Runs until cancelled, or until `recovered` is set. A Kafka
-    broker never moves an end offset back, so this costs one offsets request per
-    `interval` and never fires there; the embedded in-memory broker comes back from a
-    restart with every end at 0.
+    """Set `producer.recovered` once the broker shows it lost data (restarted empty), by the rules
+    of `ends_gone_back`. Runs until cancelled, or until `recovered` is set. A Kafka broker never
+    moves an end offset back, so this costs one offsets request per `interval` and never fires
+    there; the embedded in-memory broker comes back from a restart with every end at 0.
     """
     recovered = producer.recovered
     consumer = AIOKafkaConsumer(
@@ -571,23 +600,21 @@ async def watch_for_data_loss(
         highest: dict[TopicPartition, int] = {}
         while not recovered.is_set():
             ends = await consumer.end_offsets(await _all_partitions(consumer, topics))
-            acknowledged = producer.acknowledged_ends()
+            for lost in ends_gone_back(ends, highest, producer.acknowledged_ends()):
+                log.warning(
+                    "kafka.end_offset_went_back",
+                    extra={
+                        "fields": {
+                            "topic": lost.topic,
+                            "partition": lost.partition,
+                            "end": lost.end,
+                            "before": lost.before,
+                            "service": service,
+                        }
+                    },  # fmt: skip
+                )
+                recovered.set()
             for tp, end in ends.items():
-                highest[tp] = max(highest.get(tp, 0), acknowledged.get((tp.topic, tp.partition), 0))
-                if end < highest[tp]:
-                    log.warning(
-                        "kafka.end_offset_went_back",
-                        extra={
-                            "fields": {
-                                "topic": tp.topic,
-                                "partition": tp.partition,
-                                "end": end,
-                                "before": highest[tp],
-                                "service": service,
-                            }
-                        },  # fmt: skip
-                    )
-                    recovered.set()
                 highest[tp] = max(end, highest.get(tp, 0))
             if not recovered.is_set():
                 await asyncio.sleep(interval)  # a poll: the broker announces nothing
