@@ -27,7 +27,9 @@ def pod(
     group: str = "",
     unschedulable: str = "",
     annotated_node: str | None = None,
+    since: str = "",
 ) -> dict[str, Any]:
+    """`since`: the PodScheduled condition's lastTransitionTime (the binding's, once bound)."""
     annotations: dict[str, str] = {}
     if devices:
         annotations[DEVICES] = encode_devices(
@@ -41,6 +43,10 @@ def pod(
         status["conditions"] = [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable}
         ]
+    elif node_name and since:
+        status = {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    if since:
+        status["conditions"][0]["lastTransitionTime"] = since
     spec: dict[str, Any] = {
         "schedulerName": "topoplace",
         "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": gpus}}}],
@@ -136,6 +142,33 @@ def test_a_gang_whose_missing_members_are_still_in_flight_is_unconverged_not_bro
     # Once the system gives up on that member, the gang is partly bound.
     members[2] = pod("g-2", group="g", gpus="0", unschedulable="0/1 nodes are available")
     assert kinds(*members, podgroups=(podgroup("g", 3),)) == ["gang_partly_bound"]
+
+
+@pytest.mark.parametrize("told_at", ["2026-01-01T10:00:04Z", "2026-01-01T10:00:05Z"])
+def test_a_reason_no_newer_than_the_gangs_first_binding_is_stale_so_the_member_is_still_in_flight(
+    told_at: str,
+) -> None:
+    # The gang did not fit (every member told so), then capacity freed: two members are bound,
+    # the third still carries the earlier answer while its binding is retried.
+    members = [
+        pod("g-0", node_name="n1", group="g", gpus="0", since="2026-01-01T10:00:05Z"),
+        pod("g-1", node_name="n1", group="g", gpus="0", since="2026-01-01T10:00:09Z"),
+        pod("g-2", group="g", gpus="0", unschedulable="gang g did not fit", since=told_at),
+    ]
+    verdict = judge(ClusterObjects(pods=tuple(members), nodes=(node(),), podgroups=(podgroup("g", 3),)))
+    assert verdict.violations == ()
+    assert verdict.unconverged == ("default/g-2",) and verdict.unschedulable == 0
+
+
+def test_a_reason_newer_than_the_gangs_first_binding_leaves_it_partly_bound() -> None:
+    members = [
+        pod("g-0", node_name="n1", group="g", gpus="0", since="2026-01-01T10:00:05Z"),
+        pod("g-1", node_name="n1", group="g", gpus="0", since="2026-01-01T10:00:09Z"),
+        pod("g-2", group="g", gpus="0", unschedulable="0/1 nodes are available", since="2026-01-01T10:00:06Z"),
+    ]
+    verdict = judge(ClusterObjects(pods=tuple(members), nodes=(node(),), podgroups=(podgroup("g", 3),)))
+    assert [v.kind for v in verdict.violations] == ["gang_partly_bound"]
+    assert verdict.unconverged == () and verdict.unschedulable == 1
 
 
 def test_the_verdict_crosses_module_boundaries_as_a_struct() -> None:

@@ -10,7 +10,10 @@ Reads nothing but the API server's objects (pods, nodes, Volcano PodGroups) and 
 - no gang with some but fewer than minMember members bound while none of the rest is still being
   worked on (`gang_partly_bound`): Kubernetes binds one pod at a time, so a gang whose members are
   being bound, or whose failed member is being placed again, is in flight, not broken; one that
-  stays partly bound keeps its pending members unconverged, and a run must converge;
+  stays partly bound keeps its pending members unconverged, and a run must converge. A member's
+  Unschedulable reason written no later than its gang's first binding is *stale*: it answers an
+  earlier decision (the gang did not fit, then capacity freed and it was placed), so the member is
+  still in flight, and unconverged, until it is bound or told a newer reason;
 - no pod annotated with a device the node does not have, or with another node (`unknown_device`).
 The verdict is pure: `judge(objects)`; `read_cluster` fetches the objects over plain HTTP.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -80,11 +84,55 @@ def _live(pod: Obj) -> bool:
     )
 
 
-def _unschedulable(pod: Obj) -> bool:
+def _pod_scheduled(pod: Obj) -> Obj | None:
     for condition in pod.get("status", {}).get("conditions") or ():
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            return condition.get("reason") == "Unschedulable" and bool(condition.get("message"))
-    return False
+        if condition.get("type") == "PodScheduled":
+            return condition  # type: ignore[no-any-return]
+    return None
+
+
+def _unschedulable(pod: Obj) -> bool:
+    condition = _pod_scheduled(pod)
+    if condition is None or condition.get("status") != "False":
+        return False
+    return condition.get("reason") == "Unschedulable" and bool(condition.get("message"))
+
+
+def _transition(pod: Obj) -> datetime.datetime | None:
+    """When the pod's PodScheduled condition last changed (the API server's RFC 3339 seconds), if it says."""
+    condition = _pod_scheduled(pod)
+    text = condition.get("lastTransitionTime") if condition is not None else None
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _group_key(pod: Obj) -> str | None:
+    group = (pod["metadata"].get("annotations") or {}).get(VOLCANO_GROUP_ANNOTATION)
+    return f"{pod['metadata'].get('namespace', '')}/{group}" if group else None
+
+
+def _stale_reasons(pods: list[Obj]) -> set[str]:
+    """Pending gang members whose Unschedulable reason is no newer than their gang's first binding
+    (both times known; a tie counts as stale, the times being whole seconds)."""
+    first_bound: dict[str, datetime.datetime] = {}
+    for pod in pods:
+        group = _group_key(pod)
+        at = _transition(pod) if group and pod["spec"].get("nodeName") and _live(pod) else None
+        if group and at is not None and (group not in first_bound or at < first_bound[group]):
+            first_bound[group] = at
+    stale = set()
+    for pod in pods:
+        group = _group_key(pod)
+        if group not in first_bound or pod["spec"].get("nodeName") or not _unschedulable(pod):
+            continue
+        at = _transition(pod)
+        if at is not None and at <= first_bound[group]:
+            stale.add(_key(pod))
+    return stale
 
 
 def _requests(pod: Obj) -> dict[str, int]:
@@ -123,11 +171,12 @@ def judge(objects: ClusterObjects) -> Verdict:
     holders: dict[tuple[str, int], list[tuple[str, int, int]]] = defaultdict(list)
     requested: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     on_node: dict[str, list[str]] = defaultdict(list)
+    stale = _stale_reasons(mine)
 
     for pod in mine:
         node_name = pod["spec"].get("nodeName")
         if not node_name:
-            if _unschedulable(pod):
+            if _unschedulable(pod) and _key(pod) not in stale:
                 unschedulable += 1
             else:
                 unconverged.append(_key(pod))
@@ -193,7 +242,7 @@ def judge(objects: ClusterObjects) -> Verdict:
                     )
                 )
 
-    violations += _gang_violations(mine, objects.podgroups)
+    violations += _gang_violations(mine, objects.podgroups, stale)
     return Verdict(
         pods=len(mine),
         bound=bound,
@@ -203,19 +252,21 @@ def judge(objects: ClusterObjects) -> Verdict:
     )
 
 
-def _gang_violations(pods: list[Obj], podgroups: tuple[Obj, ...]) -> list[Violation]:
+def _gang_violations(pods: list[Obj], podgroups: tuple[Obj, ...], stale: set[str]) -> list[Violation]:
     members: dict[str, list[Obj]] = defaultdict(list)
     for pod in pods:
-        group = (pod["metadata"].get("annotations") or {}).get(VOLCANO_GROUP_ANNOTATION)
+        group = _group_key(pod)
         if group:
-            members[f"{pod['metadata'].get('namespace', '')}/{group}"].append(pod)
+            members[group].append(pod)
     out = []
     for podgroup in podgroups:
         key = _key(podgroup)
         min_member = int((podgroup.get("spec") or {}).get("minMember") or 1)
         live = [p for p in members.get(key, ()) if _live(p)]
         placed = sum(1 for p in live if p["spec"].get("nodeName"))
-        in_flight = sum(1 for p in live if not p["spec"].get("nodeName") and not _unschedulable(p))
+        in_flight = sum(
+            1 for p in live if not p["spec"].get("nodeName") and (not _unschedulable(p) or _key(p) in stale)
+        )
         if 0 < placed < min_member and placed + in_flight < min_member:
             out.append(
                 Violation(kind="gang_partly_bound", subject=key, detail=f"{placed} of minMember {min_member} bound")
