@@ -73,6 +73,7 @@ class BindResult(msgspec.Struct, frozen=True, kw_only=True):
     attempts: int = 1
     bound_now: bool = False  # this call created the Binding (not a pod found already bound)
     resource_version_changed: bool = False  # the pod changed since the placer saw it (informational)
+    retryable: bool = False  # not bound for a while only (retries spent on faults, a lock held): worth another try
 
 
 def device_annotations(placement: PlacementEvent) -> dict[str, str]:
@@ -175,7 +176,7 @@ class PodBinder:
                 return await self._bind_hami(placement, known, budget)
             return await self._bind(placement, known, budget)
         except RetriesExhausted as exc:
-            return BindResult(outcome=BindingOutcome.FAILED, reason=str(exc), attempts=budget.attempts)
+            return BindResult(outcome=BindingOutcome.FAILED, reason=str(exc), attempts=budget.attempts, retryable=True)
         except ApiException as exc:
             # Only answers that retrying cannot change get here (400/403/422...).
             return BindResult(
@@ -215,9 +216,14 @@ class PodBinder:
             return BindResult(outcome=BindingOutcome.FAILED, reason=annotations, attempts=budget.attempts)
         mutex = self._node_mutexes.setdefault(placement.node, asyncio.Lock())
         async with mutex:
+            # The pods of one node queue here (a gang's members among them): a deadline that ran
+            # while this one waited left it a single try once its turn came.
+            budget.start_now()
             lock = await self._locker.acquire(placement.node, placement.namespace, placement.name, budget)
             if not lock.taken:
-                return BindResult(outcome=BindingOutcome.CONFLICT, reason=lock.reason, attempts=budget.attempts)
+                return BindResult(
+                    outcome=BindingOutcome.CONFLICT, reason=lock.reason, attempts=budget.attempts, retryable=True
+                )
             try:
                 result = await self._bind(placement, known, budget, annotations)
             except asyncio.CancelledError:  # released in the background, never held on

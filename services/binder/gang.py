@@ -10,9 +10,14 @@ whole decision before it binds anything. Then:
    If any member fails, no member is bound, every hold is put back, and every
    member is reported (its own reason, or the failing member's), so the
    placer re-plans the whole gang.
-2. Every member is bound (one request each, concurrently). A member whose
-   binding fails after the checks (its pod was deleted meanwhile) is reported
-   FAILED while the members bound stay BOUND: a bound pod cannot be unbound,
+2. Every member is bound (one request each, concurrently). Once one member
+   is bound the gang is committed, so a member whose binding failed for a
+   while only (`BindResult.retryable`: retries spent on API faults, HAMi's
+   node lock held by another scheduler) is bound again, its devices still
+   held, up to BIND_ROUNDS tries in all: given up, its devices would go to the
+   next pod and the gang stay short. A member still not bound then (its pod
+   was deleted meanwhile, the API server keeps refusing) is reported as it
+   ended while the members bound stay BOUND: a bound pod cannot be unbound,
    and the placer places the replacement near them. The ledger keeps no hold
    of a member not bound.
 
@@ -23,6 +28,7 @@ FailedScheduling Event with the reason, and is reported UNSCHEDULABLE.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 
@@ -45,8 +51,12 @@ from services.binder.outcome import PodStanding, PodView, judge_pod, outcome_of
 from services.binder.retry import RetriesExhausted
 
 GANG_SPAN = "binder.bind_gang"
+# Binding tries in all for a member whose gang-mates are bound (each try a whole retry budget).
+BIND_ROUNDS = 3
 
 Results = list[tuple[PlacementEvent, BindResult]]
+
+log = logging.getLogger(__name__)
 
 
 class _Checked:
@@ -190,23 +200,45 @@ class GangHandler:
         return results
 
     async def _bind_all(self, checked: list[_Checked]) -> Results:
-        to_bind = [e for e in checked if e.already_bound is None]
-        answers = await asyncio.gather(
-            *(self._steps.binder.bind(e.member, e.known) for e in to_bind), return_exceptions=True
-        )
-        bound: dict[str, BindResult] = {}
-        for entry, answer in zip(to_bind, answers, strict=True):
-            if isinstance(answer, BaseException):
-                if not isinstance(answer, Exception):
-                    raise answer
-                answer = BindResult(outcome=BindingOutcome.FAILED, reason=f"unexpected error: {answer!r}")
-            self._steps.settle_hold(entry.member, entry.previous, answer)
-            entry.held = False
-            bound[entry.member.uid] = answer
         for entry in checked:
             if entry.already_bound is not None:
                 self._steps.settle_hold(entry.member, entry.previous, entry.already_bound)
                 entry.held = False
+        to_bind = [e for e in checked if e.already_bound is None]
+        bound: dict[str, BindResult] = {}
+        for round_ in range(1, BIND_ROUNDS + 1):
+            answers = await asyncio.gather(
+                *(self._steps.binder.bind(e.member, e.known) for e in to_bind), return_exceptions=True
+            )
+            for entry, answer in zip(to_bind, answers, strict=True):
+                if isinstance(answer, BaseException):
+                    if not isinstance(answer, Exception):
+                        raise answer
+                    answer = BindResult(outcome=BindingOutcome.FAILED, reason=f"unexpected error: {answer!r}")
+                bound[entry.member.uid] = answer
+            committed = any(e.already_bound is not None for e in checked) or any(
+                r.outcome is BindingOutcome.BOUND for r in bound.values()
+            )
+            again = [e for e in to_bind if bound[e.member.uid].retryable] if committed else []
+            if round_ == BIND_ROUNDS:
+                again = []
+            for entry in to_bind:
+                if entry not in again:  # settled now: cancelled later, a bound member keeps its hold
+                    self._steps.settle_hold(entry.member, entry.previous, bound[entry.member.uid])
+                    entry.held = False
+            to_bind = again
+            if not to_bind:
+                break
+            log.warning(
+                "binder.gang_member_retry",
+                extra={
+                    "fields": {
+                        "pods": [f"{e.member.namespace}/{e.member.name}" for e in to_bind],
+                        "round": round_ + 1,
+                        "reasons": [bound[e.member.uid].reason for e in to_bind],
+                    }
+                },
+            )
         return [(e.member, e.already_bound or bound[e.member.uid]) for e in checked]
 
     def _put_back(self, checked: list[_Checked]) -> None:

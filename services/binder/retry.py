@@ -79,6 +79,10 @@ class RetryBudget:
     def elapsed(self) -> float:
         return self._clock() - self._started
 
+    def start_now(self) -> None:
+        """The deadline counts from now: time spent queued behind other placements is not this one's."""
+        self._started = self._clock()
+
     def next_delay(self) -> float | None:
         """The wait before one more retry, or None when the budget is spent."""
         if self.attempts >= self.policy.max_attempts:

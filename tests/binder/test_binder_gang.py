@@ -23,7 +23,7 @@ from schemas.events import (
 )
 from services.binder.apply import PodBinder
 from services.binder.conditions import ConditionWriter
-from services.binder.gang import GangHandler
+from services.binder.gang import BIND_ROUNDS, GangHandler
 from services.binder.handler import BindingSteps
 from services.binder.kube_events import EventRecorder
 from services.binder.ledger import DeviceLedger
@@ -177,6 +177,55 @@ async def test_a_member_failing_mid_way_is_failed_while_the_others_stay_bound(
         assert harness.ledger.holding(pod["metadata"]["uid"]) is not None
     assert harness.ledger.holding(pods[2]["metadata"]["uid"]) is None  # no hold of a member not bound
     assert harness.ledger.holders(NODE, 2) == {}
+
+
+async def test_a_member_whose_retries_ran_out_while_the_others_were_bound_is_bound_again(
+    core: client.CoreV1Api, kube_api: KubeApiServer, proxy: FaultProxy, make_pod: PodFactory
+) -> None:
+    pods = [make_pod() for _ in range(3)]
+    gang = gang_of(placed(pods))
+    late = pods[1]["metadata"]["name"]
+    proxy.fail("POST", f"/pods/{late}/binding", 503, times=POLICY.max_attempts)  # its first budget, spent
+    harness = GangHarness(core)
+    outcomes = await harness.handle(gang)
+
+    assert {o.outcome for o in outcomes.values()} == {BindingOutcome.BOUND}
+    for pod in pods:
+        assert node_of(kube_api, pod) == NODE
+        assert harness.ledger.holding(pod["metadata"]["uid"]) is not None
+    assert binding_calls(proxy).count(503) == POLICY.max_attempts
+
+
+async def test_a_member_is_bound_again_at_most_so_many_times_then_reported_failed(
+    core: client.CoreV1Api, kube_api: KubeApiServer, proxy: FaultProxy, make_pod: PodFactory
+) -> None:
+    pods = [make_pod() for _ in range(2)]
+    gang = gang_of(placed(pods))
+    late = pods[1]["metadata"]["name"]
+    proxy.fail("POST", f"/pods/{late}/binding", 503, times=POLICY.max_attempts * BIND_ROUNDS + 1)
+    harness = GangHarness(core)
+    outcomes = await harness.handle(gang)
+
+    failed = outcomes[pods[1]["metadata"]["uid"]]
+    assert failed.outcome is BindingOutcome.FAILED and "gave up" in failed.reason
+    assert outcomes[pods[0]["metadata"]["uid"]].outcome is BindingOutcome.BOUND
+    assert sorted(binding_calls(proxy)) == [201] + [503] * (POLICY.max_attempts * BIND_ROUNDS)
+    assert harness.ledger.holding(pods[1]["metadata"]["uid"]) is None  # given up: its devices are free
+    assert harness.ledger.holders(NODE, 1) == {}
+
+
+async def test_no_member_is_bound_again_when_none_was_bound(
+    core: client.CoreV1Api, kube_api: KubeApiServer, proxy: FaultProxy, make_pod: PodFactory
+) -> None:
+    # Nothing committed yet: the placer may as well place the whole gang again.
+    pods = [make_pod() for _ in range(2)]
+    gang = gang_of(placed(pods))
+    proxy.fail("POST", "/binding", 503, times=2 * POLICY.max_attempts)
+    harness = GangHarness(core)
+    outcomes = await harness.handle(gang)
+
+    assert {o.outcome for o in outcomes.values()} == {BindingOutcome.FAILED}
+    assert binding_calls(proxy) == [503] * (2 * POLICY.max_attempts)
 
 
 async def test_a_redelivered_gang_decision_reports_the_bound_members_bound(

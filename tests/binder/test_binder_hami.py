@@ -325,3 +325,33 @@ async def test_a_failed_binding_releases_the_lock_before_the_next_pod_of_the_nod
     assert results[0].outcome is BindingOutcome.FAILED and "gave up" in results[0].reason
     assert results[1].outcome is BindingOutcome.BOUND  # it did not meet the failed pod's lock
     assert hami.NODE_LOCK not in node_annotations(kube_api)
+
+
+async def test_a_pod_queued_behind_another_of_its_node_keeps_its_whole_retry_budget(
+    core: client.CoreV1Api, kube_api: KubeApiServer, proxy: FaultProxy, make_pod: PodFactory
+) -> None:
+    import asyncio
+
+    # Every wait is the policy's whole ceiling (4 s of a 10 s deadline), on a clock the waits advance.
+    policy = BackoffPolicy(base_seconds=4.0, cap_seconds=4.0, max_attempts=5, deadline_seconds=10.0)
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    make_node(kube_api)
+    pods = PodBinder(
+        core, policy=policy, sleep=sleep, clock=lambda: now[0], rand=lambda: 1.0, device_memory=device_memory
+    )
+    first, second = make_pod(), make_pod()
+    # The first binds at its third try, 8 s on; the second, queued all that time, fails its first try.
+    proxy.fail("POST", f"/pods/{first['metadata']['name']}/binding", 503, times=2)
+    proxy.fail("POST", f"/pods/{second['metadata']['name']}/binding", 503, times=1)
+    placed = [
+        placement_for(pod, NODE, (DeviceAssignment(index=i, uuid=f"GPU-{i}", memory_mib=100, cores=10),),
+                      enforcement=Enforcement.HAMI)
+        for i, pod in enumerate((first, second))
+    ]  # fmt: skip
+    results = await asyncio.gather(*(pods.bind(p) for p in placed))
+    await pods.drain_releases()
+    assert [(r.outcome, r.attempts) for r in results] == [(BindingOutcome.BOUND, 3), (BindingOutcome.BOUND, 2)]
