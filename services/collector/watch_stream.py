@@ -38,6 +38,10 @@ ListFunction = Callable[..., Awaitable[Any]]
 # (a proxy's error page), and aiohttp's ValueError for a watch line over its buffer.
 _TRANSIENT = (aiohttp.ClientError, OSError, asyncio.TimeoutError, ApiException, msgspec.DecodeError, ValueError)
 _MAX_BACKOFF = 30.0
+# A list that has not answered in this long is given up and tried again: without a bound, a
+# request the server never answered held the resource unlisted (a whole relist of nodes
+# unpublished after a broker restart, every pod unschedulable meanwhile).
+LIST_TIMEOUT_SECONDS = 60.0
 
 
 class _WatchEvent(msgspec.Struct):
@@ -78,6 +82,7 @@ class ListWatch(Generic[T]):
         field_selector: str = "",
         watch_timeout: float = 300.0,
         retry_delay: float = 0.5,
+        list_timeout: float = LIST_TIMEOUT_SECONDS,
     ) -> None:
         self.resource = resource
         self._list_fn = list_fn
@@ -88,6 +93,7 @@ class ListWatch(Generic[T]):
         self._field_selector = field_selector
         self._watch_timeout = watch_timeout
         self._retry_delay = retry_delay
+        self._list_timeout = list_timeout
         self.listed = asyncio.Event()  # set once the first list was handed over
         self.lists = 0
 
@@ -109,7 +115,11 @@ class ListWatch(Generic[T]):
             log.info("collector.relist", extra={"fields": {"resource": self.resource, "reason": reason}})
 
     async def _list(self, *, resync: bool) -> str:
-        resp = await self._list_fn(_preload_content=False, **self._selector())
+        resp = await self._list_fn(
+            _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(total=self._list_timeout),
+            **self._selector(),
+        )
         try:
             body = await resp.read()
         finally:

@@ -37,6 +37,7 @@ from services.collector import watch_stream
 from services.collector.cluster_watcher import BAD_FIELDS, ClusterWatcher
 from services.collector.watch_objects import Pod
 from topoplace.kubeapi import KubeApiServer, ObjectStore, resources
+from topoplace.kubeapi.faults import FaultPlan
 
 GROUP, VERSION, PLURAL = "topology.volcano.sh", "v1alpha1", "hypernodes"
 
@@ -356,6 +357,45 @@ async def test_list_watch_retries_while_the_api_server_is_away_and_resumes(publi
         await api.close()
         if second is not None:
             await second.stop()
+
+
+async def test_a_list_the_server_never_answers_is_given_up_and_tried_again() -> None:
+    store = ObjectStore()
+    store.create("pods", api_pod("waiting"), namespace="default")
+    # Every list to `silent` hangs (answered after 300 s); `answering` serves the same objects.
+    silent = KubeApiServer(store=store, faults=FaultPlan(rate=1.0, kinds=("timeout",), verbs=("list",)))
+    answering = KubeApiServer(store=store)
+    apis = [client_for(await silent.start()), client_for(await answering.start())]
+    tries: list[int] = []
+
+    async def list_pods(**kw: Any) -> Any:
+        tries.append(len(tries))
+        core: CoreApi = client.CoreV1Api(apis[0] if len(tries) == 1 else apis[1])
+        return await core.list_pod_for_all_namespaces(**kw)
+
+    listed: list[str] = []
+
+    async def on_list(pods: list[Pod], resync: bool) -> None:
+        listed.extend(p.metadata.name for p in pods)
+
+    async def on_change(kind: str, pod: Pod) -> None:
+        return None
+
+    pods = watch_stream.ListWatch(
+        "pods", list_pods, Pod, on_list=on_list, on_change=on_change, resync_seconds=60, retry_delay=0.05,
+        list_timeout=0.5,
+    )  # fmt: skip
+    task = asyncio.create_task(pods.run())
+    try:
+        await asyncio.wait_for(pods.listed.wait(), 10)
+        assert listed == ["waiting"] and len(tries) >= 2  # the first list was given up
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        for api in apis:
+            await api.close()
+        await silent.stop()
+        await answering.stop()
 
 
 # --- every scheduler's pods, gangs, Kueue topologies, batched publishing ----------------------
