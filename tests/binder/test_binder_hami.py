@@ -10,7 +10,7 @@ from kubernetes_asyncio import client
 
 from schemas import hami
 from schemas.enforcement import HAMI_REGISTER_ANNOTATION, Enforcement
-from schemas.events import BindingOutcome, DeviceAssignment
+from schemas.events import BindingOutcome, DeviceAssignment, PlacementEvent
 from services.binder.apply import PodBinder
 from services.binder.hami_devices import hami_annotations
 from services.binder.hami_lock import NodeLocker
@@ -57,6 +57,19 @@ def locker(core: client.CoreV1Api, clock: float = NOW) -> NodeLocker:
 
 def budget() -> RetryBudget:
     return RetryBudget(POLICY)
+
+
+def one_share_each(pods: list[dict[str, Any]]) -> list[PlacementEvent]:
+    """HAMi placements on NODE, pod i taking a share of device i."""
+    return [
+        placement_for(
+            pod,
+            NODE,
+            (DeviceAssignment(index=i, uuid=f"GPU-{i}", memory_mib=100, cores=10),),
+            enforcement=Enforcement.HAMI,
+        )
+        for i, pod in enumerate(pods)
+    ]
 
 
 # --- the annotations, against HAMi's documented examples ------------------------------------------
@@ -291,15 +304,7 @@ async def test_our_pods_of_one_node_bind_one_after_another(
 
     make_node(kube_api)
     pods = binder(core)
-    placed = [
-        placement_for(
-            make_pod(),
-            NODE,
-            (DeviceAssignment(index=i, uuid=f"GPU-{i}", memory_mib=100, cores=10),),
-            enforcement=Enforcement.HAMI,
-        )  # fmt: skip
-        for i in range(4)
-    ]
+    placed = one_share_each([make_pod() for _ in range(4)])
     results = await asyncio.gather(*(pods.bind(p) for p in placed))
     await pods.drain_releases()
     assert [r.outcome for r in results] == [BindingOutcome.BOUND] * 4  # none met another's lock
@@ -315,11 +320,7 @@ async def test_a_failed_binding_releases_the_lock_before_the_next_pod_of_the_nod
     pods = binder(core)
     first, second = make_pod(), make_pod()
     proxy.fail("POST", f"/pods/{first['metadata']['name']}/binding", 503, times=POLICY.max_attempts)
-    placed = [
-        placement_for(pod, NODE, (DeviceAssignment(index=i, uuid=f"GPU-{i}", memory_mib=100, cores=10),),
-                      enforcement=Enforcement.HAMI)
-        for i, pod in enumerate((first, second))
-    ]  # fmt: skip
+    placed = one_share_each([first, second])
     results = await asyncio.gather(*(pods.bind(p) for p in placed))
     await pods.drain_releases()
     assert results[0].outcome is BindingOutcome.FAILED and "gave up" in results[0].reason
@@ -347,11 +348,7 @@ async def test_a_pod_queued_behind_another_of_its_node_keeps_its_whole_retry_bud
     # The first binds at its third try, 8 s on; the second, queued all that time, fails its first try.
     proxy.fail("POST", f"/pods/{first['metadata']['name']}/binding", 503, times=2)
     proxy.fail("POST", f"/pods/{second['metadata']['name']}/binding", 503, times=1)
-    placed = [
-        placement_for(pod, NODE, (DeviceAssignment(index=i, uuid=f"GPU-{i}", memory_mib=100, cores=10),),
-                      enforcement=Enforcement.HAMI)
-        for i, pod in enumerate((first, second))
-    ]  # fmt: skip
+    placed = one_share_each([first, second])
     results = await asyncio.gather(*(pods.bind(p) for p in placed))
     await pods.drain_releases()
     assert [(r.outcome, r.attempts) for r in results] == [(BindingOutcome.BOUND, 3), (BindingOutcome.BOUND, 2)]
