@@ -4,6 +4,7 @@ FROM python:3.11.13-slim-bookworm
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY schemas ./schemas
+COPY engine ./engine
 COPY services ./services
 COPY topoplace ./topoplace
 RUN pip install --no-cache-dir . && useradd --uid 10001 --no-create-home --shell /usr/sbin/nologin topoplace

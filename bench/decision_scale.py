@@ -24,12 +24,12 @@ from collections import deque
 import msgspec
 import numpy as np
 
+import engine
 from bench.realistic_cluster import gpu_pod, random_pod, realistic_nodes, with_pod, without_pod
-from services.placer import engine
-from services.placer.engine import Decision, Mode, PodRequest, Snapshot
-from services.placer.engine.cache import clear_all
-from services.placer.engine.reference_loop import place_reference
-from services.placer.engine.vendors import registry
+from engine import Decision, Mode, PodRequest, Snapshot
+from engine.cache import clear_all
+from engine.reference_loop import place_reference
+from engine.vendors import registry
 
 
 class ScaleSettings(msgspec.Struct, frozen=True, kw_only=True):

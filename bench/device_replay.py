@@ -20,10 +20,10 @@ import numpy as np
 from bench.device_baselines import first_fit, gpuallocator_best_effort, hami_v27
 from bench.job_speed import COMM_HEAVY_SHARE, throughput_factor
 from bench.links import PairTable, best_set, link_class, optimum
+from engine import Allocation, Mode, NodeState, PodRequest, Snapshot, place
 from schemas.events import HyperNodeEvent, HyperNodeMember, MemberKind
 from schemas.topology import Vendor
 from services.collector.topology_files import fixture_node_annotations, fixture_node_labels, load_topology
-from services.placer.engine import Allocation, Mode, NodeState, PodRequest, Snapshot, place
 
 MACHINE_TYPES = (
     "dgx-h100",

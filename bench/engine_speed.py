@@ -3,7 +3,7 @@
 Clusters mix the NVIDIA fixture machines (dgx-h100, dgx1-v100, pcie-8gpu-2socket,
 pcie-4gpu) with about half of the GPUs already held, so the device search and
 the ranking have work to do. Requests are 1, 2, 4 or 8 whole GPUs in turn.
-Each decision is one call of `services.placer.engine.place` over the whole snapshot.
+Each decision is one call of `engine.place` over the whole snapshot.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import time
 import msgspec
 import numpy as np
 
+from engine import Allocation, Mode, NodeState, PodRequest, Snapshot, place
 from services.collector.topology_files import load_topology
-from services.placer.engine import Allocation, Mode, NodeState, PodRequest, Snapshot, place
 
 SPEED_MACHINES = ("dgx-h100", "dgx1-v100", "pcie-8gpu-2socket", "pcie-4gpu")
 REQUEST_SIZES = (1, 2, 4, 8)

@@ -17,8 +17,8 @@ from itertools import combinations
 
 import numpy as np
 
+from engine.vendors.nvidia_links import NVLINK_SCORE, PCIE_SCORE
 from schemas.topology import Link, PcieLevel
-from services.placer.engine.vendors.nvidia_links import NVLINK_SCORE, PCIE_SCORE
 
 
 class PairTable:

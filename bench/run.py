@@ -36,7 +36,7 @@ from bench.trace_policies import (
     variant,
 )
 from bench.trace_replay import EARLIER, SIMULATOR, ReplayProtocol, ReplayResult, replay
-from services.placer.engine import Mode
+from engine import Mode
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_NODES = HERE / "data" / "alibaba-gpu-v2023" / "openb_node_list_gpu_node.csv"

@@ -24,12 +24,12 @@ from math import comb
 import msgspec
 
 from bench.results import Figure
+from engine import Allocation, Mode, NodeState, PodRequest, cache, choose_devices
+from engine.search import brute_force
+from engine.vendor import NodeScratch, Unfit
+from engine.vendors.nvidia import plugin
+from engine.vendors.nvidia_links import pair_table
 from schemas.topology import Device, Link, PcieLevel, Vendor
-from services.placer.engine import Allocation, Mode, NodeState, PodRequest, cache, choose_devices
-from services.placer.engine.search import brute_force
-from services.placer.engine.vendor import NodeScratch, Unfit
-from services.placer.engine.vendors.nvidia import plugin
-from services.placer.engine.vendors.nvidia_links import pair_table
 
 EXHAUSTIVE_LIMIT = 700_000  # sets; above this the exhaustive column is left empty
 QUICK_EXHAUSTIVE_LIMIT = 20_000

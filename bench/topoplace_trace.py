@@ -1,6 +1,6 @@
 """topoplace's engine as a policy of the trace replay.
 
-Every node choice comes from the real engine (`services.placer.engine.place`).
+Every node choice comes from the real engine (`engine.place`).
 Calling it over all 1,213 nodes for each of ~8,000 pods would take over an hour
 in Python, so the replay uses two exact shortcuts:
 
@@ -34,7 +34,7 @@ from bench.fragmentation import PodClass
 from bench.trace import PodRow
 from bench.trace_policies import PolicyFactory
 from bench.trace_topology import TraceMachine, trace_machine
-from services.placer.engine import (
+from engine import (
     Allocation,
     Mode,
     NodeState,

@@ -35,7 +35,7 @@ def _topic_schema(topic: topics.Topic) -> dict[str, Any]:
 def _extra_schemas() -> dict[str, Callable[[], dict[str, Any]]]:
     # Imported lazily: the engine is a separate package that the event contract must not need.
     def snapshot() -> dict[str, Any]:
-        from services.placer.engine import PlaceInput
+        from engine import PlaceInput
 
         schema = msgspec.json.schema(PlaceInput)
         schema["title"] = "engine snapshot"
@@ -43,7 +43,7 @@ def _extra_schemas() -> dict[str, Callable[[], dict[str, Any]]]:
         return schema
 
     def gang_decision() -> dict[str, Any]:
-        from services.placer.engine.gang import GangDecision
+        from engine.gang import GangDecision
 
         schema = msgspec.json.schema(GangDecision)
         schema["title"] = "engine gang decision"

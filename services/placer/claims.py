@@ -17,10 +17,10 @@ from collections.abc import Callable
 
 import msgspec
 
+from engine import Decision, PodRequest, RequestError
 from schemas.dra import AttributeValue, ClaimAllocation, ClaimRequest, DeviceResult, DraDevice, PodClaim
 from schemas.events import DeviceAssignment, ResourceSliceEvent
 from services.placer.dra_selectors import SelectorError, Term, matches, parse
-from services.placer.engine import Decision, PodRequest, RequestError
 
 GPU = "nvidia.com/gpu"
 USE_UUID = "nvidia.com/use-gpuuuid"

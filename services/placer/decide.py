@@ -21,6 +21,9 @@ from collections.abc import Callable
 
 import msgspec
 
+import engine
+from engine import Decision, Mode, PodRequest, Snapshot, WorkloadClass
+from engine.vendor import NodePolicy
 from schemas.enforcement import Enforcement
 from schemas.events import (
     MAX_ALTERNATIVES,
@@ -33,11 +36,8 @@ from schemas.events import (
     PlacementEvent,
     PlacementOutcome,
 )
-from services.placer import engine
 from services.placer.claims import place_claims
 from services.placer.decide_gang import GangResult, decide_gang
-from services.placer.engine import Decision, Mode, PodRequest, Snapshot, WorkloadClass
-from services.placer.engine.vendor import NodePolicy
 from services.placer.parking import GangTicket, ParkingLot, Ticket, TraceHeaders
 from services.placer.requests import decision_id as decision_id
 from services.placer.requests import held_placement, request_error_text

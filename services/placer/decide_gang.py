@@ -20,6 +20,10 @@ import hashlib
 
 import msgspec
 
+import engine
+from engine import Mode, WorkloadClass
+from engine.gang import GangDecision, GangRequest, MemberPlacement, place_gang
+from engine.vendors import registry
 from schemas.events import (
     GangPlacementEvent,
     PendingGangEvent,
@@ -27,10 +31,6 @@ from schemas.events import (
     PlacementEvent,
     PlacementOutcome,
 )
-from services.placer import engine
-from services.placer.engine import Mode, WorkloadClass
-from services.placer.engine.gang import GangDecision, GangRequest, MemberPlacement, place_gang
-from services.placer.engine.vendors import registry
 from services.placer.requests import decision_id, held_placement, pod_request, request_error_text
 from services.placer.view import ClusterView
 

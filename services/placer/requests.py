@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import hashlib
 
+import engine
+from engine import PodRequest
+from engine.vendor import NODE_POLICY
 from schemas.events import DeviceAssignment, PendingPodEvent, PlacementEvent, PlacementOutcome
-from services.placer import engine
-from services.placer.engine import PodRequest
-from services.placer.engine.vendor import NODE_POLICY
 from services.placer.view import Holding
 
 

@@ -23,12 +23,12 @@ from collections.abc import Callable, Sequence
 from opentelemetry import trace
 from opentelemetry.context import Context
 
+from engine import Mode
 from schemas import topics
 from schemas.enforcement import Enforcement
 from schemas.events import GangPlacementEvent, PendingGangEvent, PendingPodEvent, PlacementEvent, PlacementOutcome
 from services.placer import metrics
 from services.placer.decide import Cause, Decider, PlaceFn
-from services.placer.engine import Mode
 from services.placer.parking import TicketState
 from topoplace import telemetry
 from topoplace.broker import ensure_topics, kafka_bootstrap

@@ -27,6 +27,9 @@ from decimal import Decimal
 
 import msgspec
 
+import engine
+from engine import Allocation, ClusterIndex, NodeState, Snapshot
+from engine.network import NetworkTree, build_tree, from_event
 from schemas import topics
 from schemas.enforcement import Enforcement, node_enforcement
 from schemas.events import (
@@ -46,9 +49,6 @@ from schemas.events import (
     TopologyLevelsEvent,
 )
 from schemas.quantity import QuantityError, parse_quantity
-from services.placer import engine
-from services.placer.engine import Allocation, ClusterIndex, NodeState, Snapshot
-from services.placer.engine.network import NetworkTree, build_tree, from_event
 
 # Deleted pods remembered (uid only) so that late events about them change nothing; the oldest go first.
 DELETED_BOUND = 200_000

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
+from engine import WorkloadClass
+from engine.model import MILLI
+from engine.vendors.nvidia import GPU, GPUCORES
 from schemas.events import PendingPodEvent
 from schemas.quantity import QuantityError, milli_value
-from services.placer.engine import WorkloadClass
-from services.placer.engine.model import MILLI
-from services.placer.engine.vendors.nvidia import GPU, GPUCORES
 
 Shape = tuple[int, int, int]  # (devices, thousandths of each, milli-CPU)
 

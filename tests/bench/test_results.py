@@ -14,7 +14,7 @@ from bench.report import build_figures, build_markdown, build_notes, second_list
 from bench.results import Machine, Results, load_results, output_dirs, write_results
 from bench.trace_policies import BestFit, Fgd
 from bench.trace_replay import replay
-from services.placer.engine import Mode
+from engine import Mode
 from tests.bench.helpers import node, pod
 
 README = Path(__file__).resolve().parents[2] / "bench" / "README.md"

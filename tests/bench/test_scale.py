@@ -9,6 +9,7 @@ from collections import deque
 import msgspec
 import pytest
 
+import engine
 from bench import placer_memory, scale
 from bench.decision_scale import ScaleSettings, _apply, describe, same_answer
 from bench.decision_scale import measure as measure_decisions
@@ -32,15 +33,14 @@ from bench.realistic_cluster import (
     with_pod,
     without_pod,
 )
+from engine import Decision, Snapshot
+from engine.cache import clear_all
+from engine.gang import place_gang
+from engine.network import build_tree
+from engine.node_rules import PodRules
+from engine.reference_loop import place_reference
+from engine.vendors import registry
 from schemas.events import DeviceAssignment
-from services.placer import engine
-from services.placer.engine import Decision, Snapshot
-from services.placer.engine.cache import clear_all
-from services.placer.engine.gang import place_gang
-from services.placer.engine.network import build_tree
-from services.placer.engine.node_rules import PodRules
-from services.placer.engine.reference_loop import place_reference
-from services.placer.engine.vendors import registry
 
 
 def test_realistic_nodes_are_each_unique_and_carry_what_the_node_rules_read():

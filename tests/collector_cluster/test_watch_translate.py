@@ -10,6 +10,8 @@ import msgspec
 import pytest
 from cluster_objects import container, hypernode_json, node, pod, topology
 
+from engine.network.objects import HyperNode as EngineHyperNode
+from engine.network.objects import from_event
 from schemas import annotations as pod_annotations
 from schemas.events import (
     DeviceAssignment,
@@ -31,8 +33,6 @@ from schemas.kube import (
 )
 from services.collector import watch_translate as tr
 from services.collector.watch_objects import HyperNode
-from services.placer.engine.network.objects import HyperNode as EngineHyperNode
-from services.placer.engine.network.objects import from_event
 
 HOSTNAME = "kubernetes.io/hostname"
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["schemas", "services", "topoplace"]
+PACKAGES = ["schemas", "engine", "services", "topoplace"]
 
 
 def _run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -105,9 +105,7 @@ def test_fleet_file_errors_name_the_member(tmp_path: Path) -> None:
 
 
 def test_demo_cluster_has_every_vendor() -> None:
-    vendors = {
-        d.vendor for n in cluster.default_cluster().nodes for d in load_topology(n.fixture, node=n.name).devices
-    }
+    vendors = {d.vendor for n in cluster.default_cluster().nodes for d in load_topology(n.fixture, node=n.name).devices}
     assert vendors == set(Vendor)
     assert msgspec.json.encode(cluster.default_cluster())  # the cluster is plain data
 

@@ -25,8 +25,6 @@ from topoplace.kubeapi import KubeApiServer
 _test_numbers = itertools.count()
 
 
-
-
 @pytest.fixture
 async def kube_api() -> AsyncIterator[KubeApiServer]:
     """A test API server holding the e2e cluster's nodes and network tree."""

@@ -9,9 +9,9 @@ from e2e_checks import PIPELINE_SERVICES, bindings_per_pod, double_booked, pod_s
 from e2e_cluster import PodSpec, create_pod, pod_changes, pods_by_uid
 from e2e_pipeline import Pipeline
 
+import engine
+from engine import Decision, Mode, PodRequest, Snapshot
 from schemas.events import BindingOutcome
-from services.placer import engine
-from services.placer.engine import Decision, Mode, PodRequest, Snapshot
 from topoplace.telemetry import read_spans
 
 pytestmark = pytest.mark.e2e

@@ -6,15 +6,16 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
+import engine
+
 # The synthetic nodes bench/search_speed.py times, re-exported for the engine tests.
 from bench.search_speed import DGX1_NVLINKS as DGX1_NVLINKS
 from bench.search_speed import dgx1_boards as dgx1_boards
 from bench.search_speed import nvl72 as nvl72
 from bench.search_speed import pcie_tree_16 as pcie_tree_16
+from engine import Allocation, Decision, Mode, NodeState, PodRequest, Snapshot
 from schemas.topology import Device, Link, PcieLevel, Vendor
 from services.collector.topology_files import load_topology
-from services.placer import engine
-from services.placer.engine import Allocation, Decision, Mode, NodeState, PodRequest, Snapshot
 
 
 def gpu(index: int, *, numa: int | None = 0, memory: int = 81920, model: str = "NVIDIA H100 80GB HBM3",
@@ -88,8 +89,6 @@ def snapshot(*nodes: NodeState) -> Snapshot:
 
 def indices(decision_devices: Iterable[object]) -> list[int]:
     return [d.index for d in decision_devices]  # type: ignore[attr-defined]
-
-
 
 
 def place(snapshot: Snapshot, request: PodRequest, mode: Mode = Mode.DEFAULT) -> Decision:

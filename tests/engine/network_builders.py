@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from services.placer.engine.network.objects import (
+from engine.network.objects import (
     ExactMatch,
     HyperNode,
     HyperNodeSpec,

@@ -283,7 +283,7 @@ def test_place_refuses_an_inconsistent_snapshot(
 
 
 def test_the_parser_knows_every_engine_mode() -> None:
-    from services.placer.engine import Mode
+    from engine import Mode
     from topoplace.commands.engine import MODES
 
     assert set(MODES) == {m.value for m in Mode}

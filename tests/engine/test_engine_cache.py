@@ -10,8 +10,7 @@ import pytest
 from engine_builders import both, fixture_node, gpu, node, place, pod, snapshot
 from random_clusters import metax_pod, random_cluster, random_pod
 
-from services.collector.topology_files import load_topology
-from services.placer.engine import (
+from engine import (
     Allocation,
     Mode,
     NodeState,
@@ -23,9 +22,10 @@ from services.placer.engine import (
     choose_devices,
     loop,
 )
-from services.placer.engine import node_key as keys
-from services.placer.engine import search as search_module
-from services.placer.engine.cache import BoundedCache, IdentityCache, Interner
+from engine import node_key as keys
+from engine import search as search_module
+from engine.cache import BoundedCache, IdentityCache, Interner
+from services.collector.topology_files import load_topology
 
 BOTH_MODES = pytest.mark.parametrize("mode", [Mode.DEFAULT, Mode.HAMI])
 

@@ -8,8 +8,8 @@ import pytest
 from engine_builders import gpu, node, snapshot
 from random_clusters import random_cluster, random_pod
 
+from engine import Mode, PodRequest, RequestError, place
 from schemas.shares import share_problem
-from services.placer.engine import Mode, PodRequest, RequestError, place
 
 MODES = pytest.mark.parametrize("mode", [Mode.DEFAULT, Mode.HAMI])
 

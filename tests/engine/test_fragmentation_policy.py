@@ -1,7 +1,7 @@
 """The fragmentation node policy (FGD): the measure, the node it picks, the GPU, fallbacks, ties.
 
 Expectations are worked out by hand from the definition in
-services/placer/engine/fragmentation.py: for each class, a device's free share
+engine/fragmentation.py: for each class, a device's free share
 counts as fragment when the class cannot use it (or all free share when the
 class cannot run on the node at all: no GPU, too little CPU); classes are
 weighted by popularity. A node scores FGD's integer level of the change,
@@ -20,8 +20,8 @@ from bench.cluster import ClusterState, Placement
 from bench.fragmentation import PodClass
 from bench.topoplace_trace import EngineTracePolicy, engine_workload
 from bench.trace import NodeRow, PodRow
-from services.placer.engine import Allocation, Mode, NodeState, PodRequest, RequestError, Snapshot
-from services.placer.engine.fragmentation import (
+from engine import Allocation, Mode, NodeState, PodRequest, RequestError, Snapshot
+from engine.fragmentation import (
     FreeShare,
     NodeCpu,
     PodShape,
@@ -31,7 +31,7 @@ from services.placer.engine.fragmentation import (
     level,
     tie,
 )
-from services.placer.engine.model import PlaceInput, WorkloadClass
+from engine.model import PlaceInput, WorkloadClass
 
 MEMORY = 81920  # the test GPU's memory (MiB)
 WHOLE = WorkloadClass(gpus=1, milli=1000, weight=0.5)

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from network_builders import hn, node, sub, volcano_example
 
+from engine import Allocation, NodeState, PodRequest, RequestError, WorkloadClass, new_index
+from engine.gang import GangDecision, GangRequest, place_gang
+from engine.network import build_tree
+from engine.vendors import registry
 from schemas.events import NetworkConstraint, SubGroupPolicy, TopologyMode
-from services.placer.engine import Allocation, NodeState, PodRequest, RequestError, WorkloadClass, new_index
-from services.placer.engine.gang import GangDecision, GangRequest, place_gang
-from services.placer.engine.network import build_tree
-from services.placer.engine.vendors import registry
 
 H100 = "dgx-h100"
 EIGHT_NODES = [f"node{i}" for i in range(8)]
@@ -243,9 +243,9 @@ def test_a_member_already_holding_devices_counts_against_its_node() -> None:
 
 
 def test_kueue_slices_each_stay_within_their_level_under_a_required_block() -> None:
+    from engine.gang_input import gang_request
+    from engine.model import GangInput
     from schemas.gangs import KUEUE_GROUP, KUEUE_REQUIRED, KUEUE_SLICE_REQUIRED, KUEUE_SLICE_SIZE, KUEUE_TOTAL
-    from services.placer.engine.gang_input import gang_request
-    from services.placer.engine.model import GangInput
 
     levels = ("cloud/block", "cloud/rack", "kubernetes.io/hostname")
 

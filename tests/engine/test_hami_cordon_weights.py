@@ -6,8 +6,8 @@ import msgspec
 import pytest
 from engine_builders import gpu, indices, node, place, pod, snapshot
 
+from engine import Allocation, Mode, RequestError
 from schemas import hami
-from services.placer.engine import Allocation, Mode, RequestError
 
 CORDON_REASON = "cordoned by hami.io/device-cordon"
 

@@ -15,9 +15,9 @@ from engine_builders import gpu, matrix_links, node, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine import Allocation, Mode, NodeState, PodRequest, place
+from engine.vendors.nvidia_links import pair_table
 from schemas.topology import PcieLevel
-from services.placer.engine import Allocation, Mode, NodeState, PodRequest, place
-from services.placer.engine.vendors.nvidia_links import pair_table
 
 LEVELS = [None, PcieLevel.SYS, PcieLevel.NODE, PcieLevel.PHB, PcieLevel.PIX]
 

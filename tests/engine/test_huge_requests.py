@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from engine_builders import fixture_node, snapshot
 
-from services.placer.engine import Mode, PodRequest, Snapshot, place
+from engine import Mode, PodRequest, Snapshot, place
 
 HUGE = str(2**32)
 

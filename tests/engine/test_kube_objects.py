@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from engine.vendor import RequestError
 from schemas.kube import (
     Affinity,
     NodeSelectorRequirement,
@@ -15,7 +16,6 @@ from schemas.kube import (
     Toleration,
     parse_int64,
 )
-from services.placer.engine.vendor import RequestError
 
 
 def test_affinity_decodes_from_the_pod_spec_json_ignoring_pod_affinity() -> None:

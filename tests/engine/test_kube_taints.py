@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from schemas.kube import Taint, Toleration
-from services.placer.engine.kube.taints import (
+from engine.kube.taints import (
     count_intolerable_prefer_no_schedule,
     first_untolerated,
     tolerates,
 )
+from schemas.kube import Taint, Toleration
 
 NS, PNS, NE = "NoSchedule", "PreferNoSchedule", "NoExecute"
 

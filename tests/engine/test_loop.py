@@ -6,9 +6,9 @@ import msgspec
 import pytest
 from engine_builders import gpu, indices, matrix_links, node, place, pod, snapshot
 
+from engine import Decision, Mode
+from engine.kube.messages import fit_error_message
 from schemas.topology import PcieLevel
-from services.placer.engine import Decision, Mode
-from services.placer.engine.kube.messages import fit_error_message
 
 SYS, PIX = PcieLevel.SYS, PcieLevel.PIX
 
@@ -123,7 +123,7 @@ def test_same_input_in_any_order_gives_the_same_decision() -> None:
 
 
 def test_duplicate_node_names_are_rejected() -> None:
-    from services.placer.engine import RequestError
+    from engine import RequestError
 
     with pytest.raises(RequestError) as caught:
         place(snapshot(box("a", {}), box("a", {})), pod(1))

@@ -10,9 +10,7 @@ import msgspec
 import pytest
 from engine_builders import place
 
-from schemas.topology import Device, Vendor
-from services.collector.topology_files import load_topology
-from services.placer.engine import (
+from engine import (
     Allocation,
     Decision,
     Mode,
@@ -21,10 +19,12 @@ from services.placer.engine import (
     RequestError,
     Snapshot,
 )
-from services.placer.engine.vendors.metax_gpu import (
+from engine.vendors.metax_gpu import (
     LOSSES_ANNOTATION,
     SCORES_ANNOTATION,
 )
+from schemas.topology import Device, Vendor
+from services.collector.topology_files import load_topology
 
 SGPU = "metax-tech.com/sgpu"
 GPU = "metax-tech.com/gpu"
@@ -159,9 +159,7 @@ def test_hami_mode_scores_topology_only_when_the_pod_asks() -> None:
     b = fixture_node("mx-b", busy=(0, 1, 4, 5, 6, 7))
     plain = place(Snapshot(nodes=(a, b)), pod({SGPU: "2"}, {NODE_POLICY: "spread"}), Mode.HAMI)
     assert plain.node == "mx-a"  # HAMi's usage alone: spread prefers the empty node
-    aware = place(
-        Snapshot(nodes=(a, b)), pod({SGPU: "2"}, {NODE_POLICY: "spread", TOPOLOGY_AWARE: "true"}), Mode.HAMI
-    )
+    aware = place(Snapshot(nodes=(a, b)), pod({SGPU: "2"}, {NODE_POLICY: "spread", TOPOLOGY_AWARE: "true"}), Mode.HAMI)
     assert aware.node == "mx-b"  # 10000 x (100 vs 60) outweighs any usage difference
     assert aware.score_parts["topology"] == 100.0
 
@@ -299,9 +297,7 @@ def test_unhealthy_and_pinned_cards_are_named() -> None:
         ({SGPU: "1", GPU: "1"}, {}, GPU),
     ],
 )
-def test_malformed_requests_name_the_field(
-    requests: dict[str, str], annotations: dict[str, str], field: str
-) -> None:
+def test_malformed_requests_name_the_field(requests: dict[str, str], annotations: dict[str, str], field: str) -> None:
     with pytest.raises(RequestError) as caught:
         place(Snapshot(nodes=(built_node("mx-h", {0: 1}),)), pod(requests, annotations))
     assert caught.value.field == field
@@ -319,14 +315,10 @@ def test_vmemory_is_gi_unless_a_unit_is_given(vmemory: str, mib: int) -> None:
 
 def classed_node(*holders: tuple[int, str]) -> NodeState:
     allocations = tuple(
-        Allocation(
-            pod_uid=f"h-{n}", index=i, memory_mib=4096, cores=0 if c == "online" else 20, app_class=c
-        )
+        Allocation(pod_uid=f"h-{n}", index=i, memory_mib=4096, cores=0 if c == "online" else 20, app_class=c)
         for n, (i, c) in enumerate(holders)
     )
-    return NodeState(
-        name="mx-k", machine_type="metax", devices=(card(0, 1), card(1, 1)), allocations=allocations
-    )
+    return NodeState(name="mx-k", machine_type="metax", devices=(card(0, 1), card(1, 1)), allocations=allocations)
 
 
 def classed(app_class: str) -> PodRequest:

@@ -10,22 +10,22 @@ import random
 
 import pytest
 
-from schemas.topology import Device, Vendor
-from services.placer.engine.vendors import metax_gpu
-from services.placer.engine.vendors.metax_qos import (
+from engine.vendors import metax_gpu
+from engine.vendors.metax_qos import (
     app_class_accepts,
     card_qos,
     online_card_score,
     online_preference,
     qos_accepts,
 )
-from services.placer.engine.vendors.metax_zones import (
+from engine.vendors.metax_zones import (
     ZONE_PAIR_SCORE,
     best_exclusive_choice,
     hami_exclusive_choice,
     zone_node_score,
     zone_set_score,
 )
+from schemas.topology import Device, Vendor
 
 
 def card(index: int, zone: int | None) -> Device:

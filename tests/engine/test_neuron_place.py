@@ -10,8 +10,7 @@ import msgspec
 import pytest
 from engine_builders import place
 
-from services.collector.topology_files import fixture_node_labels, load_topology
-from services.placer.engine import (
+from engine import (
     Allocation,
     Decision,
     Mode,
@@ -20,6 +19,7 @@ from services.placer.engine import (
     RequestError,
     Snapshot,
 )
+from services.collector.topology_files import fixture_node_labels, load_topology
 
 NEURON = "aws.amazon.com/neuron"
 CORE = "aws.amazon.com/neuroncore"
@@ -230,9 +230,7 @@ def test_nodes_rank_by_remainder_damage_and_fill() -> None:
     half = trn1(name="n-half", whole=tuple(range(8)))
     decision = place(Snapshot(nodes=(empty, half)), pod({NEURON: "4"}))
     assert decision.node == "n-half"
-    spread = place(
-        Snapshot(nodes=(empty, half)), pod({NEURON: "1"}, {"hami.io/node-scheduler-policy": "spread"})
-    )
+    spread = place(Snapshot(nodes=(empty, half)), pod({NEURON: "1"}, {"hami.io/node-scheduler-policy": "spread"}))
     assert spread.node == "n-empty"
 
 
@@ -285,9 +283,7 @@ def test_malformed_requests_name_the_field(requests: dict[str, str], field: str)
 
 def test_two_cores_without_a_device_holding_both() -> None:
     node = inf2(cores={i: 1 for i in range(12)})
-    assert "no Neuron device has 2 free NeuronCore(s)" in only_reason(
-        place(Snapshot(nodes=(node,)), pod({CORE: "2"}))
-    )
+    assert "no Neuron device has 2 free NeuronCore(s)" in only_reason(place(Snapshot(nodes=(node,)), pod({CORE: "2"})))
 
 
 def test_whole_devices_skip_partly_used_ones_with_the_reason() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.placer.engine.vendors.neuron_rules import (
+from engine.vendors.neuron_rules import (
     CORES_PER_DEVICE,
     Family,
     NeuronDevice,
@@ -160,9 +160,7 @@ def test_two_cores_do_not_span_two_half_free_devices() -> None:
 
 def test_even_cores_take_half_as_many_whole_devices_as_a_device_request() -> None:
     # 8 cores = 4 whole trn1 devices, in aligned blocks
-    assert takes_of(core_options(TRN, node(16), 8)) == [
-        tuple((i, 2) for i in range(s, s + 4)) for s in range(0, 16, 4)
-    ]
+    assert takes_of(core_options(TRN, node(16), 8)) == [tuple((i, 2) for i in range(s, s + 4)) for s in range(0, 16, 4)]
     # on Inferentia 4 cores = any 2 adjacent whole devices
     assert takes_of(core_options(INF, node(4), 4)) == [((0, 2), (1, 2)), ((1, 2), (2, 2)), ((2, 2), (3, 2))]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from engine_builders import both, gpu, node, pod, snapshot
 
+from engine import place
+from engine.vendors.nvidia_links import pair_score
 from schemas.topology import Link, PcieLevel
-from services.placer.engine import place
-from services.placer.engine.vendors.nvidia_links import pair_score
 
 EXPECTED_PCIE = [
     (PcieLevel.SYS, 10),

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from engine_builders import fixture_node, gpu, indices, matrix_links, node, place, pod, snapshot
 
+from engine import Allocation, Mode
 from schemas.topology import PcieLevel
-from services.placer.engine import Allocation, Mode
 
 SYS, NODE, PIX = PcieLevel.SYS, PcieLevel.NODE, PcieLevel.PIX
 
@@ -223,7 +223,7 @@ def test_no_link_data_still_places_with_score_zero() -> None:
 def test_search_cap_marks_the_decision_inexact(monkeypatch: pytest.MonkeyPatch) -> None:
     from engine_builders import dgx1_boards
 
-    import services.placer.engine.vendors.nvidia as nvidia
+    import engine.vendors.nvidia as nvidia
 
     monkeypatch.setattr(nvidia, "DEFAULT_CAP", 5)
     decision = place(snapshot(dgx1_boards(4, name="big")), pod(8, policy="topology-aware"))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from engine_builders import gpu, node, pod, snapshot
 
-from services.placer.engine import PodRequest, RequestError, place
-from services.placer.engine.vendor import NodePolicy
-from services.placer.engine.vendors.nvidia import GpuPolicy, NvidiaRequest, plugin
+from engine import PodRequest, RequestError, place
+from engine.vendor import NodePolicy
+from engine.vendors.nvidia import GpuPolicy, NvidiaRequest, plugin
 
 
 def parse(request: PodRequest) -> NvidiaRequest:

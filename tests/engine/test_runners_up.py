@@ -9,8 +9,8 @@ import pytest
 from engine_builders import pod
 from random_clusters import random_cluster, random_pod
 
-from services.placer import engine
-from services.placer.engine import Mode, RequestError, cache, index_of
+import engine
+from engine import Mode, RequestError, cache, index_of
 
 
 @pytest.fixture(autouse=True)

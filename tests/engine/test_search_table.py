@@ -15,12 +15,12 @@ from engine_builders import dgx1_boards, fixture_node, gpu, matrix_links, node, 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine import Allocation, Mode, NodeState, PodRequest, cache
+from engine.loop import NodeFit, NodeMiss, evaluate_node
+from engine.search_table import SubsetTable, branch_and_bound_only, table_best, uniform_best
+from engine.vendors import registry
+from engine.vendors.nvidia import plugin
 from schemas.topology import PcieLevel
-from services.placer.engine import Allocation, Mode, NodeState, PodRequest, cache
-from services.placer.engine.loop import NodeFit, NodeMiss, evaluate_node
-from services.placer.engine.search_table import SubsetTable, branch_and_bound_only, table_best, uniform_best
-from services.placer.engine.vendors import registry
-from services.placer.engine.vendors.nvidia import plugin
 
 MACHINES = {
     "dgx1-v100": lambda: fixture_node("n", "dgx1-v100"),

@@ -6,9 +6,9 @@ import msgspec
 import pytest
 from engine_builders import gpu, node, snapshot
 
+from engine import Allocation, RequestError, Snapshot
+from engine.validate import validate_snapshot
 from schemas.topology import Link
-from services.placer.engine import Allocation, RequestError, Snapshot
-from services.placer.engine.validate import validate_snapshot
 
 
 def two_gpu_cluster() -> Snapshot:

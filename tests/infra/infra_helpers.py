@@ -58,9 +58,7 @@ async def running(
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def produce_raw(
-    bootstrap: str, topic: str, records: list[tuple[str | None, bytes | None]]
-) -> None:
+async def produce_raw(bootstrap: str, topic: str, records: list[tuple[str | None, bytes | None]]) -> None:
     """Write bytes as they are, bypassing EventProducer's encoding (to test bad input)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     await producer.start()

@@ -66,9 +66,7 @@ asyncio.run(main())
 
 @pytest.mark.parametrize("ending", ["SIGKILL", "SIGTERM", "SIGINT", "exit without stop"])
 def test_broker_dies_with_its_parent(ending: str) -> None:
-    parent = subprocess.Popen(
-        [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    parent = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout is not None and parent.stdin is not None
         broker_pid = int(parent.stdout.readline())
@@ -90,8 +88,9 @@ async def test_ensure_topics_creates_every_topic_and_dlq_with_its_policy(kafka_b
     try:
         existing = set(await admin.list_topics())
         assert set(schemas.topics.all_topic_names(with_dlq=True)) <= existing
-        described = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(
-            [t.name for t in schemas.topics.ALL])}
+        described = {
+            t["topic"]: len(t["partitions"]) for t in await admin.describe_topics([t.name for t in schemas.topics.ALL])
+        }
         assert described == {t.name: t.partitions for t in schemas.topics.ALL}
         responses = await admin.describe_configs(
             [ConfigResource(ConfigResourceType.TOPIC, t.name) for t in schemas.topics.ALL]

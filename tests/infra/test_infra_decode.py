@@ -115,7 +115,12 @@ def test_negative_topology_numbers_are_rejected_with_the_field(value: dict[str, 
 
 def message(key: str | None, event: events.Event | None, offset: int) -> Received:
     return Received(
-        topic="nodes.status", partition=0, offset=offset, key=key, event=event, trace_context=Context(),
+        topic="nodes.status",
+        partition=0,
+        offset=offset,
+        key=key,
+        event=event,
+        trace_context=Context(),
         timestamp_ms=0,
     )
 
@@ -124,8 +129,14 @@ def test_latest_by_key_keeps_the_last_value_and_drops_tombstoned_keys() -> None:
     a1, a2 = events.NodeStatusEvent(node="a"), events.NodeStatusEvent(node="a", ready=False)
     b = events.NodeStatusEvent(node="b")
     view = latest_by_key(
-        [message("a", a1, 0), message("b", b, 1), message("a", a2, 2), message("b", None, 3),
-         message(None, b, 4), message("c", None, 5)]
+        [
+            message("a", a1, 0),
+            message("b", b, 1),
+            message("a", a2, 2),
+            message("b", None, 3),
+            message(None, b, 4),
+            message("c", None, 5),
+        ]
     )
     assert {k: m.event for k, m in view.items()} == {"a": a2}
     assert view["a"].offset == 2

@@ -105,8 +105,15 @@ async def test_bad_messages_go_to_the_dlq_naming_the_field_and_the_stream_goes_o
     await produce_raw(
         kafka_bootstrap,
         pending_topic.name,
-        [("k", good), ("k", b"{not json"), ("k", wrong_type), ("k", nested), ("k", future), ("k", missing),
-         ("k", last)],
+        [
+            ("k", good),
+            ("k", b"{not json"),
+            ("k", wrong_type),
+            ("k", nested),
+            ("k", future),
+            ("k", missing),
+            ("k", last),
+        ],
     )
     handled: list[Received] = []
     done = asyncio.Event()
@@ -138,8 +145,9 @@ async def test_bad_messages_go_to_the_dlq_naming_the_field_and_the_stream_goes_o
         assert d.topic == pending_topic.name and d.key == "k" and d.service == "test-dlq" and d.failed_at > 0
 
     def rejected(reason: str) -> float:
-        return metric("topoplace_messages_dead_lettered_total", topic=pending_topic.name, reason=reason,
-                      service="test-dlq")
+        return metric(
+            "topoplace_messages_dead_lettered_total", topic=pending_topic.name, reason=reason, service="test-dlq"
+        )
 
     assert rejected(RejectReason.MALFORMED_JSON) == 1
     assert rejected(RejectReason.INVALID_FIELD) == 3
@@ -189,8 +197,15 @@ async def test_a_failing_handler_dead_letters_the_message_and_commits_past_it(
     dead_trace = trace.get_current_span(dead_message.trace_context).get_span_context()
     assert dead_trace.trace_id == origin.get_span_context().trace_id
     assert dead.offset == 0 and dead.error == "handler: RuntimeError: cannot place poison"
-    assert metric("topoplace_messages_dead_lettered_total", topic=pending_topic.name,
-                  reason=RejectReason.HANDLER_ERROR, service="test-poison") == 1
+    assert (
+        metric(
+            "topoplace_messages_dead_lettered_total",
+            topic=pending_topic.name,
+            reason=RejectReason.HANDLER_ERROR,
+            service="test-poison",
+        )
+        == 1
+    )
 
 
 async def test_offset_is_committed_only_after_the_handler_returns(kafka_bootstrap: str, pending_topic: Topic) -> None:
@@ -454,7 +469,11 @@ async def test_concurrent_window_starts_in_offset_order_and_commits_only_when_al
                 await asyncio.Future()
 
         member = EventConsumer(
-            kafka_bootstrap, [pending_topic], group_id=the_group, service="test-window", producer=producer,
+            kafka_bootstrap,
+            [pending_topic],
+            group_id=the_group,
+            service="test-window",
+            producer=producer,
             concurrency=4,
         )
         async with running(member, first_stuck, grace=0.1):
@@ -472,7 +491,11 @@ async def test_concurrent_window_starts_in_offset_order_and_commits_only_when_al
                 all_again.set()
 
         member = EventConsumer(
-            kafka_bootstrap, [pending_topic], group_id=the_group, service="test-window", producer=producer,
+            kafka_bootstrap,
+            [pending_topic],
+            group_id=the_group,
+            service="test-window",
+            producer=producer,
             concurrency=4,
         )
         async with running(member, record):
@@ -483,8 +506,12 @@ async def test_concurrent_window_starts_in_offset_order_and_commits_only_when_al
 def test_concurrency_must_be_positive(kafka_bootstrap: str, pending_topic: Topic) -> None:
     with pytest.raises(ValueError, match="concurrency"):
         EventConsumer(
-            kafka_bootstrap, [pending_topic], group_id="g", service="s",
-            producer=EventProducer(kafka_bootstrap, service="s"), concurrency=0,
+            kafka_bootstrap,
+            [pending_topic],
+            group_id="g",
+            service="s",
+            producer=EventProducer(kafka_bootstrap, service="s"),
+            concurrency=0,
         )
 
 

@@ -6,6 +6,7 @@ index, so tests can state the expected placement from that rule alone.
 
 from __future__ import annotations
 
+from engine import Decision, Mode, PodRequest, Snapshot
 from schemas.events import (
     BindingEvent,
     BindingOutcome,
@@ -21,7 +22,6 @@ from schemas.events import (
     PodLifecycleEvent,
 )
 from schemas.topology import Device, Vendor
-from services.placer.engine import Decision, Mode, PodRequest, Snapshot
 
 GPU = "nvidia.com/gpu"
 
@@ -70,9 +70,7 @@ def shares(*indices: int) -> tuple[DeviceAssignment, ...]:
     return tuple(DeviceAssignment(index=i) for i in indices)
 
 
-def placed(
-    uid: str, node: str, indices: tuple[int, ...], *, decision_id: str | None = None
-) -> PlacementEvent:
+def placed(uid: str, node: str, indices: tuple[int, ...], *, decision_id: str | None = None) -> PlacementEvent:
     return PlacementEvent(
         decision_id=decision_id or f"d-{uid}-{node}",
         uid=uid,
@@ -98,9 +96,7 @@ def binding(placement: PlacementEvent, outcome: BindingOutcome, reason: str = ""
     )
 
 
-def lifecycle(
-    uid: str, phase: LifecyclePhase, node: str = "", indices: tuple[int, ...] = ()
-) -> PodLifecycleEvent:
+def lifecycle(uid: str, phase: LifecyclePhase, node: str = "", indices: tuple[int, ...] = ()) -> PodLifecycleEvent:
     return PodLifecycleEvent(
         uid=uid,
         namespace="default",
@@ -125,9 +121,7 @@ def first_fit(snapshot: Snapshot, request: PodRequest, mode: Mode = Mode.DEFAULT
             continue
         considered += 1
         taken = {a.index for a in node.allocations}
-        free = [
-            d.index for d in sorted(node.devices, key=lambda d: d.index) if d.healthy and d.index not in taken
-        ]
+        free = [d.index for d in sorted(node.devices, key=lambda d: d.index) if d.healthy and d.index not in taken]
         if len(free) >= want:
             chosen = tuple(DeviceAssignment(index=i, uuid=f"GPU-{node.name}-{i}") for i in free[:want])
             return Decision(

@@ -6,6 +6,7 @@ import msgspec
 import pytest
 from placer_builders import pending, status, topology
 
+from engine import Decision, PodRequest, RequestError
 from schemas.dra import ClaimConstraint, ClaimRequest, ClaimSelector, DeviceResult, DraDevice, PodClaim
 from schemas.events import DeviceAssignment, PendingGangEvent, PendingPodEvent, PlacementOutcome, ResourceSliceEvent
 from services.placer import dra_selectors
@@ -20,7 +21,6 @@ from services.placer.claims import (
 )
 from services.placer.decide import decide
 from services.placer.decide_gang import decide_gang
-from services.placer.engine import Decision, PodRequest, RequestError
 from services.placer.view import ClusterView
 
 DRIVER = "gpu.nvidia.com"
@@ -80,8 +80,11 @@ def names(group: list[SliceDevice]) -> list[str]:
         ("device.driver == 'other.example.com'", []),
         ('device.attributes["gpu.nvidia.com"].productName == "A100"', ["gpu-2"]),
         ('device.attributes["gpu.nvidia.com"]["productName"] != "A100"', ["gpu-0", "gpu-1", "gpu-3"]),
-        ('device.attributes["resource.kubernetes.io"].pcieRoot == "pci1" && '
-         'device.attributes["gpu.nvidia.com"].index == 3', ["gpu-3"]),  # fmt: skip
+        (
+            'device.attributes["resource.kubernetes.io"].pcieRoot == "pci1" && '
+            'device.attributes["gpu.nvidia.com"].index == 3',
+            ["gpu-3"],
+        ),  # fmt: skip
         ('device.attributes["gpu.nvidia.com"].index == true', []),  # a bool never equals an int
         ('device.attributes["gpu.nvidia.com"].missing != "x"', []),  # a missing attribute selects nothing
     ],

@@ -15,6 +15,7 @@ from placer_builders import (
     topology,
 )
 
+from engine import Decision, Mode, PodRequest, RequestError, Snapshot
 from schemas.events import (
     BindingOutcome,
     DeviceAssignment,
@@ -22,7 +23,6 @@ from schemas.events import (
     PlacementOutcome,
 )
 from services.placer.decide import MAX_REJECTIONS, Cause, Decider, decide, decision_id
-from services.placer.engine import Decision, Mode, PodRequest, RequestError, Snapshot
 from services.placer.view import ClusterView
 
 
@@ -202,9 +202,7 @@ def test_parked_pod_stays_silent_while_it_still_does_not_fit() -> None:
     decider.on_pending(pending("p", 4))
     assert decider.on_event(topology("b", 2)) == []
     assert decider.on_event(status("b")) == []
-    assert [r.placement.uid for r in decider.on_event(topology("c", 4)) + decider.on_event(status("c"))] == [
-        "p"
-    ]
+    assert [r.placement.uid for r in decider.on_event(topology("c", 4)) + decider.on_event(status("c"))] == ["p"]
 
 
 def test_parked_pods_are_retried_by_priority() -> None:

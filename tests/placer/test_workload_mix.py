@@ -6,10 +6,10 @@ import msgspec
 import pytest
 from placer_builders import GPU, first_fit, pending, status, topology
 
+from engine import Decision, Mode, PodRequest, Snapshot, WorkloadClass
+from engine.vendor import NODE_POLICY
 from schemas.events import PendingPodEvent
 from services.placer.decide import Decider, decide, pod_request
-from services.placer.engine import Decision, Mode, PodRequest, Snapshot, WorkloadClass
-from services.placer.engine.vendor import NODE_POLICY
 from services.placer.view import ClusterView
 from services.placer.workload_mix import WorkloadMix, pod_class
 from topoplace.config import ConfigError, Settings

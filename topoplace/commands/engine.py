@@ -18,11 +18,11 @@ from topoplace.commands.options import positive_int
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from engine import Decision, Mode, NodeState, PlaceInput
     from schemas.topology import NodeTopology
-    from services.placer.engine import Decision, Mode, NodeState, PlaceInput
 
 # Engine modes, spelled out so that building the parser does not import the engine
-# (tests/engine/test_cli.py checks they match services.placer.engine.Mode).
+# (tests/engine/test_cli.py checks they match engine.Mode).
 MODES: tuple[str, ...] = ("default", "hami")
 # The count resource `engine pick` asks for, per vendor of the box (Vendor values).
 COUNT_RESOURCE: dict[str, str] = {
@@ -77,9 +77,9 @@ def read_place_input(path: str) -> PlaceInput:
     """Raises ValueError naming the file, the field and the reason."""
     import msgspec
 
-    from services.placer.engine import PlaceInput, RequestError
-    from services.placer.engine.network import decode_hypernodes
-    from services.placer.engine.validate import validate_snapshot
+    from engine import PlaceInput, RequestError
+    from engine.network import decode_hypernodes
+    from engine.validate import validate_snapshot
 
     try:
         data = Path(path).read_bytes()
@@ -106,7 +106,7 @@ def read_place_input(path: str) -> PlaceInput:
 def _place(args: argparse.Namespace) -> int:
     import msgspec
 
-    from services.placer.engine import Mode, RequestError, place
+    from engine import Mode, RequestError, place
 
     try:
         given = read_place_input(args.snapshot)
@@ -139,11 +139,11 @@ def _place_gang(given: PlaceInput, mode: Mode, explain: bool) -> int:
     """A gang's decision: {gang, placed, hypernode, tier, pods: [{name, node, devices, score}], reason}."""
     import msgspec
 
-    from services.placer.engine import index_of
-    from services.placer.engine.gang import place_gang
-    from services.placer.engine.gang_input import gang_request
-    from services.placer.engine.network import build_tree
-    from services.placer.engine.vendors import registry
+    from engine import index_of
+    from engine.gang import place_gang
+    from engine.gang_input import gang_request
+    from engine.network import build_tree
+    from engine.vendors import registry
 
     assert given.gang is not None
     snapshot = given.snapshot
@@ -236,8 +236,8 @@ def load_box(source: str, model: str | None, memory_mib: int | None, node: str =
 
 def pick_node(source: str, topology: NodeTopology, free: tuple[int, ...]) -> NodeState:
     """The box as a node on which every device not in `free` is held by another pod."""
+    from engine import Allocation, NodeState
     from services.collector.topology_files import fixture_names, fixture_node_annotations, fixture_node_labels
-    from services.placer.engine import Allocation, NodeState
 
     is_fixture = source in fixture_names()
     return NodeState(
@@ -264,7 +264,7 @@ def _pick(args: argparse.Namespace) -> int:
 
     import msgspec
 
-    from services.placer.engine import Mode, PodRequest, RequestError, choose_devices
+    from engine import Mode, PodRequest, RequestError, choose_devices
 
     vendor = topology.devices[0].vendor
     request = PodRequest(

@@ -26,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _run(args: argparse.Namespace) -> int:
-    from services.placer.engine import Mode
+    from engine import Mode
     from services.placer.service import run_placer
 
     try:

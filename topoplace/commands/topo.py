@@ -18,8 +18,8 @@ from topoplace.commands.engine import add_model_options
 from topoplace.commands.exit_codes import BAD_INPUT, OK
 
 if TYPE_CHECKING:
+    from engine import NodeState
     from schemas.topology import Device
-    from services.placer.engine import NodeState
 
 DEFAULT_WIDTH = 80
 SCORES = ("NV# 100 per NVLink", "SAME_BOARD 60", "PIX 50", "PXB 40", "PHB 30", "NODE 20", "SYS 10")
@@ -45,7 +45,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _load_node(args: argparse.Namespace) -> NodeState:
-    from services.placer.engine import NodeState
+    from engine import NodeState
 
     if args.snapshot:
         from topoplace.commands.engine import read_place_input
@@ -66,8 +66,8 @@ def _load_node(args: argparse.Namespace) -> NodeState:
 
 def cell(a: Device, b: Device, node: NodeState, *, with_score: bool = True) -> str:
     """`nvidia-smi topo -m` label of a pair plus its score, e.g. "NV18 1800" or "SYS 10"."""
+    from engine.vendors.nvidia_links import pair_score
     from schemas.topology import Vendor
-    from services.placer.engine.vendors.nvidia_links import pair_score
 
     if a.index == b.index:
         return "X"

@@ -12,8 +12,8 @@ from typing import Any
 
 import msgspec
 
-from services.placer.engine.network import build_tree, decode_hypernodes
-from services.placer.engine.network.render import render_tree
+from engine.network import build_tree, decode_hypernodes
+from engine.network.render import render_tree
 
 
 class TreeInputError(ValueError):
