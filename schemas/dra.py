@@ -71,3 +71,26 @@ class ClaimAllocation(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     uid: str
     results: tuple[DeviceResult, ...]
+
+
+DeviceKey = tuple[str, str, str]  # (driver, pool, device): a device's identity in the cluster
+
+
+class AllocatedDevice(msgspec.Struct, frozen=True, kw_only=True):
+    """One device a ResourceClaim's status.allocation names, whoever allocated it."""
+
+    driver: str
+    pool: str
+    device: str
+    # adminAccess: the device stays available to other claims (the structured allocator
+    # does not count such a result as allocated).
+    admin_access: bool = False
+
+    @property
+    def key(self) -> DeviceKey:
+        return (self.driver, self.pool, self.device)
+
+
+def device_text(key: DeviceKey) -> str:
+    """A device as a reason names it: <driver>/<pool>/<device>."""
+    return "/".join(key)

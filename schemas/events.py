@@ -10,7 +10,7 @@ import enum
 
 import msgspec
 
-from schemas.dra import ClaimAllocation, DraDevice, PodClaim
+from schemas.dra import AllocatedDevice, ClaimAllocation, DraDevice, PodClaim
 from schemas.enforcement import Enforcement
 from schemas.kube import Affinity, Taint, Toleration
 from schemas.topology import Device, Link
@@ -171,6 +171,22 @@ class ResourceSliceEvent(Event, frozen=True, kw_only=True):
     driver: str
     pool: str
     devices: tuple[DraDevice, ...] = ()
+    deleted: bool = False
+    observed_at: float = 0.0
+
+
+# --- resources.claims (compacted, key = ResourceClaim uid) --------------------------------
+
+
+class AllocatedClaimEvent(Event, frozen=True, kw_only=True):
+    """The devices one allocated ResourceClaim holds (resource.k8s.io/v1), whoever allocated it:
+    ours and those kube-scheduler allocated for other pods. Deleted or deallocated: `deleted`."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str = ""  # the one node the allocation's nodeSelector names ("" when it names none)
+    devices: tuple[AllocatedDevice, ...] = ()
     deleted: bool = False
     observed_at: float = 0.0
 

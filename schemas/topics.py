@@ -62,6 +62,13 @@ RESOURCE_SLICES = Topic(
     compacted=True,
     description="Node-local DRA ResourceSlices: each driver's devices and attributes (cluster watcher).",
 )
+RESOURCE_CLAIMS = Topic(
+    name="resources.claims",
+    event=events.AllocatedClaimEvent,
+    key="ResourceClaim uid",
+    compacted=True,
+    description="Every allocated DRA ResourceClaim, of any scheduler: the devices it holds (cluster watcher).",
+)
 PODS_PENDING = Topic(
     name="pods.pending",
     event=events.PendingPodEvent,
@@ -112,6 +119,7 @@ ALL: tuple[Topic, ...] = (
     TOPOLOGY_NETWORK,
     TOPOLOGY_LEVELS,
     RESOURCE_SLICES,
+    RESOURCE_CLAIMS,
     PODS_PENDING,
     GANGS_PENDING,
     PODS_LIFECYCLE,

@@ -42,6 +42,10 @@ class _StreamFailed(Exception):
     pass
 
 
+class _NotServed(Exception):
+    """The server does not serve the resource (404 on the list): an optional API group."""
+
+
 LIST_TIMEOUT_SECONDS = 30.0
 
 
@@ -57,7 +61,10 @@ class ApiWatch(Generic[T]):
         watch_seconds: int = 300,
         retry_base_seconds: float = 0.2,
         retry_cap_seconds: float = 10.0,
+        not_served_retry_seconds: float | None = None,
     ) -> None:
+        """`not_served_retry_seconds`: the resource is optional (an API group the cluster may lack): a
+        404 on the list hands over an empty list, and the list is tried again after that long."""
         self.resource = resource
         self._list_call = list_call
         self._decoder = msgspec.json.Decoder(object_type)
@@ -66,6 +73,7 @@ class ApiWatch(Generic[T]):
         self._watch_seconds = watch_seconds
         self._retry_base = retry_base_seconds
         self._retry_cap = retry_cap_seconds
+        self._not_served_retry = not_served_retry_seconds
         self.synced = asyncio.Event()  # set once the first list was handed over
 
     async def run(self) -> None:
@@ -77,6 +85,9 @@ class ApiWatch(Generic[T]):
                 while True:
                     version = await self._watch(version)
                     failures = 0
+            except _NotServed:
+                assert self._not_served_retry is not None
+                await asyncio.sleep(self._not_served_retry)
             except (_Expired, _StreamFailed, aiohttp.ClientError, OSError, TimeoutError, msgspec.DecodeError) as exc:
                 metrics.WATCH_RESTARTS.labels(resource=self.resource).inc()
                 if isinstance(exc, _Expired):
@@ -98,6 +109,11 @@ class ApiWatch(Generic[T]):
             body = await reply.read()
         finally:
             reply.release()
+        if reply.status == 404 and self._not_served_retry is not None:
+            self._on_list([])
+            self.synced.set()
+            log.info("binder.watch_not_served", extra={"fields": {"resource": self.resource}})
+            raise _NotServed()
         if reply.status != 200:
             raise _StreamFailed(f"list {self.resource}: {status_message(body, reply.status)}")
         listing = _list_decoder.decode(body)

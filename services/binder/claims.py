@@ -5,7 +5,10 @@ Per claim of the placement, in order:
 1. read the claim; gone, or re-created under the same name (another uid): the placement is stale;
 2. add the finalizer `resource.kubernetes.io/delete-protection` (an update of the claim), so the
    claim cannot vanish while allocated;
-3. write `status.allocation` (the chosen devices, and a node selector for the node) and
+3. check the chosen devices against the binder's watch of every ResourceClaim (claim_watch): a
+   device another claim's allocation names, of any scheduler, or that an allocation of ours in
+   flight names, is a CONFLICT naming the device and the other claim, and nothing is written;
+4. write `status.allocation` (the chosen devices, and a node selector for the node) and
    `status.reservedFor` (the pod) in one update of the status subresource.
 
 Every write carries the resourceVersion read, so a concurrent writer makes it answer 409, and
@@ -30,6 +33,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas.dra import DELETE_PROTECTION, ClaimAllocation
 from schemas.events import BindingOutcome, PlacementEvent
+from services.binder.claim_watch import AllocatedDevices
+from services.binder.metrics import CLAIM_COLLISIONS
 
 Call = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[bytes]]
 MAX_ROUNDS = 8  # reads (each followed by one write) before giving up: 3 writes, the rest for 409s
@@ -66,9 +71,14 @@ def _results(allocation: Object | None) -> list[tuple[str, str, str, str]]:
 class ClaimWriter:
     """Allocates and reserves a placement's claims through resource.k8s.io/v1."""
 
-    def __init__(self, api: client.ResourceV1Api, *, request_timeout: float) -> None:
+    def __init__(
+        self, api: client.ResourceV1Api, *, request_timeout: float, allocated: AllocatedDevices | None = None
+    ) -> None:
+        """`allocated`: the devices every claim's allocation takes, from the binder's watch; None: no
+        view of the cluster's claims to check against (a writer on its own, in tests)."""
         self._api = api
         self._timeout = request_timeout
+        self._allocated = allocated
 
     async def allocate(self, placement: PlacementEvent, call: Call) -> ClaimOutcome | None:
         """Allocate and reserve every claim of the placement; None when all are done."""
@@ -116,6 +126,8 @@ class ClaimWriter:
                 )
             # An earlier decision of ours for this pod (or one nobody uses): take it back first.
             await self._write_status(claim, {**current, "status": {}}, call)
+            if self._allocated is not None:
+                self._allocated.release(meta.get("uid", ""))
             return None
         if DELETE_PROTECTION not in (meta.get("finalizers") or []):
             finalizers = [*(meta.get("finalizers") or []), DELETE_PROTECTION]
@@ -139,7 +151,29 @@ class ClaimWriter:
             "allocation": allocation if allocation is not None else allocation_body(placement.node, claim),
             "reservedFor": [*reservations, consumer],
         }
-        await self._write_status(claim, {**current, "status": new_status}, call)
+        if allocation is not None or self._allocated is None:  # reserving only: the devices are the claim's
+            await self._write_status(claim, {**current, "status": new_status}, call)
+            return None
+        return await self._allocate_checked(claim, {**current, "status": new_status}, call)
+
+    async def _allocate_checked(self, claim: ClaimAllocation, body: Object, call: Call) -> ClaimOutcome | None:
+        """Write the allocation unless another claim's allocation (or one of ours in flight) names a device."""
+        assert self._allocated is not None
+        uid = body["metadata"].get("uid", "")
+        devices = [(r.driver, r.pool, r.device) for r in claim.results]
+        collision = self._allocated.reserve(uid, f"{claim.namespace}/{claim.name}", devices)
+        if collision is not None:
+            CLAIM_COLLISIONS.inc()
+            return ClaimOutcome(
+                outcome=BindingOutcome.CONFLICT,
+                reason=f"ResourceClaim {claim.namespace}/{claim.name}: {collision.reason()}",
+            )
+        try:
+            await self._write_status(claim, body, call)
+        except BaseException:
+            self._allocated.release(uid)
+            raise
+        self._allocated.written(uid)
         return None
 
     async def _read(self, claim: ClaimAllocation, call: Call) -> Object | None:

@@ -57,3 +57,7 @@ CONDITIONS_FAILED = Counter(
     "topoplace_binder_conditions_failed_total",
     "PodScheduled=False conditions that could not be written (best effort, after retries).",
 )
+CLAIM_COLLISIONS = Counter(
+    "topoplace_binder_claim_collisions_total",
+    "DRA allocations refused because another ResourceClaim's allocation (or one of ours in flight) names a device.",
+)

@@ -5,7 +5,9 @@ instrumentation only reaches sessions created after it); the API server's
 pods and nodes listed before the ledger replays `pods.lifecycle` (a
 "deleted" there frees devices only if the API server agrees, so it must know
 the cluster first); the ledger caught up before the first placement is taken
-(a half-built ledger would let a device go out twice).
+(a half-built ledger would let a device go out twice); every ResourceClaim listed
+before the first placement too (the DRA devices other claims hold are checked
+against it).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from kubernetes_asyncio import client
 from schemas import topics
 from services.binder.api_watch import ApiWatch
 from services.binder.apply import PodBinder
+from services.binder.claim_watch import AllocatedDevices, watch_claims
+from services.binder.claims import ClaimWriter
 from services.binder.cluster_view import ClusterView
 from services.binder.conditions import ConditionWriter
 from services.binder.gang import GangHandler
@@ -186,7 +190,10 @@ async def _run_streams(
         ledger = DeviceLedger(pod_gone=cluster.knows_gone)
         events = EventRecorder(core, component=settings.scheduler_name)
         reporter = PodReporter(events, ConditionWriter(core, sleep=asyncio.sleep))
-        binder = PodBinder(core, policy=policy, device_memory=ledger.device_memory)
+        allocated = AllocatedDevices()  # every ResourceClaim's devices: no device is allocated twice
+        dra = client.ResourceV1Api(core.api_client)  # type: ignore[attr-defined]  # the stubs omit it
+        claims = ClaimWriter(dra, request_timeout=policy.request_timeout_seconds, allocated=allocated)
+        binder = PodBinder(core, policy=policy, device_memory=ledger.device_memory, claims=claims)
         steps = BindingSteps(ledger=ledger, binder=binder, reporter=reporter, cluster=cluster)
         tracer = telemetry.get_tracer("topoplace.binder", service=SERVICE)
         placements = PlacementHandler(steps=steps, producer=producer, tracer=tracer)
@@ -211,7 +218,7 @@ async def _run_streams(
             security=settings.kafka_security,
         )
         current.append(follower)
-        watches = watch_cluster(core, cluster, ledger)
+        watches: list[ApiWatch[Any]] = [*watch_cluster(core, cluster, ledger), watch_claims(dra, allocated)]
         watch_tasks: list[asyncio.Task[Any]] = [
             asyncio.create_task(w.run(), name=f"binder-watch-{w.resource}") for w in watches
         ]

@@ -9,7 +9,10 @@
 - nodes -> nodes.status (key node);
 - Volcano HyperNodes (the CRD, or a file instead) -> topology.network (key
   hypernode; a deletion is a deleted event, then a tombstone);
-- Kueue Topologies -> topology.levels (key Topology name; deleted the same way).
+- Kueue Topologies -> topology.levels (key Topology name; deleted the same way);
+- node-local ResourceSlices -> resources.slices (key slice name), and every allocated
+  ResourceClaim, of any scheduler -> resources.claims (key claim uid; deleted or
+  deallocated: a deleted event, then a tombstone).
 
 Wiring only: the translation and the memory of what was published live in
 watch_translate / watch_gangs / watch_trackers (pure), the list+watch loop in watch_stream.
@@ -34,6 +37,7 @@ from prometheus_client import Counter
 
 from schemas import topics
 from schemas.events import (
+    AllocatedClaimEvent,
     HyperNodeEvent,
     LifecyclePhase,
     NodeStatusEvent,
@@ -68,6 +72,7 @@ PUBLISHED_TOPICS = (
     topics.TOPOLOGY_NETWORK,
     topics.TOPOLOGY_LEVELS,
     topics.RESOURCE_SLICES,
+    topics.RESOURCE_CLAIMS,
 )
 DRA_GROUP = "resource.k8s.io"
 VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES = "topology.volcano.sh", "v1alpha1", "hypernodes"
@@ -118,6 +123,7 @@ class ClusterWatcher:
         self.hypernodes = watch_trackers.hypernode_tracker()
         self.topologies = watch_trackers.topology_tracker()
         self.slices = watch_dra.slice_tracker()
+        self.claims = watch_dra.allocated_claim_tracker()
         self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
         self._tracer = telemetry.get_tracer(__name__, SERVICE)
         core = client.CoreV1Api(api)
@@ -148,6 +154,15 @@ class ClusterWatcher:
             on_change=self._slice_changed,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,
+        )
+        self.claim_watch: ListWatch[watch_dra.ResourceClaim] = ListWatch(
+            "resourceclaims",
+            self.dra.list_resource_claim_for_all_namespaces,
+            watch_dra.ResourceClaim,
+            on_list=self._claims_listed,
+            on_change=self._claim_changed,
+            resync_seconds=resync_seconds,
+            watch_timeout=watch_timeout,  # every scheduler's claims: their devices are taken
         )
         custom = client.CustomObjectsApi(api)
         self.hypernode_watch: ListWatch[HyperNode] = ListWatch(
@@ -185,6 +200,7 @@ class ClusterWatcher:
         self.podgroups_settled = asyncio.Event()
         self.topologies_settled = asyncio.Event()
         self.slices_settled = asyncio.Event()
+        self.claims_settled = asyncio.Event()
 
     # --- state from before a restart ------------------------------------------------------------
 
@@ -195,6 +211,7 @@ class ClusterWatcher:
         network: Sequence[HyperNodeEvent],
         levels: Sequence[TopologyLevelsEvent] = (),
         slices: Sequence[ResourceSliceEvent] = (),
+        claims: Sequence[AllocatedClaimEvent] = (),
     ) -> None:
         """What the compacted topics say was published, so the first list can report what vanished."""
         self.pods.seed(e for e in lifecycle if e.phase is LifecyclePhase.BOUND)
@@ -202,6 +219,7 @@ class ClusterWatcher:
         self.hypernodes.seed({e.name: e for e in network if not e.deleted})
         self.topologies.seed({e.name: e for e in levels if not e.deleted})
         self.slices.seed({e.name: e for e in slices if not e.deleted})
+        self.claims.seed({e.uid: e for e in claims if not e.deleted})
 
     # --- running --------------------------------------------------------------------------------
 
@@ -213,6 +231,7 @@ class ClusterWatcher:
             self.podgroups_settled,
             self.topologies_settled,
             self.slices_settled,
+            self.claims_settled,
         )
 
     def ready(self) -> bool:
@@ -234,6 +253,7 @@ class ClusterWatcher:
             group.create_task(self._optional_resource([self.podgroup_watch], self.podgroups_settled, PODGROUP_GROUP))
             group.create_task(self._optional_resource(self.topology_watches, self.topologies_settled, KUEUE_GROUP))
             group.create_task(self._optional_resource([self.slice_watch], self.slices_settled, DRA_GROUP))
+            group.create_task(self._optional_resource([self.claim_watch], self.claims_settled, DRA_GROUP))
 
     async def _optional_resource(
         self, watches: Sequence[ListWatch[Any]], settled: asyncio.Event, api_group: str
@@ -357,6 +377,17 @@ class ClusterWatcher:
             await self.publish(self.slices.gone(resource_slice.metadata.name, self.clock()))
         else:
             await self.publish(self.slices.observe(resource_slice, self.clock()))
+
+    async def _claims_listed(self, claims: list[watch_dra.ResourceClaim], resync: bool) -> None:
+        allocated = [c for c in claims if watch_dra.is_allocated(c)]
+        await self.publish(self.claims.relisted(allocated, self.clock(), force=resync))
+        self.claims_settled.set()
+
+    async def _claim_changed(self, kind: str, claim: watch_dra.ResourceClaim) -> None:
+        if kind == "DELETED" or not watch_dra.is_allocated(claim):
+            await self.publish(self.claims.gone(claim.metadata.uid, self.clock()))
+        else:
+            await self.publish(self.claims.observe(claim, self.clock()))
 
     async def _with_claims(self, event: PendingPodEvent) -> PendingPodEvent | None:
         """The event with its ResourceClaims read; None while one does not exist yet (or cannot be read).
@@ -575,6 +606,7 @@ async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str, security: K
         topics.TOPOLOGY_NETWORK,
         topics.TOPOLOGY_LEVELS,
         topics.RESOURCE_SLICES,
+        topics.RESOURCE_CLAIMS,
     )
     for topic in seeded:
         try:
@@ -589,4 +621,5 @@ async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str, security: K
         [e for e in state[topics.TOPOLOGY_NETWORK.name] if isinstance(e, HyperNodeEvent)],
         [e for e in state[topics.TOPOLOGY_LEVELS.name] if isinstance(e, TopologyLevelsEvent)],
         [e for e in state[topics.RESOURCE_SLICES.name] if isinstance(e, ResourceSliceEvent)],
+        [e for e in state[topics.RESOURCE_CLAIMS.name] if isinstance(e, AllocatedClaimEvent)],
     )

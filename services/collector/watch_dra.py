@@ -14,8 +14,16 @@ from typing import Any
 import msgspec
 
 from schemas import topics
-from schemas.dra import AttributeValue, ClaimConstraint, ClaimRequest, ClaimSelector, DraDevice, PodClaim
-from schemas.events import ResourceSliceEvent
+from schemas.dra import (
+    AllocatedDevice,
+    AttributeValue,
+    ClaimConstraint,
+    ClaimRequest,
+    ClaimSelector,
+    DraDevice,
+    PodClaim,
+)
+from schemas.events import AllocatedClaimEvent, ResourceSliceEvent
 from services.collector.watch_objects import ObjectMeta
 from services.collector.watch_trackers import KeyedTracker, Publication
 from services.collector.watch_translate import Problem
@@ -72,9 +80,44 @@ class ResourceClaimSpec(msgspec.Struct, kw_only=True):
     devices: DeviceClaimSpec = msgspec.field(default_factory=DeviceClaimSpec)
 
 
+class AllocationResult(msgspec.Struct, kw_only=True, rename="camel"):
+    driver: str = ""
+    pool: str = ""
+    device: str = ""
+    admin_access: bool | None = None
+
+
+class AllocatedDevices(msgspec.Struct, kw_only=True):
+    results: list[AllocationResult] = []
+
+
+class NodeSelectorRequirement(msgspec.Struct, kw_only=True):
+    key: str = ""
+    operator: str = ""
+    values: list[str] = []
+
+
+class NodeSelectorTerm(msgspec.Struct, kw_only=True, rename="camel"):
+    match_fields: list[NodeSelectorRequirement] = []
+
+
+class NodeSelector(msgspec.Struct, kw_only=True, rename="camel"):
+    node_selector_terms: list[NodeSelectorTerm] = []
+
+
+class Allocation(msgspec.Struct, kw_only=True, rename="camel"):
+    devices: AllocatedDevices = msgspec.field(default_factory=AllocatedDevices)
+    node_selector: NodeSelector | None = None
+
+
+class ResourceClaimStatus(msgspec.Struct, kw_only=True):
+    allocation: Allocation | None = None
+
+
 class ResourceClaim(msgspec.Struct, kw_only=True):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: ResourceClaimSpec = msgspec.field(default_factory=ResourceClaimSpec)
+    status: ResourceClaimStatus = msgspec.field(default_factory=ResourceClaimStatus)
 
 
 # --- slices -----------------------------------------------------------------------------------
@@ -140,7 +183,70 @@ def slice_tracker() -> KeyedTracker[ResourceSlice, ResourceSliceEvent]:
     return KeyedTracker(slice_event, lambda s: s.metadata.name, on_gone, topics.RESOURCE_SLICES.name)
 
 
-# --- claims -----------------------------------------------------------------------------------
+# --- allocated claims -------------------------------------------------------------------------
+
+
+def allocation_node(allocation: Allocation) -> str:
+    """The one node a node-local allocation is for (`metadata.name In [node]`, as kube-scheduler writes it)."""
+    for term in allocation.node_selector.node_selector_terms if allocation.node_selector else []:
+        for field in term.match_fields:
+            if field.key == "metadata.name" and field.operator == "In" and len(field.values) == 1:
+                return field.values[0]
+    return ""
+
+
+def allocated_claim_event(claim: ResourceClaim, now: float) -> tuple[AllocatedClaimEvent, list[Problem]]:
+    """The devices an allocated claim holds; a result without driver, pool or device is left out, named."""
+    allocation = claim.status.allocation or Allocation()
+    meta, devices, problems = claim.metadata, [], []
+    for i, result in enumerate(allocation.devices.results):
+        missing = [f for f in ("driver", "pool", "device") if not getattr(result, f)]
+        if missing:
+            problems.append(
+                Problem(
+                    object=f"{meta.namespace}/{meta.name}",
+                    field=f"status.allocation.devices.results[{i}]",
+                    reason=f"no {', '.join(missing)}",
+                )
+            )
+            continue
+        devices.append(
+            AllocatedDevice(
+                driver=result.driver,
+                pool=result.pool,
+                device=result.device,
+                admin_access=bool(result.admin_access),
+            )
+        )
+    event = AllocatedClaimEvent(
+        uid=meta.uid,
+        namespace=meta.namespace,
+        name=meta.name,
+        node=allocation_node(allocation),
+        devices=tuple(devices),
+        observed_at=now,
+    )
+    return event, problems
+
+
+def is_allocated(claim: ResourceClaim) -> bool:
+    return claim.status.allocation is not None
+
+
+def allocated_claim_tracker() -> KeyedTracker[ResourceClaim, AllocatedClaimEvent]:
+    """Allocated claims by uid; a claim deleted or deallocated is a deleted event, then a tombstone."""
+
+    def on_gone(uid: str, last: AllocatedClaimEvent, now: float) -> list[Publication]:
+        deleted = msgspec.structs.replace(last, devices=(), deleted=True, observed_at=now)
+        return [
+            Publication(topic=topics.RESOURCE_CLAIMS.name, key=uid, event=deleted),
+            Publication(topic=topics.RESOURCE_CLAIMS.name, key=uid, event=None),
+        ]
+
+    return KeyedTracker(allocated_claim_event, lambda c: c.metadata.uid, on_gone, topics.RESOURCE_CLAIMS.name)
+
+
+# --- claims of pending pods ----------------------------------------------------------------------
 
 
 class ClaimError(ValueError):

@@ -9,6 +9,11 @@ the first group in value order), so every chosen device shares the value.
 
 The engine's devices are joined back with the slices by UUID (NVML's UUID is the uuid
 attribute NVIDIA's DRA driver publishes), then dealt to the claims' requests.
+
+A device that any other allocated ResourceClaim names (of `resources.claims`: ours and
+those kube-scheduler allocated for other pods) is never a candidate; only the pod's own
+claims do not count against it. An allocation with adminAccess does not take its device,
+as in the structured allocator.
 """
 
 from __future__ import annotations
@@ -18,8 +23,17 @@ from collections.abc import Callable
 import msgspec
 
 from engine import Decision, PodRequest, RequestError
-from schemas.dra import AttributeValue, ClaimAllocation, ClaimRequest, DeviceResult, DraDevice, PodClaim
-from schemas.events import DeviceAssignment, ResourceSliceEvent
+from schemas.dra import (
+    AttributeValue,
+    ClaimAllocation,
+    ClaimRequest,
+    DeviceKey,
+    DeviceResult,
+    DraDevice,
+    PodClaim,
+    device_text,
+)
+from schemas.events import AllocatedClaimEvent, DeviceAssignment, ResourceSliceEvent
 from services.placer.dra_selectors import SelectorError, Term, matches, parse
 
 GPU = "nvidia.com/gpu"
@@ -37,6 +51,55 @@ class SliceDevice(msgspec.Struct, frozen=True, kw_only=True):
     driver: str
     pool: str
     device: DraDevice
+
+    @property
+    def key(self) -> DeviceKey:
+        return (self.driver, self.pool, self.device.name)
+
+
+class AllocatedClaims:
+    """Every allocated ResourceClaim of the cluster, and which of them name each device (mutable)."""
+
+    def __init__(self) -> None:
+        self._claims: dict[str, AllocatedClaimEvent] = {}  # by claim uid
+        self._by_device: dict[DeviceKey, dict[str, AllocatedClaimEvent]] = {}
+
+    def __len__(self) -> int:
+        return len(self._claims)
+
+    def apply(self, event: AllocatedClaimEvent) -> bool:
+        """The claim's latest allocation (deleted: none); True when a device became free."""
+        before = self._drop(event.uid)
+        if event.deleted:
+            return bool(before)
+        self._claims[event.uid] = event
+        after = _taken_keys(event)
+        for key in after:
+            self._by_device.setdefault(key, {})[event.uid] = event
+        return bool(before - after)
+
+    def remove(self, uid: str) -> bool:
+        """The claim's tombstone; True when a device became free."""
+        return bool(self._drop(uid))
+
+    def holders(self, key: DeviceKey, *, besides: frozenset[str] = frozenset()) -> list[AllocatedClaimEvent]:
+        """The claims whose allocation takes the device, but those of `besides` (claim uids)."""
+        return [c for uid, c in sorted(self._by_device.get(key, {}).items()) if uid not in besides]
+
+    def _drop(self, uid: str) -> set[DeviceKey]:
+        before = self._claims.pop(uid, None)
+        keys = _taken_keys(before) if before is not None else set()
+        for key in keys:
+            named = self._by_device.get(key)
+            if named is not None:
+                named.pop(uid, None)
+                if not named:
+                    del self._by_device[key]
+        return keys
+
+
+def _taken_keys(claim: AllocatedClaimEvent) -> set[DeviceKey]:
+    return {d.key for d in claim.devices if not d.admin_access}
 
 
 class _Request(msgspec.Struct, frozen=True, kw_only=True):
@@ -125,14 +188,52 @@ def engine_request(base: PodRequest, claims: tuple[PodClaim, ...], group: list[S
     )
 
 
+MAX_NAMED_TAKEN = 3  # devices a reason names, with the claims holding them
+
+
+def taken_by_others(
+    claims: tuple[PodClaim, ...], devices: list[SliceDevice], allocated: AllocatedClaims
+) -> dict[DeviceKey, list[AllocatedClaimEvent]]:
+    """The devices that other claims' allocations take (the pod's own claims do not count)."""
+    own = frozenset(c.claim_uid for c in claims if c.claim_uid)
+    taken = {}
+    for d in devices:
+        holders = allocated.holders(d.key, besides=own)
+        if holders:
+            taken[d.key] = holders
+    return taken
+
+
+def taken_text(taken: dict[DeviceKey, list[AllocatedClaimEvent]]) -> str:
+    """`<driver>/<pool>/<device> (ResourceClaim <ns>/<name>)`, for the first few devices."""
+    named = [
+        f"{device_text(key)} (ResourceClaim {holders[0].namespace}/{holders[0].name})"
+        for key, holders in sorted(taken.items())[:MAX_NAMED_TAKEN]
+    ]
+    more = len(taken) - len(named)
+    return ", ".join(named) + (f" and {more} more" if more > 0 else "")
+
+
 def place_claims(
     base: PodRequest,
     claims: tuple[PodClaim, ...],
     slices: tuple[ResourceSliceEvent, ...],
     place: Callable[[PodRequest], Decision],
+    allocated: AllocatedClaims | None = None,
 ) -> tuple[Decision, tuple[ClaimAllocation, ...]]:
-    """The engine's best decision for the pod's claims, and each claim's devices (none when unplaced)."""
-    devices = slice_devices(slices)
+    """The engine's best decision for the pod's claims, and each claim's devices (none when unplaced).
+
+    `allocated`: every allocated claim of the cluster; the devices they take are not offered.
+    """
+    every = slice_devices(slices)
+    requests = _requests(claims)
+    fitting = [d for d in every if any(_fits(r, d) for r in requests)]
+    taken = taken_by_others(claims, fitting, allocated) if allocated is not None else {}
+    devices = [d for d in every if d.key not in taken]
+    if fitting and all(d.key in taken for d in fitting):
+        reason = "cannot allocate all claims: every device the claims select is allocated to another claim: "
+        reason += taken_text(taken)
+        return Decision(node=None, reason=reason), ()
     best: Decision | None = None
     for group in candidate_groups(claims, devices):
         decision = place(engine_request(base, claims, group))
@@ -142,6 +243,9 @@ def place_claims(
             best = decision
     assert best is not None  # candidate_groups never returns no group
     if best.node is None:
+        if taken:
+            note = f"; {len(taken)} selected device(s) allocated to other claims: {taken_text(taken)}"
+            best = msgspec.structs.replace(best, reason=(best.reason or "no node can host the pod") + note)
         return best, ()
     try:
         return best, allocations(base.namespace, claims, best.node, best.devices, devices)

@@ -109,7 +109,7 @@ def decide(
             return place(snapshot, request, mode)
 
         if pending.claims:
-            decision, claims = place_claims(request, pending.claims, view.slices(), place_one)
+            decision, claims = place_claims(request, pending.claims, view.slices(), place_one, view.allocated_claims())
         else:
             decision, claims = place_one(request), ()
     except engine.RequestError as exc:

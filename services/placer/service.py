@@ -56,6 +56,7 @@ FOLLOWED_TOPICS: tuple[topics.Topic, ...] = (
     topics.TOPOLOGY_NETWORK,
     topics.TOPOLOGY_LEVELS,
     topics.RESOURCE_SLICES,
+    topics.RESOURCE_CLAIMS,
     topics.PODS_LIFECYCLE,
     topics.PLACEMENTS,
     topics.GANG_PLACEMENTS,

@@ -1,7 +1,8 @@
 """The placer's view of the cluster, rebuilt from the topics; pure and synchronous.
 
 The view is fed every event of the state topics (topology.nodes, usage.devices,
-nodes.status, topology.network, pods.lifecycle) and of placements and bindings,
+nodes.status, topology.network, pods.lifecycle; for DRA resources.slices and
+resources.claims) and of placements and bindings,
 in whatever order the partitions deliver them, and turns them into the engine's
 Snapshot.
 
@@ -33,6 +34,7 @@ from engine.network import NetworkTree, build_tree, from_event
 from schemas import topics
 from schemas.enforcement import Enforcement, node_enforcement
 from schemas.events import (
+    AllocatedClaimEvent,
     BindingEvent,
     BindingOutcome,
     DeviceAssignment,
@@ -49,6 +51,7 @@ from schemas.events import (
     TopologyLevelsEvent,
 )
 from schemas.quantity import QuantityError, parse_quantity
+from services.placer.claims import AllocatedClaims
 
 # Deleted pods remembered (uid only) so that late events about them change nothing; the oldest go first.
 DELETED_BOUND = 200_000
@@ -184,6 +187,7 @@ class ClusterView:
         self._hypernodes: dict[str, HyperNodeEvent] = {}
         self._levels: dict[str, TopologyLevelsEvent] = {}
         self._slices: dict[str, ResourceSliceEvent] = {}  # DRA ResourceSlices by name
+        self._allocated = AllocatedClaims()  # every allocated DRA ResourceClaim, of any scheduler
         self._pods: dict[str, _PodFacts] = {}
         self._deleted: OrderedDict[str, None] = OrderedDict()  # uids of deleted pods, bounded
         self._on_node: dict[str, set[str]] = {}  # node -> uids of pods holding devices or resources there
@@ -211,6 +215,8 @@ class ClusterView:
                 return self._apply_levels(event)
             case ResourceSliceEvent():
                 return self._apply_slice(event)
+            case AllocatedClaimEvent():
+                return ViewChange(capacity_grew=self._allocated.apply(event))
             case PodLifecycleEvent():
                 return self._apply_lifecycle(event)
             case PlacementEvent():
@@ -240,6 +246,8 @@ class ClusterView:
                 self._network_epoch += 1
         elif topic == topics.RESOURCE_SLICES.name:
             self._slices.pop(key, None)
+        elif topic == topics.RESOURCE_CLAIMS.name:
+            return ViewChange(capacity_grew=self._allocated.remove(key))
         elif topic == topics.PODS_LIFECYCLE.name:
             # The pod's record was compacted away after its deletion: treat as deleted.
             return self._apply_lifecycle(
@@ -317,6 +325,10 @@ class ClusterView:
     def slices(self) -> tuple[ResourceSliceEvent, ...]:
         """Every node-local DRA ResourceSlice known, by name."""
         return tuple(self._slices[name] for name in sorted(self._slices))
+
+    def allocated_claims(self) -> AllocatedClaims:
+        """Every allocated DRA ResourceClaim known (ours and other schedulers'), by the devices they take."""
+        return self._allocated
 
     def _apply_lifecycle(self, event: PodLifecycleEvent) -> ViewChange:
         if event.uid in self._deleted:

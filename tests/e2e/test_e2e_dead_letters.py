@@ -67,6 +67,12 @@ MALFORMED: tuple[Malformed, ...] = (
         names="devices[0]",
         readers=frozenset({PLACER}),
     ),
+    Malformed(
+        topic=topics.RESOURCE_CLAIMS,
+        value=b'{"schema_version": 1, "uid": "u", "namespace": "ns", "name": "c", "devices": [{"driver": "d"}]}',
+        names="devices[0]",
+        readers=frozenset({PLACER}),
+    ),
     Malformed(topic=topics.PODS_PENDING, value=b"pending pod, not JSON", names="JSON", readers=frozenset({PLACER})),
     Malformed(
         topic=topics.GANGS_PENDING,
