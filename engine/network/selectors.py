@@ -2,9 +2,12 @@
 
 * `exactMatch.name`: that node (or HyperNode) by name;
 * `regexMatch.pattern`: every node whose name the pattern matches *anywhere*
-  (Go's `regexp.MatchString` is a search, not a full match: anchor with ^...$).
-  Python's `re` reads the RE2 syntax Volcano users write (classes, anchors,
-  repetition, groups); RE2-only escapes such as `\\z` fail to compile and are reported;
+  (Volcano compiles it with Go's `regexp.Compile` and asks `MatchString`, a search,
+  not a full match: anchor with ^...$). The pattern is RE2, evaluated by RE2 itself
+  (Google's binding), so matching takes time linear in the name whatever the pattern:
+  a backtracking engine spent seconds on `^(\\w+-?)+-h100-\\d+$` and one node name.
+  What RE2 refuses (backreferences, lookaround) is reported, as Volcano's
+  compile error leaves the member without nodes;
 * `labelMatch`: a metav1.LabelSelector over node labels; matchLabels and
   matchExpressions (In, NotIn, Exists, DoesNotExist) all hold. An empty one
   selects nothing, as in Volcano.
@@ -12,12 +15,16 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
+
+import re2
 
 from engine.network.objects import LabelMatch, LabelRequirement, Member, MemberSelector
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+# RE2's own memory bound for one compiled pattern (its default): a pattern whose program would
+# exceed it does not compile, and is reported like any other.
+PATTERN_MAX_MEM = 8 << 20
 
 
 class SelectorError(ValueError):
@@ -77,6 +84,22 @@ def label_match_selects(match: LabelMatch, labels: Mapping[str, str]) -> bool:
     return all(_requirement_holds(req, labels) for req in match.match_expressions)
 
 
+def compile_node_pattern(pattern: str) -> re2._Regexp[str]:
+    """The pattern as RE2 reads it (Go's regexp syntax: Perl classes, `^`/`$` at the name's ends).
+
+    Raises SelectorError naming `selector.regexMatch.pattern` when RE2 refuses it."""
+    options = re2.Options()
+    options.log_errors = False  # the refusal is reported as a tree problem, not on stderr
+    options.max_mem = PATTERN_MAX_MEM
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else exc
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise SelectorError("selector.regexMatch.pattern", f"does not compile as RE2: {detail}") from None
+
+
 def select_nodes(member: Member, node_names: Sequence[str], labels: Mapping[str, Mapping[str, str]]) -> list[str]:
     """The nodes a `Node` member selects, in `node_names` order; SelectorError if it cannot apply.
 
@@ -91,11 +114,8 @@ def select_nodes(member: Member, node_names: Sequence[str], labels: Mapping[str,
         return [sel.exact_match.name]
     if kind == "regexMatch":
         assert sel.regex_match is not None
-        try:
-            pattern = re.compile(sel.regex_match.pattern)
-        except re.error as exc:
-            raise SelectorError("selector.regexMatch.pattern", f"does not compile: {exc}") from exc
-        return [name for name in node_names if pattern.search(name)]
+        pattern = compile_node_pattern(sel.regex_match.pattern)
+        return [name for name in node_names if pattern.search(name) is not None]
     assert sel.label_match is not None
     check_label_match(sel.label_match)
     return [name for name in node_names if label_match_selects(sel.label_match, labels[name])]

@@ -2,7 +2,8 @@
 
 `decide` turns one PendingPodEvent into one PlacementEvent against the view;
 `Decider` adds what follows from the other topics: re-planning a decision the
-binder rejected, and retrying parked pods when capacity frees.
+binder rejected, and retrying parked pods when an event could help them (a bounded
+number per event or tick, each after its backoff: see parking.py).
 
 decision_id rule: the first 24 hex digits of SHA-256 over
 `uid | pod resource_version | attempt | node | device shares`, where attempt is
@@ -24,21 +25,25 @@ import msgspec
 import engine
 from engine import Decision, Mode, PodRequest, Snapshot, WorkloadClass
 from engine.vendor import NodePolicy
+from schemas import topics
 from schemas.enforcement import Enforcement
 from schemas.events import (
     MAX_ALTERNATIVES,
     Alternative,
     BindingEvent,
+    DeviceUsageEvent,
     Event,
     GangPlacementEvent,
     PendingGangEvent,
     PendingPodEvent,
     PlacementEvent,
     PlacementOutcome,
+    PodLifecycleEvent,
+    ResourceSliceEvent,
 )
 from services.placer.claims import place_claims
 from services.placer.decide_gang import GangResult, decide_gang
-from services.placer.parking import GangTicket, ParkingLot, Ticket, TraceHeaders
+from services.placer.parking import GangTicket, Growth, ParkingLot, Ticket, TraceHeaders
 from services.placer.requests import decision_id as decision_id
 from services.placer.requests import held_placement, request_error_text
 from services.placer.requests import pod_request as pod_request
@@ -50,6 +55,10 @@ PlaceFn = Callable[[Snapshot, PodRequest, Mode], Decision]
 # After this many rejected decisions in a row a pod is reported unschedulable and
 # left to the watcher's re-list, so a binder that keeps failing cannot make us loop.
 MAX_REJECTIONS = 3
+
+# Parked pods decided again per event or tick, at most: 2,000 parked pods re-decided on every
+# event that freed something held the event loop for seconds each time.
+RETRY_BUDGET = 32
 
 
 class Cause(enum.StrEnum):
@@ -171,12 +180,14 @@ class Decider:
         place: PlaceFn | None = None,
         node_policy: str | None = None,
         default_enforcement: Enforcement | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
+        """`clock`: monotonic seconds for the parked pods' backoff (time.monotonic by default)."""
         # The fragmentation policy weighs CPU: the index then reads each node's, the mix each pod's.
         weighs_cpu = node_policy == NodePolicy.FRAGMENTATION.value
         self.view = ClusterView(cpu_in_index=weighs_cpu)
         self.view.default_enforcement = default_enforcement
-        self.parking = ParkingLot()
+        self.parking = ParkingLot(clock) if clock is not None else ParkingLot()
         self.mix = WorkloadMix(with_cpu=weighs_cpu)
         self.mode = mode
         self.node_policy = node_policy
@@ -213,10 +224,17 @@ class Decider:
 
     def on_event(self, event: Event, *, now: float = 0.0) -> list[FollowUp]:
         """Apply a state event; return the decisions it makes possible (re-plans, retries)."""
-        return self._react(self.view.apply(event), now)
+        change = self.view.apply(event)
+        return self._react(change, _event_growth(event, change), now)
 
     def on_tombstone(self, topic: str, key: str, *, now: float = 0.0) -> list[FollowUp]:
-        return self._react(self.view.apply_tombstone(topic, key), now)
+        change = self.view.apply_tombstone(topic, key)
+        return self._react(change, _tombstone_growth(topic, change), now)
+
+    def tick(self, *, now: float = 0.0) -> list[FollowUp]:
+        """Periodic: queue the pods parked too long, and decide the queued ones whose backoff has passed."""
+        self.parking.flush_leftovers()
+        return self._retry_parked(now)
 
     def retract(self, placement: PlacementEvent | GangPlacementEvent) -> None:
         """Undo a fresh decision that could not be published; its pod (or gang) is read again later."""
@@ -228,7 +246,7 @@ class Decider:
         self.view.retract(placement)
         self.parking.forget([placement.uid])
 
-    def _react(self, change: ViewChange, now: float) -> list[FollowUp]:
+    def _react(self, change: ViewChange, growth: Growth, now: float) -> list[FollowUp]:
         self.parking.forget(change.settled)
         out: list[FollowUp] = []
         replanned: set[str] = set()
@@ -246,6 +264,7 @@ class Decider:
                     for p in self._replan(ticket, rejected, now)
                 ]
         if change.capacity_grew or change.dropped:
+            self.parking.queue_helped(growth)
             out += self._retry_parked(now)
             out += self._retry_parked_gangs(now)
         return out
@@ -284,12 +303,13 @@ class Decider:
         return [result.placement] if result.placement is not None else []
 
     def _retry_parked(self, now: float) -> list[FollowUp]:
+        """Decide again the queued parked pods whose backoff has passed, RETRY_BUDGET at most."""
         placed: list[FollowUp] = []
-        for ticket in self.parking.parked():
+        for ticket in self.parking.take_ready(RETRY_BUDGET):
             result = self._decide(ticket.pending, now)
-            # Still unschedulable: stay parked and say nothing new (it was reported already).
+            # Still unschedulable: parked again, its backoff doubled; nothing new said (it was reported).
+            self._file(ticket.pending, result.placement, ticket.origin)
             if result.placement is not None and result.placement.outcome is PlacementOutcome.PLACED:
-                self._file(ticket.pending, result.placement, ticket.origin)
                 placed.append(FollowUp(placement=result.placement, cause=Cause.RETRY, origin=ticket.origin))
         return placed
 
@@ -299,7 +319,33 @@ class Decider:
         elif placement.outcome is PlacementOutcome.PLACED:
             self.parking.await_binding(pending, decision_id=placement.decision_id, origin=origin)
         else:
-            self.parking.park(pending, decision_id=placement.decision_id, origin=origin)
+            self.parking.park(pending, decision_id=placement.decision_id, origin=origin, reason=placement.reason)
+
+
+_NODE_TOPICS = frozenset(
+    t.name for t in (topics.TOPOLOGY_NODES, topics.NODES_STATUS, topics.TOPOLOGY_NETWORK, topics.TOPOLOGY_LEVELS)
+)
+
+
+def _event_growth(event: Event, change: ViewChange) -> Growth:
+    """What the event freed or changed, for the parked pods' hints (kube-scheduler's queueing hints)."""
+    if isinstance(event, DeviceUsageEvent):
+        return Growth.DEVICES  # a device healthy again
+    if isinstance(event, ResourceSliceEvent):
+        return Growth.CLAIMS
+    if isinstance(event, PodLifecycleEvent | BindingEvent):  # a pod left a node, or a decision was dropped
+        return Growth.HOST | (Growth.DEVICES if change.devices_freed else Growth.NONE)
+    return Growth.NODES  # node topology or status, HyperNodes, topology levels
+
+
+def _tombstone_growth(topic: str, change: ViewChange) -> Growth:
+    if topic in _NODE_TOPICS:
+        return Growth.NODES
+    if topic == topics.USAGE_DEVICES.name:
+        return Growth.DEVICES
+    if topic == topics.RESOURCE_SLICES.name:
+        return Growth.CLAIMS
+    return Growth.HOST | (Growth.DEVICES if change.devices_freed else Growth.NONE)
 
 
 def _unschedulable(pending: PendingPodEvent, attempt: int, reason: str, candidates: int, now: float) -> PlacementEvent:

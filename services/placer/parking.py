@@ -1,7 +1,20 @@
 """Pods this placer decided and may have to decide again; pure bookkeeping.
 
 A pod reported unschedulable is *parked* with its last pending event, and
-retried when capacity frees. A pod placed is *awaiting binding* until the
+retried as kube-scheduler retries its unschedulable pods (its unschedulable queue,
+backoff queue and queueing hints are the model):
+
+- a parked pod is *queued* again only by an event that could help it (`Growth`
+  against the pod's `RetryHint`): a node added, opened, relabelled or untainted
+  helps every pod; freed devices help pods that ask for devices; a changed
+  ResourceSlice helps pods with claims; a pod leaving a node helps pods that
+  lacked its host resources (cpu, memory, a pod slot);
+- a queued pod is decided again only once its backoff has passed: 1 s after its
+  first failure, doubling up to 10 s (podInitialBackoffSeconds, podMaxBackoffSeconds);
+- each event or tick re-decides at most a budget of queued pods, higher priority
+  first, then the longest queued; the rest wait for the next tick;
+- a pod parked for 5 minutes (podMaxInUnschedulablePodsDuration) is queued whatever
+  happened, so that no pod is parked forever on a hint that was wrong. A pod placed is *awaiting binding* until the
 cluster reports it bound or deleted, so that a CONFLICT or FAILED answer from
 the binder can be re-planned from its request without waiting for the watcher.
 
@@ -13,11 +26,15 @@ periodic re-list re-publishes every pod still pending.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+import itertools
+import re
+import time
+from collections.abc import Callable, Iterable
 
 import msgspec
 
 from schemas.events import GangPlacementEvent, PendingGangEvent, PendingPodEvent, PlacementOutcome
+from schemas.quantity import QuantityError, parse_quantity
 
 
 class TicketState(enum.StrEnum):
@@ -28,12 +45,78 @@ class TicketState(enum.StrEnum):
 TraceHeaders = tuple[tuple[str, bytes], ...]
 
 
+INITIAL_BACKOFF_S = 1.0  # kube-scheduler's podInitialBackoffSeconds
+MAX_BACKOFF_S = 10.0  # podMaxBackoffSeconds
+MAX_PARKED_S = 300.0  # podMaxInUnschedulablePodsDuration: then retried whatever happened
+
+_INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9./_-]+)")
+TOO_MANY_PODS = "Too many pods"
+
+
+class Growth(enum.Flag):
+    """What an event freed or changed, as far as parked pods are concerned."""
+
+    NONE = 0
+    NODES = enum.auto()  # a node came, opened, or its labels, taints, allocatable, devices or network changed
+    DEVICES = enum.auto()  # device shares released, or a device healthy again
+    CLAIMS = enum.auto()  # a DRA ResourceSlice added or changed
+    HOST = enum.auto()  # a pod's requests left a node: cpu, memory, a pod slot
+
+
+class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
+    """Which growths could help a parked pod (every pod is helped by NODES)."""
+
+    devices: bool = False  # it asks for devices (an extended resource) or has claims
+    claims: bool = False
+    host: bool = False  # its reason names a host resource it lacked
+
+    def helped_by(self, growth: Growth) -> bool:
+        return bool(
+            growth & Growth.NODES
+            or (growth & Growth.DEVICES and self.devices)
+            or (growth & Growth.CLAIMS and self.claims)
+            or (growth & Growth.HOST and self.host)
+        )
+
+
+def retry_hint(pending: PendingPodEvent, reason: str) -> RetryHint:
+    """What could help the pod, from what it asks and what its unschedulable reason says it lacked.
+
+    A device resource is domain-qualified (nvidia.com/gpu); cpu, memory, ephemeral-storage,
+    hugepages-* and the pod count are the host's. A pod asking no device that lacked an
+    extended resource counts it as the host's: a leaving pod frees it."""
+    asks_devices = any("/" in name and _nonzero(text) for name, text in pending.requests.items()) or bool(
+        pending.claims
+    )
+    lacked = _INSUFFICIENT.findall(reason)
+    host = TOO_MANY_PODS in reason or any("/" not in name for name in lacked) or (bool(lacked) and not asks_devices)
+    return RetryHint(devices=asks_devices, claims=bool(pending.claims), host=host)
+
+
+def _nonzero(quantity: str) -> bool:
+    try:
+        return parse_quantity(quantity) != 0
+    except QuantityError:
+        return True  # unreadable: the decision reported it; counted as asked, the safe side
+
+
+def backoff_s(attempts: int) -> float:
+    """kube-scheduler's backoff after `attempts` unschedulable decisions: 1 s, 2 s, 4 s, 8 s, 10 s, ..."""
+    return min(MAX_BACKOFF_S, INITIAL_BACKOFF_S * 2.0 ** max(0, min(attempts, 32) - 1))
+
+
 class Ticket(msgspec.Struct, frozen=True, kw_only=True):
     pending: PendingPodEvent
     state: TicketState
     decision_id: str = ""
     rejections: int = 0  # how many of our decisions for the pod the binder rejected
     origin: TraceHeaders = ()  # the pending event's trace headers: later decisions join the pod's trace
+    # Parked pods only (the clock is the lot's, monotonic):
+    hint: RetryHint = RetryHint()
+    attempts: int = 0  # unschedulable decisions in a row: the backoff grows with them
+    parked_at: float = 0.0
+    backoff_until: float = 0.0
+    queued: int = 0  # 0: waits for an event that could help; else its place in the retry queue
 
 
 class GangTicket(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,7 +130,9 @@ class GangTicket(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ParkingLot:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._queue_order = itertools.count(1)
         self._tickets: dict[str, Ticket] = {}
         self._gangs: dict[str, GangTicket] = {}
         self._member_of: dict[str, str] = {}  # member uid -> gang name
@@ -103,8 +188,48 @@ class ParkingLot:
 
     # --- pods ----------------------------------------------------------------------------
 
-    def park(self, pending: PendingPodEvent, *, decision_id: str, origin: TraceHeaders = ()) -> None:
+    def park(self, pending: PendingPodEvent, *, decision_id: str, origin: TraceHeaders = (), reason: str = "") -> None:
+        """The pod is unschedulable (again): its backoff grows, and it waits for an event that could help."""
+        before = self._tickets.get(pending.uid)
+        attempts = before.attempts + 1 if before is not None and before.state is TicketState.PARKED else 1
+        now = self.clock()
         self._file(pending, TicketState.PARKED, decision_id, origin)
+        self._tickets[pending.uid] = msgspec.structs.replace(
+            self._tickets[pending.uid],
+            hint=retry_hint(pending, reason),
+            attempts=attempts,
+            parked_at=now,
+            backoff_until=now + backoff_s(attempts),
+        )
+
+    def queue_helped(self, growth: Growth) -> int:
+        """Queue every waiting parked pod the growth could help; how many were queued."""
+        queued = 0
+        for uid, ticket in self._tickets.items():
+            if ticket.state is TicketState.PARKED and not ticket.queued and ticket.hint.helped_by(growth):
+                self._tickets[uid] = msgspec.structs.replace(ticket, queued=next(self._queue_order))
+                queued += 1
+        return queued
+
+    def flush_leftovers(self) -> int:
+        """Queue the pods parked for longer than MAX_PARKED_S, whatever happened meanwhile."""
+        horizon = self.clock() - MAX_PARKED_S
+        queued = 0
+        for uid, ticket in self._tickets.items():
+            if ticket.state is TicketState.PARKED and not ticket.queued and ticket.parked_at <= horizon:
+                self._tickets[uid] = msgspec.structs.replace(ticket, queued=next(self._queue_order))
+                queued += 1
+        return queued
+
+    def take_ready(self, budget: int) -> list[Ticket]:
+        """At most `budget` queued pods whose backoff has passed, to decide again now; they leave the queue."""
+        now = self.clock()
+        ready = [t for t in self._tickets.values() if t.queued and t.backoff_until <= now]
+        ready.sort(key=lambda t: (-t.pending.priority, t.queued))
+        taken = ready[:budget]
+        for ticket in taken:
+            self._tickets[ticket.pending.uid] = msgspec.structs.replace(ticket, queued=0)
+        return taken
 
     def await_binding(self, pending: PendingPodEvent, *, decision_id: str, origin: TraceHeaders = ()) -> None:
         self._file(pending, TicketState.AWAITING_BINDING, decision_id, origin)

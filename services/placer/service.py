@@ -28,7 +28,7 @@ from schemas import topics
 from schemas.enforcement import Enforcement
 from schemas.events import GangPlacementEvent, PendingGangEvent, PendingPodEvent, PlacementEvent, PlacementOutcome
 from services.placer import metrics
-from services.placer.decide import Cause, Decider, PlaceFn
+from services.placer.decide import Cause, Decider, FollowUp, PlaceFn
 from services.placer.parking import TicketState
 from topoplace import telemetry
 from topoplace.broker import ensure_topics, kafka_bootstrap
@@ -73,6 +73,10 @@ PUBLISH_ATTEMPTS = 8
 PUBLISH_BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 4.0)
 
 log = logging.getLogger(__name__)
+
+# How often parked pods whose backoff has passed are decided again (kube-scheduler flushes its
+# backoff queue every second), and those parked too long are queued.
+RETRY_TICK_S = 1.0
 
 # Messages of one partition handled at once: the handler's synchronous part runs in order,
 # its API calls and produces overlap.
@@ -184,6 +188,13 @@ class PlacerService:
             follow_ups = self.decider.on_tombstone(received.topic, received.key, now=now)
         else:
             follow_ups = self.decider.on_event(received.event, now=now)
+        await self._publish_follow_ups(follow_ups, received.trace_context)
+
+    async def retry_parked(self) -> None:
+        """One tick of the parked pods' retries: a bounded number decided, each after its backoff."""
+        await self._publish_follow_ups(self.decider.tick(now=time.time()), Context())
+
+    async def _publish_follow_ups(self, follow_ups: list[FollowUp], trace_context: Context) -> None:
         for follow_up in follow_ups:
             placement = follow_up.placement
             # A follow-up belongs to the pod's trace: the one its pending event
@@ -191,7 +202,7 @@ class PlacerService:
             if follow_up.origin:
                 parent = extract_trace_context(follow_up.origin)
             else:
-                parent = received.trace_context if follow_up.cause is Cause.REPLAN else Context()
+                parent = trace_context if follow_up.cause is Cause.REPLAN else Context()
             with self._tracer.start_as_current_span("placer.decide", context=parent) as span:
                 if isinstance(placement, PlacementEvent):
                     span.set_attributes(_pod_attributes(placement))
@@ -436,14 +447,27 @@ async def _run_streams(
                     extra={"fields": {"view": service.decider.view.sizes()}},
                 )
                 tasks.append(asyncio.create_task(consumer.run(service.on_pending), name="pending"))
+                tasks.append(asyncio.create_task(_retry_ticks(service, stop), name="retries"))
                 await _first_of(stop, None, tasks)
         finally:
             service.stop()
+            for task in tasks:
+                if task.get_name() == "retries":
+                    task.cancel()  # it waits for `stop` only; the streams may end without it
             await consumer.stop()
             await follower.stop()
             failed = await _finish(tasks)
         if failed is not None:
             raise failed
+
+
+async def _retry_ticks(service: PlacerService, stop: asyncio.Event) -> None:
+    """Every RETRY_TICK_S until `stop`: the parked pods' retries that no event brought."""
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), RETRY_TICK_S)
+            return
+        await service.retry_parked()
 
 
 async def _first_of(stop: asyncio.Event, goal: asyncio.Event | None, tasks: list[asyncio.Task[None]]) -> bool:

@@ -82,6 +82,7 @@ class ViewChange(msgspec.Struct, frozen=True, kw_only=True):
     """What one applied event changed that the decider must react to."""
 
     capacity_grew: bool = False  # something became free or schedulable: retry parked pods
+    devices_freed: bool = False  # a pod's device shares were released (not only its cpu, memory, slot)
     dropped: tuple[BindingEvent, ...] = ()  # decisions the binder could not apply
     settled: tuple[str, ...] = ()  # pod uids now bound or deleted in the cluster
 
@@ -341,11 +342,12 @@ class ClusterView:
             self._moved(event.uid, facts, before)
             self._forget(event.uid)
             freed = bool(held_before) or bool(before)
-            return ViewChange(capacity_grew=freed, settled=(event.uid,))
+            devices = _devices_freed(held_before, [])
+            return ViewChange(capacity_grew=freed, devices_freed=devices, settled=(event.uid,))
         facts.lifecycle = event
         self._moved(event.uid, facts, before)
         freed = _devices_freed(held_before, facts.holdings())
-        return ViewChange(capacity_grew=freed, settled=(event.uid,))
+        return ViewChange(capacity_grew=freed, devices_freed=freed, settled=(event.uid,))
 
     def _apply_placement(self, event: PlacementEvent) -> ViewChange:
         if event.outcome is not PlacementOutcome.PLACED or event.uid in self._deleted:
@@ -373,7 +375,7 @@ class ClusterView:
         self._moved(event.uid, facts, before)
         freed = _devices_freed(held_before, facts.holdings())
         settled = facts.deleted or facts.lifecycle is not None
-        return ViewChange(capacity_grew=freed, dropped=() if settled else (event,))
+        return ViewChange(capacity_grew=freed, devices_freed=freed, dropped=() if settled else (event,))
 
     def _facts(self, uid: str) -> _PodFacts:
         facts = self._pods.get(uid)

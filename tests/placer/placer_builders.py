@@ -136,3 +136,16 @@ def first_fit(snapshot: Snapshot, request: PodRequest, mode: Mode = Mode.DEFAULT
         reason=f"no node has {want} free devices",
         candidates_considered=considered,
     )
+
+
+class FakeClock:
+    """A monotonic clock that moves only when told (the parked pods' backoff reads it)."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds

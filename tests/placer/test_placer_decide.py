@@ -6,6 +6,7 @@ import msgspec
 import pytest
 from placer_builders import (
     GPU,
+    FakeClock,
     binding,
     first_fit,
     lifecycle,
@@ -23,6 +24,7 @@ from schemas.events import (
     PlacementOutcome,
 )
 from services.placer.decide import MAX_REJECTIONS, Cause, Decider, decide, decision_id
+from services.placer.parking import MAX_BACKOFF_S
 from services.placer.view import ClusterView
 
 
@@ -35,11 +37,18 @@ def _cluster(*nodes: tuple[str, int]) -> ClusterView:
 
 
 def _decider(*nodes: tuple[str, int]) -> Decider:
-    decider = Decider(place=first_fit)
+    decider = Decider(place=first_fit, clock=FakeClock())
     for name, devices in nodes:
         decider.on_event(topology(name, devices))
         decider.on_event(status(name))
     return decider
+
+
+def _past_backoff(decider: Decider) -> None:
+    """Time passes: every parked pod's backoff is over (an event then retries it at once)."""
+    clock = decider.parking.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(MAX_BACKOFF_S)
 
 
 def _devices_in_use(view: ClusterView) -> list[tuple[str, int]]:
@@ -189,6 +198,7 @@ def test_parked_pod_is_placed_when_a_deletion_frees_room() -> None:
     assert decider.on_pending(pending("q", 2)).placement.outcome is PlacementOutcome.UNSCHEDULABLE  # type: ignore[union-attr]
     decider.on_event(binding(first, BindingOutcome.BOUND))
     assert decider.on_event(lifecycle("p", LifecyclePhase.BOUND, "a", (0, 1))) == []
+    _past_backoff(decider)
     retried = decider.on_event(lifecycle("p", LifecyclePhase.DELETED))
     assert [(r.placement.uid, r.placement.outcome, r.placement.node, r.cause) for r in retried] == [
         ("q", PlacementOutcome.PLACED, "a", Cause.RETRY)
@@ -200,9 +210,14 @@ def test_parked_pod_is_placed_when_a_deletion_frees_room() -> None:
 def test_parked_pod_stays_silent_while_it_still_does_not_fit() -> None:
     decider = _decider(("a", 1))
     decider.on_pending(pending("p", 4))
+    _past_backoff(decider)
     assert decider.on_event(topology("b", 2)) == []
     assert decider.on_event(status("b")) == []
-    assert [r.placement.uid for r in decider.on_event(topology("c", 4)) + decider.on_event(status("c"))] == ["p"]
+    # c's topology queues the pod and its retry fails (no status yet): backoff doubled; c's status
+    # queues it again, and the first tick after the backoff places it.
+    assert decider.on_event(topology("c", 4)) + decider.on_event(status("c")) == []
+    _past_backoff(decider)
+    assert [r.placement.uid for r in decider.tick()] == ["p"]
 
 
 def test_parked_pods_are_retried_by_priority() -> None:
@@ -210,6 +225,7 @@ def test_parked_pods_are_retried_by_priority() -> None:
     decider.on_pending(pending("blocker", 1))
     decider.on_pending(pending("low", 1, priority=1))
     decider.on_pending(pending("high", 1, priority=9))
+    _past_backoff(decider)
     retried = decider.on_event(lifecycle("blocker", LifecyclePhase.DELETED))
     assert [r.placement.uid for r in retried] == ["high"]
 
@@ -250,6 +266,7 @@ def test_rejection_frees_room_for_parked_pods() -> None:
     theirs = placed("p", "a", (0, 1))
     decider.on_event(theirs)
     assert decider.on_pending(pending("q", 2)).placement.outcome is PlacementOutcome.UNSCHEDULABLE  # type: ignore[union-attr]
+    _past_backoff(decider)
     retried = decider.on_event(binding(theirs, BindingOutcome.FAILED))
     assert [(r.placement.uid, r.placement.outcome, r.cause) for r in retried] == [
         ("q", PlacementOutcome.PLACED, Cause.RETRY)
