@@ -144,6 +144,8 @@ _VALID = {
     "KAFKA_SSL_CERTFILE": __file__,  # any readable file: only the path is read here
     "KAFKA_SSL_KEYFILE": __file__,
     "TOPOPLACE_KAFKA_ALLOW_PLAINTEXT_SASL": "1",
+    "TOPOPLACE_TOPIC_REPLICATION_FACTOR": "3",
+    "TOPOPLACE_TOPIC_MIN_INSYNC_REPLICAS": "2",
 }
 # Variables that mean something only beside others: the test sets those too.
 _SASL = {"KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SASL_MECHANISM": "PLAIN",

@@ -15,7 +15,7 @@ import certifi
 import pytest
 
 from schemas import topics
-from topoplace import broker
+from topoplace import broker, topic_admin
 from topoplace.config import ConfigError, Settings
 from topoplace.kafka_io import EventConsumer, EventProducer, TopicFollower
 from topoplace.kafka_security import KafkaSecurity, Secret, client_options
@@ -145,7 +145,7 @@ async def test_the_admin_and_metadata_clients_get_them_too(monkeypatch: pytest.M
         made.append(kwargs)
         raise Refused  # constructed: that is all this test needs
 
-    monkeypatch.setattr(broker, "AIOKafkaAdminClient", recording)
+    monkeypatch.setattr(topic_admin, "AIOKafkaAdminClient", recording)
     monkeypatch.setattr(broker, "AIOKafkaClient", recording)
     with pytest.raises(Refused):
         await broker.ensure_topics("kafka:9093", security=security)
