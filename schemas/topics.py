@@ -1,10 +1,44 @@
-"""The topic list: name, event type, key and retention of every topic."""
+"""The topic list: name, event type, key, and the settings (partitions, cleanup, retention) of every topic.
+
+`Topic.settings()` and `Topic.dlq_settings()` are the one table of what each topic
+must be on the broker: the admin code creates and checks the topics by it, and a
+test holds docs/topics.md to it. Durability (replication factor, min.insync.replicas)
+depends on the cluster, not the topic: topoplace/topic_admin.py adds it.
+"""
 
 from __future__ import annotations
 
 import msgspec
 
 from schemas import events
+
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+# A by-time topic keeps a message one day: pending events are published again on every re-list,
+# and the placer replays placements and bindings from offset 0 at start, so longer costs start-up
+# time; one day is also how long a compacted topic keeps a tombstone (delete.retention.ms), so a
+# decision is never kept longer than the record of its pod's deletion.
+EVENT_RETENTION_MS = DAY_MS
+DLQ_RETENTION_MS = 7 * DAY_MS  # dead letters are read by people: a week to notice them
+DLQ_PARTITIONS = 1  # dead letters are read by people and tools, in arrival order
+
+
+class TopicSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """What one topic must be on the broker, durability aside."""
+
+    name: str
+    partitions: int  # at least: partitions can grow, never shrink
+    cleanup_policy: str  # "compact" (the last value per key is the state) or "delete" (by time)
+    retention_ms: int | None  # "delete" topics: how long a message is kept; None for compacted ones
+
+    def configs(self) -> dict[str, str]:
+        """The topic-level Kafka configs these settings mean."""
+        configs = {"cleanup.policy": self.cleanup_policy}
+        if self.retention_ms is not None:
+            configs["retention.ms"] = str(self.retention_ms)
+        else:  # a tombstone stays this long, so that a reader that was away sees the deletion
+            configs["delete.retention.ms"] = str(DAY_MS)
+        return configs
 
 
 class Topic(msgspec.Struct, frozen=True, kw_only=True):
@@ -18,6 +52,20 @@ class Topic(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def dlq(self) -> str:
         return f"{self.name}.dlq"
+
+    def settings(self) -> TopicSettings:
+        if self.compacted:
+            return TopicSettings(
+                name=self.name, partitions=self.partitions, cleanup_policy="compact", retention_ms=None
+            )
+        return TopicSettings(
+            name=self.name, partitions=self.partitions, cleanup_policy="delete", retention_ms=EVENT_RETENTION_MS
+        )
+
+    def dlq_settings(self) -> TopicSettings:
+        return TopicSettings(
+            name=self.dlq, partitions=DLQ_PARTITIONS, cleanup_policy="delete", retention_ms=DLQ_RETENTION_MS
+        )
 
 
 TOPOLOGY_NODES = Topic(
@@ -128,6 +176,16 @@ ALL: tuple[Topic, ...] = (
     BINDINGS,
 )
 BY_NAME: dict[str, Topic] = {t.name: t for t in ALL}
+
+
+def settings_table(topics: tuple[Topic, ...] = ALL, with_dlq: bool = True) -> list[TopicSettings]:
+    """Every topic's settings, each followed by its DLQ's."""
+    table: list[TopicSettings] = []
+    for topic in topics:
+        table.append(topic.settings())
+        if with_dlq:
+            table.append(topic.dlq_settings())
+    return table
 
 
 def all_topic_names(with_dlq: bool = True) -> list[str]:

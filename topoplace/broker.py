@@ -22,33 +22,28 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Self
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.group import LeaveGroupRequest
 from aiokafka.protocol.metadata import MetadataRequest
 
-import schemas.topics
-from schemas.topics import Topic
 from topoplace.config import EMBEDDED_BROKER, KAFKA_BOOTSTRAP, ConfigError, Settings
 from topoplace.kafka_security import KafkaSecurity, client_options
 
+# Re-exported: every service and tool creates its topics through `topoplace.broker.ensure_topics`.
+from topoplace.topic_admin import BrokerError as BrokerError
+from topoplace.topic_admin import ensure_topics as ensure_topics
+
 log = logging.getLogger(__name__)
 
-TOPIC_ALREADY_EXISTS = 36  # Kafka protocol error code
 EMBEDDED_CLUSTER_ID = "topoplace-embedded"  # how clients recognise the embedded broker
-DLQ_PARTITIONS = 1  # dead letters are read by people and tools, in arrival order
 
 
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # Tansu colours its log lines
-
-
-class BrokerError(RuntimeError):
-    """The embedded broker could not be found, started or reached."""
 
 
 class TopicMissingError(LookupError):
@@ -353,59 +348,6 @@ async def leave_group(bootstrap: str, group_id: str, member_id: str, security: K
         await client.close()
 
 
-# --- topics ---------------------------------------------------------------------------------
-
-
-async def ensure_topics(
-    bootstrap: str,
-    topics: Sequence[Topic] = schemas.topics.ALL,
-    with_dlq: bool = True,
-    *,
-    replication_factor: int = 1,
-    security: KafkaSecurity | None = None,
-) -> None:
-    """Create the topics that do not exist yet (idempotent).
-
-    Compacted topics get cleanup.policy=compact; each topic's DLQ is a plain
-    delete-policy topic.
-    """
-    wanted: list[NewTopic] = []
-    for topic in topics:
-        configs = {"cleanup.policy": "compact" if topic.compacted else "delete"}
-        wanted.append(NewTopic(topic.name, topic.partitions, replication_factor, topic_configs=configs))
-        if with_dlq:
-            wanted.append(
-                NewTopic(topic.dlq, DLQ_PARTITIONS, replication_factor, topic_configs={"cleanup.policy": "delete"})
-            )
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="topoplace-admin", **client_options(security))
-    await admin.start()
-    try:
-        existing = set(await admin.list_topics())
-        missing = [t for t in wanted if t.name not in existing]
-        if not missing:
-            return
-        response = await admin.create_topics(missing)
-        failures = [
-            f"{name}: {message or f'error code {code}'}"
-            for name, code, message in _topic_errors(response)
-            if code not in (0, TOPIC_ALREADY_EXISTS)  # another process may have won the race
-        ]
-        if failures:
-            raise BrokerError("could not create topics: " + "; ".join(failures))
-        log.info("topics.created", extra={"fields": {"topics": [t.name for t in missing]}})
-    finally:
-        await admin.close()
-
-
-def _topic_errors(response: object) -> list[tuple[str, int, str | None]]:
-    errors: list[tuple[str, int, str | None]] = []
-    for entry in getattr(response, "topic_errors", []):
-        name, code = entry[0], entry[1]
-        message = entry[2] if len(entry) > 2 else None
-        errors.append((name, code, message))
-    return errors
-
-
 @contextlib.asynccontextmanager
 async def kafka_bootstrap(settings: Settings, *, create_topics: bool = True) -> AsyncIterator[str]:
     """The configured Kafka, or an embedded broker of this process when one is asked for.
@@ -418,7 +360,9 @@ async def kafka_bootstrap(settings: Settings, *, create_topics: bool = True) -> 
     """
     if settings.kafka_bootstrap:
         if create_topics:
-            await ensure_topics(settings.kafka_bootstrap, security=settings.kafka_security)
+            await ensure_topics(
+                settings.kafka_bootstrap, security=settings.kafka_security, durability=settings.topic_durability
+            )
         yield settings.kafka_bootstrap
         return
     if not settings.embedded_broker:

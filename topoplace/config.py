@@ -28,6 +28,8 @@ ENFORCEMENT = "TOPOPLACE_ENFORCEMENT"
 LEADER_ELECTION = "TOPOPLACE_LEADER_ELECTION"
 LEADER_IDENTITY = "TOPOPLACE_LEADER_IDENTITY"
 LEADER_NAMESPACE = "TOPOPLACE_LEADER_NAMESPACE"
+TOPIC_REPLICATION_FACTOR = "TOPOPLACE_TOPIC_REPLICATION_FACTOR"
+TOPIC_MIN_INSYNC_REPLICAS = "TOPOPLACE_TOPIC_MIN_INSYNC_REPLICAS"
 
 # How nodes enforce a device choice when neither their label nor HAMi's registration says
 # (schemas/enforcement.py; not imported here, so building the CLI parser stays light).
@@ -57,6 +59,8 @@ ENV_VARS: tuple[str, ...] = (
     LEADER_ELECTION,
     LEADER_IDENTITY,
     LEADER_NAMESPACE,
+    TOPIC_REPLICATION_FACTOR,
+    TOPIC_MIN_INSYNC_REPLICAS,
     *SECURITY_ENV_VARS,
 )
 
@@ -74,6 +78,13 @@ class ConfigError(ValueError):
         self.reason = reason
 
 
+class TopicDurability(msgspec.Struct, frozen=True, kw_only=True):
+    """How many copies of each topic the brokers keep; None: derived from the cluster (topoplace/topic_admin.py)."""
+
+    replication_factor: int | None = None  # None: min(3, the brokers the cluster reports)
+    min_insync_replicas: int | None = None  # None: min(2, the replication factor)
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """What a service needs to know about its surroundings.
 
@@ -85,6 +96,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     kafka_idempotence: bool = False
     embedded_broker: bool = False  # run a private in-memory broker when no kafka_bootstrap is given
     kafka_security: KafkaSecurity = KafkaSecurity()  # TLS / SASL of every Kafka client; its password is masked
+    topic_durability: TopicDurability = TopicDurability()  # replicas of the topics a service creates
     topology_republish_seconds: float = 60.0  # the node agent sends an unchanged topology again this often
     kube_api_url: str | None = None
     kubeconfig: str | None = None
@@ -121,6 +133,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             raise ConfigError(exc.variable, exc.reason) from None
         return cls(
             kafka_security=security,
+            topic_durability=_topic_durability(environ),
             kafka_bootstrap=bootstrap,
             kafka_idempotence=idempotence,
             embedded_broker=_bool(environ, EMBEDDED_BROKER, default=False),
@@ -220,6 +233,31 @@ def _port(environ: Mapping[str, str], variable: str) -> int:
     if not 0 <= port <= 65535:
         raise ConfigError(variable, f"must be between 0 and 65535, got {port}")
     return port
+
+
+def _positive_int(environ: Mapping[str, str], variable: str) -> int | None:
+    value = _optional(environ, variable)
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(variable, f"must be a positive integer, got {value!r}") from None
+    if number < 1:
+        raise ConfigError(variable, f"must be a positive integer, got {number}")
+    return number
+
+
+def _topic_durability(environ: Mapping[str, str]) -> TopicDurability:
+    replication_factor = _positive_int(environ, TOPIC_REPLICATION_FACTOR)
+    min_insync = _positive_int(environ, TOPIC_MIN_INSYNC_REPLICAS)
+    if replication_factor is not None and min_insync is not None and min_insync > replication_factor:
+        raise ConfigError(
+            TOPIC_MIN_INSYNC_REPLICAS,
+            f"must not exceed {TOPIC_REPLICATION_FACTOR} ({replication_factor}), got {min_insync}: "
+            "no write could ever be acknowledged",
+        )
+    return TopicDurability(replication_factor=replication_factor, min_insync_replicas=min_insync)
 
 
 def _log_level(environ: Mapping[str, str]) -> str:

@@ -22,6 +22,9 @@ SASL_PASSWORD = "KAFKA_SASL_PASSWORD"
 SSL_CAFILE = "KAFKA_SSL_CAFILE"
 SSL_CERTFILE = "KAFKA_SSL_CERTFILE"
 SSL_KEYFILE = "KAFKA_SSL_KEYFILE"
+# SASL over an unencrypted connection: the PLAIN password, and every message after SCRAM's
+# handshake, cross the network readable and forgeable. Refused unless this says it is meant.
+ALLOW_PLAINTEXT_SASL = "TOPOPLACE_KAFKA_ALLOW_PLAINTEXT_SASL"
 
 SECURITY_ENV_VARS: tuple[str, ...] = (
     SECURITY_PROTOCOL,
@@ -31,6 +34,7 @@ SECURITY_ENV_VARS: tuple[str, ...] = (
     SSL_CAFILE,
     SSL_CERTFILE,
     SSL_KEYFILE,
+    ALLOW_PLAINTEXT_SASL,
 )
 
 PROTOCOLS: tuple[str, ...] = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -81,6 +85,7 @@ class KafkaSecurity(msgspec.Struct, frozen=True, kw_only=True):
     ssl_cafile: str | None = None  # None: the system's trusted CAs
     ssl_certfile: str | None = None  # client certificate (mutual TLS), with ssl_keyfile
     ssl_keyfile: str | None = None
+    allow_plaintext_sasl: bool = False  # SASL_PLAINTEXT accepted (a test broker, a trusted loopback)
 
     @property
     def uses_sasl(self) -> bool:
@@ -104,6 +109,14 @@ def security_from_env(environ: Mapping[str, str]) -> KafkaSecurity:
     username = get(SASL_USERNAME)
     password = environ.get(SASL_PASSWORD) or None  # a password may begin or end with spaces
     sasl = protocol.startswith("SASL_")
+    allow_plaintext_sasl = _allowed(get(ALLOW_PLAINTEXT_SASL))
+    if protocol == "SASL_PLAINTEXT" and not allow_plaintext_sasl:
+        raise SecurityConfigError(
+            SECURITY_PROTOCOL,
+            "SASL_PLAINTEXT sends the SASL credentials (PLAIN: the password itself) and every message "
+            "unencrypted; use SASL_SSL, or set "
+            f"{ALLOW_PLAINTEXT_SASL}=1 if an unencrypted network is really meant",
+        )
     if sasl:
         if mechanism is None:
             raise SecurityConfigError(SASL_MECHANISM, f"is required with {SECURITY_PROTOCOL}={protocol}")
@@ -139,7 +152,19 @@ def security_from_env(environ: Mapping[str, str]) -> KafkaSecurity:
         ssl_cafile=files[SSL_CAFILE],
         ssl_certfile=files[SSL_CERTFILE],
         ssl_keyfile=files[SSL_KEYFILE],
+        allow_plaintext_sasl=allow_plaintext_sasl,
     )
+
+
+def _allowed(value: str | None) -> bool:
+    if value is None:
+        return False
+    lowered = value.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise SecurityConfigError(ALLOW_PLAINTEXT_SASL, f"must be one of true/false/1/0/yes/no/on/off, got {value!r}")
 
 
 def client_options(security: KafkaSecurity | None) -> dict[str, Any]:

@@ -182,7 +182,7 @@ async def _run_streams(
     """
     current.clear()
     # A broker that came back empty gets its topics again.
-    await ensure_topics(bootstrap, security=settings.kafka_security)
+    await ensure_topics(bootstrap, security=settings.kafka_security, durability=settings.topic_durability)
     async with EventProducer(
         bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security
     ) as producer:

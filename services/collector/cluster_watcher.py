@@ -553,7 +553,9 @@ async def run_cluster_watcher(
                     # Every run is a new watcher: it seeds from the topics and lists everything again,
                     # so a broker that came back empty gets the whole cluster republished.
                     current.clear()
-                    await ensure_topics(bootstrap, security=settings.kafka_security)
+                    await ensure_topics(
+                        bootstrap, security=settings.kafka_security, durability=settings.topic_durability
+                    )
                     async with EventProducer(
                         bootstrap,
                         service=SERVICE,

@@ -218,7 +218,7 @@ async def publish_nodes(
     async def publish(bootstrap: str) -> None:
         # Every run starts with no topology sent, so a reconnect republishes every node's.
         published.clear()
-        await ensure_topics(bootstrap, security=settings.kafka_security)
+        await ensure_topics(bootstrap, security=settings.kafka_security, durability=settings.topic_durability)
         async with (
             EventProducer(
                 bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security

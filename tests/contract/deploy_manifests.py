@@ -1,8 +1,10 @@
 """deploy/kubernetes as `kubectl apply -k` would send it, for the deploy tests.
 
-The kustomization uses `resources` only (no generators, patches or name
-transformers), so rendering it is reading each listed file in order; a field
-this reader does not know fails the tests instead of being rendered wrong.
+The kustomization and its components (components/*) use `resources` only (no
+generators, patches or name transformers), so rendering them is reading each
+listed file in order, the base's, then each component's; a field this reader
+does not know fails the tests instead of being rendered wrong. A test renders
+the same with `kubectl kustomize` where kubectl is on PATH.
 """
 
 from __future__ import annotations
@@ -15,25 +17,34 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 KUSTOMIZE_DIR = ROOT / "deploy" / "kubernetes"
+COMPONENTS_DIR = KUSTOMIZE_DIR / "components"
 KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "resources"}
 
 Manifest = dict[str, Any]
 
 
-def kustomization() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load((KUSTOMIZE_DIR / "kustomization.yaml").read_text())
+def kustomization(directory: Path = KUSTOMIZE_DIR) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((directory / "kustomization.yaml").read_text())
     return loaded
 
 
-def render() -> list[Manifest]:
-    spec = kustomization()
+def _read(directory: Path) -> list[Manifest]:
+    spec = kustomization(directory)
     unknown = set(spec) - KUSTOMIZATION_FIELDS
     if unknown:
-        raise ValueError(f"kustomization.yaml: fields this renderer does not apply: {sorted(unknown)}")
+        raise ValueError(f"{directory}/kustomization.yaml: fields this renderer does not apply: {sorted(unknown)}")
     objects: list[Manifest] = []
     for resource in spec["resources"]:
-        path = KUSTOMIZE_DIR / resource
+        path = directory / resource
         objects += [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+    return objects
+
+
+def render(components: tuple[str, ...] = ()) -> list[Manifest]:
+    """The base, plus the named components of components/ (as an overlay's `components:` adds them)."""
+    objects = _read(KUSTOMIZE_DIR)
+    for component in components:
+        objects += _read(COMPONENTS_DIR / component)
     return objects
 
 

@@ -143,9 +143,12 @@ _VALID = {
     "KAFKA_SSL_CAFILE": certifi.where(),
     "KAFKA_SSL_CERTFILE": __file__,  # any readable file: only the path is read here
     "KAFKA_SSL_KEYFILE": __file__,
+    "TOPOPLACE_KAFKA_ALLOW_PLAINTEXT_SASL": "1",
+    "TOPOPLACE_TOPIC_REPLICATION_FACTOR": "3",
+    "TOPOPLACE_TOPIC_MIN_INSYNC_REPLICAS": "2",
 }
 # Variables that mean something only beside others: the test sets those too.
-_SASL = {"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_SASL_MECHANISM": "PLAIN",
+_SASL = {"KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SASL_MECHANISM": "PLAIN",
          "KAFKA_SASL_USERNAME": "u", "KAFKA_SASL_PASSWORD": "p"}  # fmt: skip
 _TLS_PAIR = {"KAFKA_SECURITY_PROTOCOL": "SSL", "KAFKA_SSL_CERTFILE": certifi.where(),
              "KAFKA_SSL_KEYFILE": certifi.where()}  # fmt: skip

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import aiohttp
 import pytest
 
@@ -42,34 +44,53 @@ async def test_endpoints_follow_readiness_and_serve_metrics() -> None:
         await http.close()
 
 
-async def test_a_readiness_check_that_raises_means_not_ready_with_the_reason() -> None:
+async def test_a_readiness_check_that_raises_is_not_ready_and_serves_none_of_its_text(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Anyone who reaches the port must learn nothing internal (finding 11): the error goes to the log only.
     def broken() -> bool:
-        raise LookupError("no topology yet")
+        raise LookupError("no topology yet from kafka-0.kafka.svc:9093 as user topoplace-placer")
 
     server = HealthServer(0, ready=broken, host="127.0.0.1")
     port = await server.start()
     try:
-        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/readyz") as response:
-            assert response.status == 503
-            assert "no topology yet" in await response.text()
+        with caplog.at_level(logging.INFO, logger="topoplace.health"):
+            async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/readyz") as response:
+                assert response.status == 503
+                assert await response.text() == "not ready\n"
     finally:
         await server.stop()
+    (record,) = [r for r in caplog.records if r.getMessage() == "health.not_ready"]
+    assert "LookupError" in record.fields["reason"] and "kafka-0.kafka.svc:9093" in record.fields["reason"]  # type: ignore[attr-defined]
 
 
-async def test_not_ready_says_why_when_told() -> None:
+async def test_not_ready_logs_why_once_per_change_and_serves_only_the_verdict(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     why: list[str | None] = ["catching up on topology.nodes/0 at 3 of 9"]
     server = HealthServer(0, ready=lambda: why[0] is None, reason=lambda: why[0], host="127.0.0.1")
     port = await server.start()
     try:
-        async with aiohttp.ClientSession() as http:
-            async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
-                assert response.status == 503
-                assert await response.text() == "not ready: catching up on topology.nodes/0 at 3 of 9\n"
-            why[0] = None
-            async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
-                assert response.status == 200
+        with caplog.at_level(logging.INFO, logger="topoplace.health"):
+            async with aiohttp.ClientSession() as http:
+                for _ in range(3):  # the kubelet probes every few seconds: one log line, not three
+                    async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
+                        assert response.status == 503
+                        assert await response.text() == "not ready\n"
+                why[0] = "Kafka: KafkaConnectionError: 10.0.0.7:9093 (reconnecting)"
+                async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
+                    assert await response.text() == "not ready\n"
+                why[0] = None
+                async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
+                    assert response.status == 200
+                    assert await response.text() == "ready\n"
     finally:
         await server.stop()
+    logged = [r.fields["reason"] for r in caplog.records if r.getMessage() == "health.not_ready"]  # type: ignore[attr-defined]
+    assert logged == [
+        "catching up on topology.nodes/0 at 3 of 9",
+        "Kafka: KafkaConnectionError: 10.0.0.7:9093 (reconnecting)",
+    ]
 
 
 async def test_a_taken_port_fails_start() -> None:

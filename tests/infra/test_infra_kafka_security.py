@@ -5,14 +5,17 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import ssl
+import subprocess
+import sys
 from typing import Any
 
 import certifi
 import pytest
 
 from schemas import topics
-from topoplace import broker
+from topoplace import broker, topic_admin
 from topoplace.config import ConfigError, Settings
 from topoplace.kafka_io import EventConsumer, EventProducer, TopicFollower
 from topoplace.kafka_security import KafkaSecurity, Secret, client_options
@@ -70,6 +73,39 @@ def test_bad_security_settings_name_the_variable(env: dict[str, str], variable: 
     assert PASSWORD not in str(caught.value)
 
 
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_over_plaintext_is_refused_at_start_unless_explicitly_allowed(mechanism: str) -> None:
+    env = sasl_env(mechanism, protocol="SASL_PLAINTEXT")
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env(env)
+    assert caught.value.variable == "KAFKA_SECURITY_PROTOCOL"
+    assert "SASL_SSL" in caught.value.reason and "TOPOPLACE_KAFKA_ALLOW_PLAINTEXT_SASL=1" in caught.value.reason
+    assert PASSWORD not in str(caught.value)
+    for no in ("0", "false"):
+        with pytest.raises(ConfigError):
+            Settings.from_env({**env, "TOPOPLACE_KAFKA_ALLOW_PLAINTEXT_SASL": no})
+    allowed = Settings.from_env({**env, "TOPOPLACE_KAFKA_ALLOW_PLAINTEXT_SASL": "1"}).kafka_security
+    assert allowed.protocol == "SASL_PLAINTEXT" and allowed.allow_plaintext_sasl
+    assert client_options(allowed)["security_protocol"] == "SASL_PLAINTEXT"
+
+
+def test_the_plaintext_sasl_switch_must_be_a_boolean() -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"TOPOPLACE_KAFKA_ALLOW_PLAINTEXT_SASL": "sometimes"})
+    assert caught.value.variable == "TOPOPLACE_KAFKA_ALLOW_PLAINTEXT_SASL"
+
+
+def test_a_service_with_sasl_over_plaintext_exits_2_naming_the_variable() -> None:
+    env = {**os.environ, **sasl_env("PLAIN", protocol="SASL_PLAINTEXT"), "KAFKA_BOOTSTRAP": "127.0.0.1:9"}
+    env.pop("TOPOPLACE_KAFKA_ALLOW_PLAINTEXT_SASL", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "topoplace.cli", "placer"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "KAFKA_SECURITY_PROTOCOL" in result.stderr and "Traceback" not in result.stderr
+    assert PASSWORD not in result.stderr + result.stdout
+
+
 def assert_secured(client: Any) -> None:
     """aiokafka's client config, as the producer / consumer / admin client hands it down."""
     assert client._security_protocol == "SASL_SSL"
@@ -109,7 +145,7 @@ async def test_the_admin_and_metadata_clients_get_them_too(monkeypatch: pytest.M
         made.append(kwargs)
         raise Refused  # constructed: that is all this test needs
 
-    monkeypatch.setattr(broker, "AIOKafkaAdminClient", recording)
+    monkeypatch.setattr(topic_admin, "AIOKafkaAdminClient", recording)
     monkeypatch.setattr(broker, "AIOKafkaClient", recording)
     with pytest.raises(Refused):
         await broker.ensure_topics("kafka:9093", security=security)

@@ -20,24 +20,36 @@ def _bootstrap(command: str, why: str) -> str | None:
 
 
 def _ensure(args: argparse.Namespace) -> int:
-    from aiokafka.errors import KafkaError
-
-    from schemas import topics
-    from topoplace.broker import BrokerError, ensure_topics
-
-    bootstrap = _bootstrap("ensure", "the embedded broker creates its topics itself")
-    if bootstrap is None:
-        return BAD_INPUT
+    """Create what is missing, fix what differs; 0 all as wanted, 1 a difference left, 2 bad input."""
     import asyncio
 
-    settings = Settings.from_env()
+    from aiokafka.errors import KafkaError
+
+    from topoplace.broker import BrokerError, ensure_topics
+
+    settings = Settings.from_env()  # a bad setting: the CLI says which and exits 2
+    bootstrap = settings.kafka_bootstrap
+    if not bootstrap:
+        print("topoplace topics ensure: KAFKA_BOOTSTRAP is not set: the embedded broker creates its topics itself",
+              file=sys.stderr)  # fmt: skip
+        return BAD_INPUT
+    ensure = ensure_topics(
+        bootstrap, security=settings.kafka_security, durability=settings.topic_durability, reconcile=True
+    )
     try:
-        asyncio.run(ensure_topics(bootstrap, security=settings.kafka_security))
+        report = asyncio.run(ensure)  # a replication factor the cluster cannot hold: ConfigError, exit 2
     except (KafkaError, OSError, BrokerError) as exc:  # Kafka away or refusing: one line, no traceback
         print(f"topoplace topics ensure: {bootstrap}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return NO_PLACE
-    for name in topics.all_topic_names():
-        print(name)
+    for name in report.created:
+        print(f"created {name}")
+    for difference in report.fixed:
+        print(f"fixed {difference}")
+    for not_fixed in report.not_fixed:
+        print(f"differs {not_fixed}")
+    if not report.ok:
+        print(f"topoplace topics ensure: {len(report.not_fixed)} difference(s) left", file=sys.stderr)
+        return NO_PLACE
     return OK
 
 
@@ -45,8 +57,10 @@ def _list(args: argparse.Namespace) -> int:
     from schemas import topics
 
     for topic in topics.ALL:
-        retention = "compacted" if topic.compacted else "by time"
-        print(f"{topic.name:<18} {topic.event.__name__:<20} key={topic.key}; {retention}")
+        settings = topic.settings()
+        retention = "compacted" if settings.retention_ms is None else f"{settings.retention_ms // topics.HOUR_MS} h"
+        partitions = f"{settings.partitions} partitions"
+        print(f"{topic.name:<18} {topic.event.__name__:<20} key={topic.key}; {retention}; {partitions}")
     return OK
 
 
@@ -81,7 +95,17 @@ def _tail(args: argparse.Namespace) -> int:
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser("topics", help="create, list or follow the topics")
     sub = parser.add_subparsers(dest="topics_command", required=True)
-    sub.add_parser("ensure", help="create every topic and DLQ on KAFKA_BOOTSTRAP").set_defaults(func=_ensure)
+    sub.add_parser(
+        "ensure",
+        help="create every topic and DLQ on KAFKA_BOOTSTRAP; report and fix those whose settings differ",
+        description="Creates the topics missing, with the partitions, cleanup policy and retention of "
+        "`topoplace topics list`, a replication factor of TOPOPLACE_TOPIC_REPLICATION_FACTOR (default: "
+        "min(3, brokers)) and min.insync.replicas of TOPOPLACE_TOPIC_MIN_INSYNC_REPLICAS (default: min(2, "
+        "replication factor)). A topic that exists with other configs is altered, one with fewer partitions "
+        "grows; a different replication factor is reported. Prints one line per topic created, difference "
+        "fixed and difference left. Exit 0: every topic as wanted; 1: a difference left or Kafka away; "
+        "2: bad settings.",
+    ).set_defaults(func=_ensure)
     sub.add_parser("list", help="the topics, their events, keys and retention").set_defaults(func=_list)
     tail = sub.add_parser(
         "tail",
