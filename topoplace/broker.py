@@ -406,6 +406,15 @@ def _topic_errors(response: object) -> list[tuple[str, int, str | None]]:
     return errors
 
 
+def check_kafka_setting(settings: Settings) -> None:
+    """Raises ConfigError when no Kafka is named and no embedded one asked for: before a service says it started."""
+    if not settings.kafka_bootstrap and not settings.embedded_broker:
+        raise ConfigError(
+            KAFKA_BOOTSTRAP,
+            f"is not set: name the Kafka brokers, or set {EMBEDDED_BROKER}=1 for a private in-memory one",
+        )
+
+
 @contextlib.asynccontextmanager
 async def kafka_bootstrap(settings: Settings, *, create_topics: bool = True) -> AsyncIterator[str]:
     """The configured Kafka, or an embedded broker of this process when one is asked for.
@@ -416,16 +425,12 @@ async def kafka_bootstrap(settings: Settings, *, create_topics: bool = True) -> 
     here; services pass False and create them inside their supervised body, so that an
     unreachable Kafka is retried rather than fatal.
     """
+    check_kafka_setting(settings)
     if settings.kafka_bootstrap:
         if create_topics:
             await ensure_topics(settings.kafka_bootstrap, security=settings.kafka_security)
         yield settings.kafka_bootstrap
         return
-    if not settings.embedded_broker:
-        raise ConfigError(
-            KAFKA_BOOTSTRAP,
-            f"is not set: name the Kafka brokers, or set {EMBEDDED_BROKER}=1 for a private in-memory one",
-        )
     async with EmbeddedBroker() as broker:
         await ensure_topics(broker.bootstrap)
         log.info("broker.embedded", extra={"fields": {"bootstrap": broker.bootstrap}})
