@@ -348,6 +348,15 @@ async def leave_group(bootstrap: str, group_id: str, member_id: str, security: K
         await client.close()
 
 
+def check_kafka_setting(settings: Settings) -> None:
+    """Raises ConfigError when no Kafka is named and no embedded one asked for: before a service says it started."""
+    if not settings.kafka_bootstrap and not settings.embedded_broker:
+        raise ConfigError(
+            KAFKA_BOOTSTRAP,
+            f"is not set: name the Kafka brokers, or set {EMBEDDED_BROKER}=1 for a private in-memory one",
+        )
+
+
 @contextlib.asynccontextmanager
 async def kafka_bootstrap(settings: Settings, *, create_topics: bool = True) -> AsyncIterator[str]:
     """The configured Kafka, or an embedded broker of this process when one is asked for.
@@ -358,6 +367,7 @@ async def kafka_bootstrap(settings: Settings, *, create_topics: bool = True) -> 
     here; services pass False and create them inside their supervised body, so that an
     unreachable Kafka is retried rather than fatal.
     """
+    check_kafka_setting(settings)
     if settings.kafka_bootstrap:
         if create_topics:
             await ensure_topics(
@@ -365,11 +375,6 @@ async def kafka_bootstrap(settings: Settings, *, create_topics: bool = True) -> 
             )
         yield settings.kafka_bootstrap
         return
-    if not settings.embedded_broker:
-        raise ConfigError(
-            KAFKA_BOOTSTRAP,
-            f"is not set: name the Kafka brokers, or set {EMBEDDED_BROKER}=1 for a private in-memory one",
-        )
     async with EmbeddedBroker() as broker:
         await ensure_topics(broker.bootstrap)
         log.info("broker.embedded", extra={"fields": {"bootstrap": broker.bootstrap}})

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from collections.abc import Sequence
 
+from topoplace.commands.failures import failure_line, reader_gone
 from topoplace.config import ConfigError
 
 # Each module exposes `add_parser(subparsers)`, which registers its subcommand(s)
@@ -38,12 +40,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A one-shot command sets up no logging: its clients' warnings (aiokafka's "Unable connect to …")
+    # must not reach stderr through Python's last-resort handler, beside the one line it prints.
+    # Services set up their own handlers, which this does not touch.
+    logging.getLogger().addHandler(logging.NullHandler())
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
     except ConfigError as exc:  # a setting no command can run with: say which, not a traceback
         print(f"topoplace {args.command}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return reader_gone()
+    except Exception as exc:
+        said = failure_line(args, exc)
+        if said is None:
+            raise  # a bug: its traceback is the report
+        print(f"topoplace {args.command}: {said[1]}", file=sys.stderr)
+        return said[0]
 
 
 if __name__ == "__main__":

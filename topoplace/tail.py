@@ -80,8 +80,8 @@ async def tail(
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, client_id=client_id, enable_auto_commit=False
     )
-    await consumer.start()
     try:
+        await consumer.start()  # a broker that never answers raises here: the consumer is still stopped
         partitions = [TopicPartition(topic.name, p) for p in sorted(await _partitions(consumer, topic.name))]
         consumer.assign(partitions)
         if start is Start.BEGINNING:

@@ -54,7 +54,7 @@ from services.collector.watch_objects import HyperNode, Node, Pod, PodGroup, Top
 from services.collector.watch_stream import ListWatch, ResourceMissing
 from services.collector.watch_trackers import Outcome, PodTracker, Publication
 from topoplace import telemetry
-from topoplace.broker import ensure_topics, kafka_bootstrap
+from topoplace.broker import check_kafka_setting, ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
 from topoplace.kafka_io import EventProducer, latest_by_key, read_compacted, watch_for_data_loss
@@ -525,6 +525,7 @@ async def run_cluster_watcher(
         raise ValueError(f"resync_seconds: must be positive, got {resync_seconds}")
     if hypernodes_file is not None and not os.path.exists(hypernodes_file):
         raise FileNotFoundError(f"hypernodes_file: {hypernodes_file} does not exist")
+    check_kafka_setting(settings)  # before "started" is logged
     configure_logging(SERVICE, settings.log_level)
     telemetry.setup_tracing(SERVICE, settings)
     stop = stop if stop is not None else asyncio.Event()

@@ -28,7 +28,7 @@ from services.collector.nvml_source import NodeReading, NvmlUnavailableError
 from services.collector.topo_matrix import TopoMatrixError
 from services.collector.topology_files import FixtureError, load_topology
 from topoplace import telemetry
-from topoplace.broker import ensure_topics, kafka_bootstrap
+from topoplace.broker import check_kafka_setting, ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
 from topoplace.kafka_io import EventProducer
@@ -195,6 +195,7 @@ async def publish_nodes(
     if interval_seconds <= 0:
         raise ValueError(f"interval_seconds: must be positive, got {interval_seconds}")
     firsts: dict[str, NodeReading | None] = {node: await asyncio.to_thread(read) for node, read in readers.items()}
+    check_kafka_setting(settings)  # before "started" is logged
     configure_logging(SERVICE, settings.log_level)
     tracing = telemetry.setup_tracing(SERVICE, settings)
     stop = stop if stop is not None else asyncio.Event()

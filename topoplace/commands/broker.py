@@ -7,6 +7,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
+from topoplace.commands.options import port_number
 from topoplace.commands.signals import run_until_signalled
 from topoplace.config import ConfigError, Settings
 
@@ -68,5 +69,5 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "SIGINT/SIGTERM. Data lives in memory only.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    parser.add_argument("--port", type=port_number, default=0, help="port to listen on (default: a free one)")
     parser.set_defaults(func=_run)

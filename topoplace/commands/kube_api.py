@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from topoplace.commands.options import port_number
 from topoplace.commands.signals import run_until_signalled
 from topoplace.config import ConfigError
 
@@ -31,7 +32,7 @@ def add_parser(subparsers: Any) -> None:
     sub = parser.add_subparsers(dest="kube_api_command", required=True)
     serve = sub.add_parser("serve", help="serve until SIGINT/SIGTERM; the first stdout line is the URL")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=0, help="0 = pick a free port")
+    serve.add_argument("--port", type=port_number, default=0, help="0 = pick a free port")
     serve.add_argument("--bookmark-interval", type=float, default=10.0, help="seconds between watch bookmarks")
     serve.add_argument("--no-claim-controller", action="store_true", help="do not create claims from templates")
     faults = serve.add_argument_group("fault injection")
