@@ -57,3 +57,9 @@ CONDITIONS_FAILED = Counter(
     "topoplace_binder_conditions_failed_total",
     "PodScheduled=False conditions that could not be written (best effort, after retries).",
 )
+REFUSALS = Counter(
+    "topoplace_binder_refusals_total",
+    "Placements refused before any write, by the rule that refused them (other_scheduler, taint, "
+    "node_affinity, node_unschedulable, node_not_ready, device_identity, ledger, resources, ...).",
+    ["kind"],
+)
