@@ -67,6 +67,10 @@ def _no_device_memory(node: str, index: int) -> int | None:
     return None
 
 
+def _no_device_uuid(node: str, index: int) -> str | None:
+    return None
+
+
 class BindResult(msgspec.Struct, frozen=True, kw_only=True):
     outcome: BindingOutcome
     reason: str = ""
@@ -142,9 +146,11 @@ class PodBinder:
         claims: ClaimWriter | None = None,
         wall_clock: Callable[[], float] = time.time,
         device_memory: Callable[[str, int], int | None] = _no_device_memory,
+        device_uuid: Callable[[str, int], str | None] = _no_device_uuid,
         lock_release_seconds: float = DEFAULT_LOCK_RELEASE_SECONDS,
     ) -> None:
-        """`device_memory(node, index)`: a device's MiB from the topology (HAMi needs it for whole GPUs).
+        """`device_memory(node, index)`: a device's MiB from the topology (HAMi needs it for whole GPUs);
+        `device_uuid(node, index)`: its UUID from the topology (what HAMi's annotations name).
         `lock_release_seconds`: when HAMi's node lock of a bound pod is removed if HAMi's device
         plugin has not done so (it releases the lock in Allocate)."""
         self._core = core
@@ -158,6 +164,7 @@ class PodBinder:
         self._rand = rand
         self._wall_clock = wall_clock
         self._device_memory = device_memory
+        self._device_uuid = device_uuid
         self._lock_release_seconds = lock_release_seconds
         self._locker = NodeLocker(core, raw_call, wall_clock=wall_clock, request_timeout=policy.request_timeout_seconds)
         self._releases: set[asyncio.Task[None]] = set()
@@ -211,7 +218,9 @@ class PodBinder:
 
     async def _bind_hami(self, placement: PlacementEvent, known: PodView | None, budget: RetryBudget) -> BindResult:
         """HAMi's annotations in the Binding, under HAMi's node lock (see services/binder/hami_lock.py)."""
-        annotations = hami_annotations(placement, self._device_memory, self._wall_clock())
+        annotations = hami_annotations(
+            placement, self._device_memory, self._wall_clock(), device_uuid=self._device_uuid
+        )
         if isinstance(annotations, str):
             return BindResult(outcome=BindingOutcome.FAILED, reason=annotations, attempts=budget.attempts)
         mutex = self._node_mutexes.setdefault(placement.node, asyncio.Lock())

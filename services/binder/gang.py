@@ -158,7 +158,7 @@ class GangHandler:
 
     async def _check(self, entry: _Checked) -> BindResult | None:
         member = entry.member
-        refusal = self._steps.refusal(member)
+        refusal = self._steps.refusal(member, await self._steps.look_up_pod(member))
         if refusal is not None:
             return refusal
         # Held now, so the next member's ledger check sees this member's devices.

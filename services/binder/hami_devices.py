@@ -5,6 +5,12 @@ HAMi-core limits each to the annotated memory (MiB) and cores (percent). A whole
 (memory_mib 0 in our format) is written as HAMi writes an exclusive GPU: the device's
 full memory and 100 cores. The placement covers the pod's summed requests, so all of
 its GPUs go to one container entry (pods whose GPUs one container requests).
+
+Each GPU is named by the UUID the node's published topology gives its index,
+never by the placement's text: HAMi hands the container the GPU that UUID
+names, so a placement naming a free index with a held GPU's UUID must not
+decide which GPU it gets (the binder refuses such a placement before; this is
+the second guard).
 """
 
 from __future__ import annotations
@@ -16,13 +22,24 @@ from schemas.events import PlacementEvent
 
 
 def hami_annotations(
-    placement: PlacementEvent, device_memory: Callable[[str, int], int | None], now: float
+    placement: PlacementEvent,
+    device_memory: Callable[[str, int], int | None],
+    now: float,
+    *,
+    device_uuid: Callable[[str, int], str | None],
 ) -> dict[str, str] | str:
-    """HAMi's annotations for the placement, or why they cannot be written (a UUID or memory unknown)."""
+    """HAMi's annotations for the placement, or why they cannot be written (a UUID or memory unknown).
+
+    `device_memory(node, index)`, `device_uuid(node, index)`: the device as the node's topology has it."""
     devices: list[hami.HamiDevice] = []
     for share in placement.devices:
-        if not share.uuid:
-            return f"device {share.index} on {placement.node} has no UUID, which HAMi's annotations need"
+        uuid = device_uuid(placement.node, share.index)
+        if not uuid:
+            return (
+                f"device {share.index} on {placement.node} has no UUID in its topology, which HAMi's annotations need"
+            )
+        if share.uuid and share.uuid != uuid:
+            return f"device {share.index} on {placement.node} is {uuid}, not {share.uuid}"
         memory = share.memory_mib
         if memory == 0:
             known = device_memory(placement.node, share.index)
@@ -32,7 +49,7 @@ def hami_annotations(
                     "(its topology is not seen yet), and HAMi needs it for a whole GPU"
                 )
             memory = known
-        devices.append(hami.HamiDevice(uuid=share.uuid, memory_mib=memory, cores=share.cores))
+        devices.append(hami.HamiDevice(uuid=uuid, memory_mib=memory, cores=share.cores))
     try:
         return hami.pod_annotations(placement.node, [devices], now)
     except ValueError as exc:

@@ -1,8 +1,13 @@
 """What the binder does with one placement message, from receipt to the reported outcome.
 
-Order per placement: the checks that need no request (a valid placement, the
-device ledger, the Node's device count, the watch's view of the pod) → ONE
-pods/binding request (or report unschedulable) → BindingEvent on `bindings`.
+Order per placement: the pod as the binder's own watch has it (asked of the
+server when the watch has not seen it yet) → the checks that need no request
+(a valid placement; the pod is the placement's and ours; the node exists, is
+Ready and passes the node filters; each device's index and UUID are the
+node's; the device ledger; the Node's device count; its resources:
+placement_checks.py) → ONE pods/binding request (or report unschedulable) →
+BindingEvent on `bindings`. A refused placement writes nothing to the API
+server; it is reported with its reason and counted by rule.
 Events and conditions go out in the background (`reporting.PodReporter`).
 The consumer commits the placement's offset only after this returns, i.e.
 after the outcome is durably produced; a crash before that re-delivers the
@@ -18,6 +23,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 import msgspec
+from kubernetes_asyncio.client.exceptions import ApiException
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
@@ -30,12 +36,21 @@ from schemas.events import (
     PlacementOutcome,
 )
 from services.binder import metrics
-from services.binder.apply import BindResult
+from services.binder.apply import BindResult, api_error_text
 from services.binder.cluster_view import ClusterView
 from services.binder.ledger import DeviceLedger, Holding
 from services.binder.node_devices import device_index_problem
 from services.binder.node_fit import milli_requests
 from services.binder.outcome import PodView, describe_devices, placement_problem
+from services.binder.placement_checks import (
+    Refusal,
+    RefusalKind,
+    device_refusal,
+    node_refusal,
+    pod_refusal,
+)
+from services.binder.pod_reader import PodReader, PodRecord
+from services.binder.retry import RetriesExhausted
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +88,26 @@ class Producer(Protocol):
     async def send(self, topic: topics.Topic | str, key: str | None, event: msgspec.Struct | None) -> None: ...
 
 
+class PodAnswer(msgspec.Struct, frozen=True, kw_only=True):
+    """What the checks know of a placement's pod: its record (None: there is no such pod), or why
+    it is not known (`unknown`: not seen by the watch and not read)."""
+
+    record: PodRecord | None = None
+    unknown: str | None = None
+
+
+def refused(refusal: Refusal) -> BindResult:
+    metrics.REFUSALS.labels(kind=refusal.kind.value).inc()
+    return BindResult(outcome=refusal.outcome, reason=refusal.reason, attempts=0)
+
+
 class BindingSteps:
-    """The steps single pods and gang members share; the handlers decide their order."""
+    """The steps single pods and gang members share; the handlers decide their order.
+
+    `cluster`: the binder's API watch, which every placement is checked against (the
+    service always has one; the handler's unit tests of bookkeeping run without).
+    `reader`: asks the server for a pod the watch has not seen yet; without one such a
+    placement is refused as not seen (the placer plans it again)."""
 
     def __init__(
         self,
@@ -83,20 +116,69 @@ class BindingSteps:
         binder: Binder,
         reporter: Reporter,
         cluster: ClusterView | None = None,
+        reader: PodReader | None = None,
     ) -> None:
         self.ledger = ledger
         self.binder = binder
         self.reporter = reporter
         self.cluster = cluster
+        self.reader = reader
 
     def known_pod(self, uid: str) -> PodView | None:
         return None if self.cluster is None else self.cluster.pod(uid)
 
-    def refusal(self, placement: PlacementEvent) -> BindResult | None:
-        """Why a PLACED decision cannot be applied, found without any request; None when it may be."""
+    def _watched_pod(self, uid: str) -> PodAnswer:
+        assert self.cluster is not None
+        view, name = self.cluster.pod(uid), self.cluster.pod_name(uid)
+        if view is None or name is None:
+            return PodAnswer(unknown=f"pod uid {uid} is not seen by the binder's watch yet")
+        return PodAnswer(record=PodRecord(view=view, name=name, rules=self.cluster.placement_rules(uid)))
+
+    async def look_up_pod(self, placement: PlacementEvent) -> PodAnswer | None:
+        """The pod as the watch has it, else as the server has it now (the watch may lag behind a
+        pod just created). None without a watch. Awaits only when the watch has not seen the pod."""
+        if self.cluster is None:
+            return None
+        answer = self._watched_pod(placement.uid)
+        if answer.record is not None or self.reader is None:
+            return answer
+        try:
+            return PodAnswer(record=await self.reader.read(placement.namespace, placement.name))
+        except (ApiException, RetriesExhausted) as exc:
+            error = api_error_text(exc) if isinstance(exc, ApiException) else str(exc)
+            return PodAnswer(unknown=f"cannot read pod {placement.namespace}/{placement.name}: {error}")
+
+    def cluster_refusal(self, placement: PlacementEvent, answer: PodAnswer | None) -> Refusal | None:
+        """The pod, its node and its devices as the API server and the topology have them."""
+        cluster = self.cluster
+        if cluster is None:
+            return None
+        answer = answer or self._watched_pod(placement.uid)
+        if answer.unknown is not None:
+            return Refusal(kind=RefusalKind.NOT_SEEN, outcome=BindingOutcome.CONFLICT, reason=answer.unknown)
+        record = answer.record
+        view, name = (record.view, record.name) if record is not None else (None, None)
+        refusal = pod_refusal(placement, view, name, cluster.scheduler_name)
+        if refusal is not None or record is None or record.view.node_name or record.view.terminating:
+            return refusal  # a bound or terminating pod of ours is settled by outcome.judge_pod
+        if not cluster.nodes_synced:
+            why = "the binder's watch has not listed the nodes yet"
+            return Refusal(kind=RefusalKind.NOT_SEEN, outcome=BindingOutcome.CONFLICT, reason=why)
+        refusal = node_refusal(placement, record.rules, cluster.node_rules(placement.node))
+        if refusal is None and not placement.claims:  # a DRA device is its ResourceSlice's (claims.py)
+            refusal = device_refusal(placement, self.ledger.device_uuids(placement.node))
+        return refusal
+
+    def refusal(self, placement: PlacementEvent, answer: PodAnswer | None = None) -> BindResult | None:
+        """Why a PLACED decision cannot be applied, found without any request; None when it may be.
+
+        `answer`: the pod from `look_up_pod`; without one, the watch's view is all there is."""
         problem = placement_problem(placement)
         if problem is not None:
             return BindResult(outcome=BindingOutcome.FAILED, reason=f"invalid placement: {problem}", attempts=0)
+        cluster_refusal = self.cluster_refusal(placement, answer)
+        if cluster_refusal is not None:
+            return refused(cluster_refusal)
         elsewhere = self.ledger.bound_elsewhere(placement.uid, placement.node, placement.devices)
         if elsewhere is not None:
             # A stale placement of a bound pod: holding its devices for the bind would free the devices
@@ -107,7 +189,8 @@ class BindingSteps:
         collisions = self.ledger.collisions(placement.uid, placement.node, placement.devices)
         if collisions:
             metrics.LEDGER_CONFLICTS.inc()
-            return BindResult(outcome=BindingOutcome.CONFLICT, reason="; ".join(collisions), attempts=0)
+            why = "; ".join(collisions)
+            return refused(Refusal(kind=RefusalKind.LEDGER, outcome=BindingOutcome.CONFLICT, reason=why))
         # A DRA placement's devices are the node's ResourceSlices', not an extended resource it advertises.
         if self.cluster is not None and self.cluster.nodes_synced and not placement.claims:
             missing = device_index_problem(
@@ -117,7 +200,7 @@ class BindingSteps:
                 lambda index: self.ledger.device_vendor(placement.node, index),
             )
             if missing is not None:
-                return BindResult(outcome=BindingOutcome.CONFLICT, reason=missing, attempts=0)
+                return refused(Refusal(kind=RefusalKind.DEVICE_COUNT, outcome=BindingOutcome.CONFLICT, reason=missing))
         if self.cluster is not None and self.cluster.nodes_synced and self.cluster.pods_synced:
             allocatable = self.cluster.allocatable(placement.node)
             if allocatable is not None:
@@ -126,7 +209,7 @@ class BindingSteps:
                 )
                 if short is not None:
                     metrics.LEDGER_CONFLICTS.inc()
-                    return BindResult(outcome=BindingOutcome.CONFLICT, reason=short, attempts=0)
+                    return refused(Refusal(kind=RefusalKind.RESOURCES, outcome=BindingOutcome.CONFLICT, reason=short))
         return None
 
     def _requests(self, placement: PlacementEvent) -> dict[str, int]:
@@ -293,7 +376,11 @@ class PlacementHandler:
             return BindResult(outcome=BindingOutcome.FAILED, reason=f"invalid placement: {problem}", attempts=0)
         if placement.outcome is PlacementOutcome.UNSCHEDULABLE:
             return BindResult(outcome=BindingOutcome.UNSCHEDULABLE, reason=placement.reason, attempts=0)
-        refusal = self._steps.refusal(placement)
+        # Asked before the synchronous checks and the hold, which must not be parted by an await.
+        answer = await self._steps.look_up_pod(placement)
+        refusal = self._steps.refusal(placement, answer)
         if refusal is not None:
             return refusal
-        return await self._steps.bind_held(placement, self._steps.known_pod(placement.uid))
+        record = answer.record if answer is not None else None
+        known = record.view if record is not None else self._steps.known_pod(placement.uid)
+        return await self._steps.bind_held(placement, known)

@@ -2,12 +2,24 @@
 
 Decoding the raw bytes into these Structs skips kubernetes-asyncio's models,
 which cost most of the client's CPU per object. Unknown fields are ignored.
+
+The scheduling fields a placement is checked against (a pod's schedulerName,
+nodeSelector, affinity and tolerations; a node's labels, taints,
+unschedulable and Ready condition) are read here too. Affinity, tolerations
+and taints stay raw until they are needed and are then decoded into the
+`schemas.kube` Structs the engine's node rules take: a malformed one makes
+that pod or node refuse placements with a reason, never drops the object from
+the binder's view (and with it the devices its pod holds).
 """
 
 from __future__ import annotations
 
+import sys
+from typing import TypeVar
+
 import msgspec
 
+from schemas.kube import Affinity, Taint, Toleration
 from schemas.pod_requests import InitContainerRequest, effective_pod_request
 from services.binder.node_fit import milli_requests
 from services.binder.outcome import PodView
@@ -20,9 +32,53 @@ class ObjectMeta(msgspec.Struct, kw_only=True, rename="camel"):
     resource_version: str = ""
     deletion_timestamp: str | None = None
     annotations: dict[str, str] | None = None
+    labels: dict[str, str] | None = None
 
 
 Quantities = dict[str, str | int | float]  # as the API writes them; a hand-written object may carry numbers
+
+
+DEFAULT_SCHEDULER = "default-scheduler"
+ABSENT = msgspec.Raw(b"null")  # a raw field the object does not have (msgspec takes no `Raw | None`)
+
+
+class PlacementRules(msgspec.Struct, frozen=True, kw_only=True):
+    """What a pod asks of its node (kube-scheduler's node filters read these), decoded.
+
+    `problem` names the field that could not be decoded: such a pod is not bound anywhere."""
+
+    node_selector: dict[str, str] = {}
+    affinity: Affinity | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    problem: str | None = None
+
+
+class NodeRules(msgspec.Struct, frozen=True, kw_only=True):
+    """What of a Node decides which pods may go there, decoded (`problem`: a field that was not)."""
+
+    labels: dict[str, str] = {}
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True  # False only when the Ready condition says so (kube-scheduler's old CheckNodeCondition)
+    problem: str | None = None
+
+
+_affinity_decoder = msgspec.json.Decoder(Affinity | None)
+_tolerations_decoder = msgspec.json.Decoder(tuple[Toleration, ...] | None)
+_taints_decoder = msgspec.json.Decoder(tuple[Taint, ...] | None)
+T = TypeVar("T")
+
+
+def _decoded(
+    decoder: msgspec.json.Decoder[T | None], raw: msgspec.Raw | None, field: str
+) -> tuple[T | None, str | None]:
+    """The field decoded (None when absent or null), or why it is not decodable (names the field)."""
+    if raw is None:
+        return None, None
+    try:
+        return decoder.decode(raw), None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return None, f"{field}: {exc}"
 
 
 class ResourceRequirements(msgspec.Struct, kw_only=True):
@@ -36,9 +92,13 @@ class Container(msgspec.Struct, kw_only=True, rename="camel"):
 
 class PodSpec(msgspec.Struct, kw_only=True, rename="camel"):
     node_name: str | None = None
+    scheduler_name: str = DEFAULT_SCHEDULER  # the API server defaults it so
     containers: list[Container] = []
     init_containers: list[Container] = []
     overhead: Quantities | None = None
+    node_selector: dict[str, str] | None = None
+    affinity: msgspec.Raw = ABSENT
+    tolerations: msgspec.Raw = ABSENT
 
     def requests(self) -> dict[str, int]:
         """The pod's effective request per resource, in milli-units (schemas.pod_requests)."""
@@ -75,17 +135,53 @@ class PodObject(msgspec.Struct, kw_only=True):
             annotations=dict(meta.annotations or {}),
             phase=self.status.phase,
             requests=self.spec.requests(),
+            scheduler_name=sys.intern(self.spec.scheduler_name),  # one copy per name, not per pod
         )
+
+    def placement_rules(self) -> PlacementRules:
+        spec = self.spec
+        affinity, affinity_problem = _decoded(_affinity_decoder, spec.affinity, "spec.affinity")
+        tolerations, tolerations_problem = _decoded(_tolerations_decoder, spec.tolerations, "spec.tolerations")
+        return PlacementRules(
+            node_selector=dict(spec.node_selector or {}),
+            affinity=affinity,
+            tolerations=tolerations or (),
+            problem=affinity_problem or tolerations_problem,
+        )
+
+
+class NodeCondition(msgspec.Struct, kw_only=True):
+    type: str = ""
+    status: str = ""
+
+
+class NodeSpec(msgspec.Struct, kw_only=True):
+    unschedulable: bool = False
+    taints: msgspec.Raw = ABSENT
 
 
 class NodeStatus(msgspec.Struct, kw_only=True):
     # Quantities are strings from the API; a hand-written object may carry numbers.
     allocatable: dict[str, str | int | float] = {}
+    conditions: list[NodeCondition] = []
 
 
 class NodeObject(msgspec.Struct, kw_only=True):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
     status: NodeStatus = msgspec.field(default_factory=NodeStatus)
+
+    def rules(self) -> NodeRules:
+        taints, problem = _decoded(_taints_decoder, self.spec.taints, "spec.taints")
+        # A node whose kubelet has not reported yet has no Ready condition: kube-scheduler took it as ready.
+        ready = all(c.status == "True" for c in self.status.conditions if c.type == "Ready")
+        return NodeRules(
+            labels=dict(self.metadata.labels or {}),
+            taints=taints or (),
+            unschedulable=self.spec.unschedulable,
+            ready=ready,
+            problem=problem,
+        )
 
 
 class ListMeta(msgspec.Struct, kw_only=True, rename="camel"):

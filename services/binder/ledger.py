@@ -60,6 +60,7 @@ class DeviceCapacity(msgspec.Struct, frozen=True, kw_only=True):
     memory_mib: int
     cores: int = DEFAULT_DEVICE_CORES
     vendor: Vendor | None = None
+    uuid: str = ""
 
 
 class Holding(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,7 +73,8 @@ class Holding(msgspec.Struct, frozen=True, kw_only=True):
 
 def capacities_of(devices: Iterable[Device]) -> dict[int, DeviceCapacity]:
     return {
-        d.index: DeviceCapacity(index=d.index, memory_mib=d.memory_mib, cores=d.cores, vendor=d.vendor) for d in devices
+        d.index: DeviceCapacity(index=d.index, memory_mib=d.memory_mib, cores=d.cores, vendor=d.vendor, uuid=d.uuid)
+        for d in devices
     }
 
 
@@ -105,6 +107,15 @@ class DeviceLedger:
         """The device's MiB from the node's topology; None while it is not known."""
         capacity = self._capacity.get(node, {}).get(index)
         return None if capacity is None else capacity.memory_mib
+
+    def device_uuids(self, node: str) -> dict[int, str] | None:
+        """The node's device UUIDs by index from its topology; None while it is not known."""
+        capacity = self._capacity.get(node)
+        return None if capacity is None else {index: c.uuid for index, c in capacity.items()}
+
+    def device_uuid(self, node: str, index: int) -> str | None:
+        capacity = self._capacity.get(node, {}).get(index)
+        return None if capacity is None or not capacity.uuid else capacity.uuid
 
     def device_vendor(self, node: str, index: int) -> Vendor | None:
         capacity = self._capacity.get(node, {}).get(index)

@@ -61,3 +61,9 @@ CLAIM_COLLISIONS = Counter(
     "topoplace_binder_claim_collisions_total",
     "DRA allocations refused because another ResourceClaim's allocation (or one of ours in flight) names a device.",
 )
+REFUSALS = Counter(
+    "topoplace_binder_refusals_total",
+    "Placements refused before any write, by the rule that refused them (other_scheduler, taint, "
+    "node_affinity, node_unschedulable, node_not_ready, device_identity, ledger, resources, ...).",
+    ["kind"],
+)

@@ -47,6 +47,7 @@ class PodView(msgspec.Struct, frozen=True, kw_only=True):
     annotations: dict[str, str] = {}
     phase: str = ""  # Pending, Running, Succeeded, Failed ("" when not known)
     requests: dict[str, int] = {}  # the pod's effective requests, milli-units
+    scheduler_name: str = ""  # spec.schedulerName ("" when not known)
 
     @property
     def finished(self) -> bool:

@@ -35,6 +35,7 @@ from services.binder.kube_objects import NodeObject, PodObject
 from services.binder.leadership import Leadership, default_identity
 from services.binder.ledger import DeviceLedger, LedgerNote
 from services.binder.metrics import LEDGER_DELETES_REFUSED, LEDGER_EDITS_IGNORED, LEDGER_PODS
+from services.binder.pod_reader import PodReader
 from services.binder.reporting import PodReporter
 from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
 from topoplace import kube, telemetry
@@ -186,15 +187,19 @@ async def _run_streams(
     async with EventProducer(
         bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security
     ) as producer:
-        cluster = ClusterView()
+        cluster = ClusterView(settings.scheduler_name)
         ledger = DeviceLedger(pod_gone=cluster.knows_gone)
         events = EventRecorder(core, component=settings.scheduler_name)
         reporter = PodReporter(events, ConditionWriter(core, sleep=asyncio.sleep))
         allocated = AllocatedDevices()  # every ResourceClaim's devices: no device is allocated twice
         dra = client.ResourceV1Api(core.api_client)  # type: ignore[attr-defined]  # the stubs omit it
         claims = ClaimWriter(dra, request_timeout=policy.request_timeout_seconds, allocated=allocated)
-        binder = PodBinder(core, policy=policy, device_memory=ledger.device_memory, claims=claims)
-        steps = BindingSteps(ledger=ledger, binder=binder, reporter=reporter, cluster=cluster)
+        binder = PodBinder(
+            core, policy=policy, device_memory=ledger.device_memory, device_uuid=ledger.device_uuid, claims=claims
+        )
+        steps = BindingSteps(
+            ledger=ledger, binder=binder, reporter=reporter, cluster=cluster, reader=PodReader(core, policy=policy)
+        )
         tracer = telemetry.get_tracer("topoplace.binder", service=SERVICE)
         placements = PlacementHandler(steps=steps, producer=producer, tracer=tracer)
         gangs = GangHandler(steps=steps, producer=producer, tracer=tracer)

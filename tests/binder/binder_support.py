@@ -14,6 +14,7 @@ from opentelemetry import trace
 
 from schemas.events import DeviceAssignment, PlacementEvent, PlacementOutcome
 from schemas.topics import Topic
+from schemas.topology import Device, Vendor
 from services.binder.cluster_view import ClusterView
 from services.binder.ledger import DeviceLedger
 from services.binder.service import watch_cluster
@@ -149,6 +150,13 @@ def placement_for(
 
 
 PodFactory = Callable[..., dict[str, Any]]
+
+
+def gpus(count: int) -> tuple[Device, ...]:
+    """A node's published topology: `count` GPUs, device i named GPU-i."""
+    return tuple(
+        Device(index=i, uuid=f"GPU-{i}", vendor=Vendor.NVIDIA, model="H100", memory_mib=80_000) for i in range(count)
+    )
 
 
 class Sent(msgspec.Struct, frozen=True, kw_only=True):

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from binder_support import FaultProxy, PodFactory, RecordingProducer, WatchedCluster, placement_for
+from binder_support import FaultProxy, PodFactory, RecordingProducer, WatchedCluster, gpus, placement_for
 from kubernetes_asyncio import client
 from opentelemetry import context as otel_context
 
@@ -277,6 +277,7 @@ async def test_with_the_watch_a_gang_needs_no_read(
     pods = [make_pod() for _ in range(2)]
     await watched.until(lambda: all(watched.cluster.pod(p["metadata"]["uid"]) for p in pods))
     await watched.until(lambda: watched.cluster.allocatable(NODE) is not None)
+    watched.ledger.set_node_devices(NODE, gpus(8))
     outcomes = await GangHarness(core, watched).handle(gang_of(placed(pods)))
     assert {o.outcome for o in outcomes.values()} == {BindingOutcome.BOUND}
     pod_requests = [(s.method, s.path.rsplit("/", 1)[-1]) for s in proxy.log if "/pods" in s.path]

@@ -33,6 +33,11 @@ def device_memory(node: str, index: int) -> int | None:
     return MEMORY.get(index) if node == NODE else None
 
 
+def device_uuid(node: str, index: int) -> str | None:
+    """The UUIDs of NODE's topology."""
+    return {0: "GPU-aaaa", 1: "GPU-bbbb"}.get(index, f"GPU-{index}") if node == NODE else None
+
+
 def make_node(kube_api: KubeApiServer, annotations: dict[str, str] | None = None) -> dict[str, Any]:
     body = {
         "metadata": {"name": NODE, "annotations": annotations or {}},
@@ -46,7 +51,14 @@ def node_annotations(kube_api: KubeApiServer) -> dict[str, str]:
 
 
 def binder(core: client.CoreV1Api, clock: float = NOW) -> PodBinder:
-    return PodBinder(core, policy=POLICY, sleep=no_sleep, wall_clock=lambda: clock, device_memory=device_memory)
+    return PodBinder(
+        core,
+        policy=POLICY,
+        sleep=no_sleep,
+        wall_clock=lambda: clock,
+        device_memory=device_memory,
+        device_uuid=device_uuid,
+    )
 
 
 def locker(core: client.CoreV1Api, clock: float = NOW) -> NodeLocker:
@@ -65,7 +77,7 @@ def one_share_each(pods: list[dict[str, Any]]) -> list[PlacementEvent]:
         placement_for(
             pod,
             NODE,
-            (DeviceAssignment(index=i, uuid=f"GPU-{i}", memory_mib=100, cores=10),),
+            (DeviceAssignment(index=i, uuid=device_uuid(NODE, i) or "", memory_mib=100, cores=10),),
             enforcement=Enforcement.HAMI,
         )
         for i, pod in enumerate(pods)
@@ -77,7 +89,7 @@ def one_share_each(pods: list[dict[str, Any]]) -> list[PlacementEvent]:
 
 def test_a_share_is_written_as_hamis_documented_example(make_pod: PodFactory) -> None:
     placement = placement_for(make_pod(), NODE, (SHARE,), enforcement=Enforcement.HAMI)
-    notes = hami_annotations(placement, device_memory, NOW)
+    notes = hami_annotations(placement, device_memory, NOW, device_uuid=device_uuid)
     assert isinstance(notes, dict)
     assert notes[hami.DEVICES_TO_ALLOCATE] == "GPU-aaaa,NVIDIA,4000,30:;"
     assert notes[hami.DEVICES_ALLOCATED] == notes[hami.DEVICES_TO_ALLOCATE]
@@ -88,7 +100,7 @@ def test_a_share_is_written_as_hamis_documented_example(make_pod: PodFactory) ->
 
 def test_whole_gpus_carry_their_full_memory_and_all_cores(make_pod: PodFactory) -> None:
     placement = placement_for(make_pod(), NODE, WHOLE, enforcement=Enforcement.HAMI)
-    notes = hami_annotations(placement, device_memory, NOW)
+    notes = hami_annotations(placement, device_memory, NOW, device_uuid=device_uuid)
     assert isinstance(notes, dict)
     assert notes[hami.DEVICES_TO_ALLOCATE] == "GPU-aaaa,NVIDIA,81920,100:GPU-bbbb,NVIDIA,81920,100:;"
     assert hami.decode_pod_devices(notes[hami.DEVICES_TO_ALLOCATE]) == (
@@ -111,10 +123,28 @@ def test_several_containers_are_each_closed_by_a_semicolon() -> None:
 
 
 def test_what_hami_cannot_enforce_is_refused_by_name(make_pod: PodFactory) -> None:
-    no_uuid = placement_for(make_pod(), NODE, (DeviceAssignment(index=0),), enforcement=Enforcement.HAMI)
-    assert "no UUID" in str(hami_annotations(no_uuid, device_memory, NOW))
+    elsewhere = placement_for(make_pod(), "elsewhere", (DeviceAssignment(index=0),), enforcement=Enforcement.HAMI)
+    assert "no UUID in its topology" in str(hami_annotations(elsewhere, device_memory, NOW, device_uuid=device_uuid))
     unknown = placement_for(make_pod(), "elsewhere", WHOLE, enforcement=Enforcement.HAMI)
-    assert "memory of device 0 on elsewhere is unknown" in str(hami_annotations(unknown, device_memory, NOW))
+    notes = hami_annotations(
+        unknown, device_memory, NOW, device_uuid=lambda node, index: ("GPU-aaaa", "GPU-bbbb")[index]
+    )
+    assert "memory of device 0 on elsewhere is unknown" in str(notes)
+
+
+def test_hami_is_given_the_topologys_gpu_never_the_placements_text(make_pod: PodFactory) -> None:
+    # No UUID in the placement: the topology's UUID for the index goes to HAMi.
+    plain = placement_for(make_pod(), NODE, (DeviceAssignment(index=1),), enforcement=Enforcement.HAMI)
+    notes = hami_annotations(plain, device_memory, NOW, device_uuid=device_uuid)
+    assert isinstance(notes, dict) and notes[hami.DEVICES_TO_ALLOCATE] == "GPU-bbbb,NVIDIA,81920,100:;"
+    # A free index named with a held GPU's UUID: refused, HAMi is never told that UUID.
+    forged = placement_for(
+        make_pod(), NODE, (DeviceAssignment(index=1, uuid="GPU-aaaa"),), enforcement=Enforcement.HAMI
+    )
+    assert hami_annotations(forged, device_memory, NOW, device_uuid=device_uuid) == (
+        f"device 1 on {NODE} is GPU-bbbb, not GPU-aaaa"
+    )
+
     with pytest.raises(ValueError, match="uuid"):
         hami.encode_container_devices([hami.HamiDevice(uuid="GPU-1,x", memory_mib=1, cores=1)])
 
@@ -261,6 +291,7 @@ async def test_with_hamis_plugin_the_lock_waits_for_it(
         sleep=recorded_sleep,
         wall_clock=lambda: NOW,
         device_memory=device_memory,
+        device_uuid=device_uuid,
         lock_release_seconds=42.0,
     )
     pod = make_pod()
@@ -342,7 +373,13 @@ async def test_a_pod_queued_behind_another_of_its_node_keeps_its_whole_retry_bud
 
     make_node(kube_api)
     pods = PodBinder(
-        core, policy=policy, sleep=sleep, clock=lambda: now[0], rand=lambda: 1.0, device_memory=device_memory
+        core,
+        policy=policy,
+        sleep=sleep,
+        clock=lambda: now[0],
+        rand=lambda: 1.0,
+        device_memory=device_memory,
+        device_uuid=device_uuid,
     )
     first, second = make_pod(), make_pod()
     # The first binds at its third try, 8 s on; the second, queued all that time, fails its first try.

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from binder_support import FaultProxy, WatchedCluster, placement_for
+from binder_support import gpus as topology_gpus
 from kubernetes_asyncio import client
 from test_binder_watch import NODE, Harness, Message
 
@@ -121,6 +122,7 @@ async def test_two_placers_giving_away_the_same_cpus_are_caught_before_the_bindi
     await watched.until(
         lambda: watched.cluster.allocatable(NODE) is not None and all(watched.cluster.pod(u) for u in uids)
     )
+    watched.ledger.set_node_devices(NODE, topology_gpus(4))
     harness = Harness(core, watched)
     # Each placer saw the node's 8 CPUs free and gave 6 of them away.
     await asyncio.gather(

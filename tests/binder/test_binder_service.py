@@ -121,11 +121,18 @@ def gpus(count: int) -> tuple[Device, ...]:
     )
 
 
-def new_node(kube_api: KubeApiServer, name: str, gpu_count: int) -> None:
+def node_object(kube_api: KubeApiServer, name: str, gpu_count: int) -> None:
     """The Node object a kubelet registers: the binder checks device indices against its allocatable."""
     allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpu_count)}
     body = {"metadata": {"name": name}, "status": {"capacity": allocatable, "allocatable": allocatable}}
     kube_api.store.create("nodes", body)
+
+
+async def new_node(kube_api: KubeApiServer, producer: EventProducer, name: str, gpu_count: int) -> None:
+    """The Node object and the topology its agent publishes (the binder checks each device's UUID)."""
+    node_object(kube_api, name, gpu_count)
+    topology = NodeTopologyEvent(node=name, machine_type="test", devices=gpus(gpu_count))
+    await producer.send(topics.TOPOLOGY_NODES, name, topology)
 
 
 def new_pod(kube_api: KubeApiServer) -> dict[str, Any]:
@@ -143,7 +150,7 @@ async def test_binds_through_kafka_with_the_ledger_rebuilt_from_the_topics(
     start_binder: StartBinder,
 ) -> None:
     node = f"node-{uuid.uuid4().hex[:8]}"
-    new_node(kube_api, node, 2)
+    await new_node(kube_api, producer, node, 2)
     # Before the binder starts: the node's devices, and another pod holding device 0.
     await producer.send(topics.TOPOLOGY_NODES, node, NodeTopologyEvent(node=node, machine_type="test", devices=gpus(2)))
     holder = PodLifecycleEvent(
@@ -186,7 +193,7 @@ async def test_undecodable_placement_goes_to_the_dlq_and_the_next_one_binds(
     start_binder: StartBinder,
 ) -> None:
     node = f"node-{uuid.uuid4().hex[:8]}"
-    new_node(kube_api, node, 1)
+    await new_node(kube_api, producer, node, 1)
     dead, stop_dlq = await follow(kafka_bootstrap, PLACEMENTS_DLQ, lambda e: e.key or "")
     try:
         pod = new_pod(kube_api)
@@ -284,7 +291,7 @@ async def test_gang_decision_through_kafka_binds_every_member(
     kube_api: KubeApiServer, producer: EventProducer, outcomes: Collected, start_binder: StartBinder
 ) -> None:
     node = f"node-{uuid.uuid4().hex[:8]}"
-    new_node(kube_api, node, 4)
+    await new_node(kube_api, producer, node, 4)
     pods = [new_pod(kube_api) for _ in range(3)]
     members = tuple(placement_for(pod, node, (DeviceAssignment(index=i),)) for i, pod in enumerate(pods))
     gang = GangPlacementEvent(
@@ -302,7 +309,7 @@ async def test_a_forged_lifecycle_delete_on_the_topic_frees_nothing_at_start(
     kube_api: KubeApiServer, producer: EventProducer, outcomes: Collected, start_binder: StartBinder
 ) -> None:
     node = f"node-{uuid.uuid4().hex[:8]}"
-    new_node(kube_api, node, 2)
+    await new_node(kube_api, producer, node, 2)
     running = new_pod(kube_api)
     name, uid = running["metadata"]["name"], running["metadata"]["uid"]
     notes = {pod_annotations.DEVICES: pod_annotations.encode_devices((DeviceAssignment(index=0),))}
@@ -327,13 +334,13 @@ async def test_the_binder_goes_on_binding_after_its_broker_restarted_empty(kube_
     await ensure_topics(first.bootstrap)
     stop = asyncio.Event()
     settings = Settings(kafka_bootstrap=first.bootstrap, kube_api_url=kube_api.url, health_port=0)
-    new_node(kube_api, "n1", 4)
+    node_object(kube_api, "n1", 4)  # placements without devices: no topology to wait for after the restart
     binder = asyncio.create_task(run_binder(settings, stop=stop, policy=BackoffPolicy(base_seconds=0.01)))
     try:
         async with EventProducer(first.bootstrap, service="binder-test") as producer:
             before = new_pod(kube_api)
             bound, stop_following = await follow(first.bootstrap, topics.BINDINGS, lambda e: e.uid)
-            await producer.send(topics.PLACEMENTS, "n1", placement_for(before, "n1"))
+            await producer.send(topics.PLACEMENTS, "n1", placement_for(before, "n1", ()))
             await bound.wait_for(before["metadata"]["uid"])
             await stop_following()
         first.kill_now()  # as SIGKILL: the in-memory topics are gone
@@ -342,7 +349,7 @@ async def test_the_binder_goes_on_binding_after_its_broker_restarted_empty(kube_
         async with EventProducer(second.bootstrap, service="binder-test") as producer:
             after = new_pod(kube_api)
             bound, stop_following = await follow(second.bootstrap, topics.BINDINGS, lambda e: e.uid)
-            await producer.send(topics.PLACEMENTS, "n1", placement_for(after, "n1", (DeviceAssignment(index=1),)))
+            await producer.send(topics.PLACEMENTS, "n1", placement_for(after, "n1", ()))
             (outcome,) = await bound.wait_for(after["metadata"]["uid"])
             await stop_following()
         assert outcome.outcome is BindingOutcome.BOUND

@@ -39,6 +39,7 @@ from services.binder.kube_events import EventRecorder
 from services.binder.kube_objects import ObjectMeta, PodObject, PodSpec
 from services.binder.ledger import LedgerNote
 from services.binder.outcome import PodView
+from services.binder.pod_reader import PodReader
 from services.binder.reporting import PodReporter
 from services.binder.service import skip_proxy_lookups
 from topoplace.kubeapi import KubeApiServer
@@ -57,7 +58,11 @@ class Harness:
         self.producer = RecordingProducer()
         self.reporter = PodReporter(EventRecorder(core, component="topoplace"))
         steps = BindingSteps(
-            ledger=self.ledger, binder=PodBinder(core), reporter=self.reporter, cluster=watched.cluster
+            ledger=self.ledger,
+            binder=PodBinder(core),
+            reporter=self.reporter,
+            cluster=watched.cluster,
+            reader=PodReader(core),
         )
         self.handler = PlacementHandler(steps=steps, producer=self.producer)
 
@@ -158,6 +163,7 @@ async def test_device_indices_beyond_the_nodes_allocatable_are_refused(
     )
     harness = Harness(core, watched)
     beyond, within = make_pod(), make_pod()
+    await watched.until(lambda: all(watched.cluster.pod(p["metadata"]["uid"]) for p in (beyond, within)))
     refused = await harness.handle(placement_for(beyond, NODE, (DeviceAssignment(index=3),)))
     assert refused.outcome is BindingOutcome.CONFLICT
     assert "advertises 2 nvidia.com/gpu" in refused.reason and "no device 3" in refused.reason
@@ -171,8 +177,10 @@ async def test_device_indices_beyond_the_nodes_allocatable_are_refused(
 async def test_a_node_without_a_node_object_is_refused(
     core: client.CoreV1Api, proxy: FaultProxy, make_pod: PodFactory, watched: WatchedCluster
 ) -> None:
-    outcome = await Harness(core, watched).handle(placement_for(make_pod(), "no-such-node"))
-    assert outcome.outcome is BindingOutcome.CONFLICT and "no Node object" in outcome.reason
+    pod = make_pod()
+    await watched.until(lambda: watched.cluster.pod(pod["metadata"]["uid"]) is not None)
+    outcome = await Harness(core, watched).handle(placement_for(pod, "no-such-node"))
+    assert outcome.outcome is BindingOutcome.CONFLICT and outcome.reason == 'node "no-such-node" not found'
     assert pod_requests(proxy) == []
 
 
@@ -188,6 +196,7 @@ async def test_with_the_watch_a_duplicated_placement_sends_nothing(
     pod = make_pod()
     uid = pod["metadata"]["uid"]
     await watched.until(lambda: watched.cluster.allocatable(NODE) is not None and watched.cluster.pod(uid) is not None)
+    watched.ledger.set_node_devices(NODE, gpus(8))
     harness = Harness(core, watched)
     placement = placement_for(pod, NODE, (DeviceAssignment(index=2),))
     assert (await harness.handle(placement)).outcome is BindingOutcome.BOUND
@@ -270,6 +279,7 @@ async def test_a_dra_placement_is_not_held_to_the_nodes_extended_resources(
     written = kube_api.store.get("resourceclaims.resource.k8s.io", "gpu-claim", "default")["status"]
     assert written["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
     # Without claims the same node refuses the device: it advertises no nvidia.com/gpu.
+    watched.ledger.set_node_devices(NODE, gpus(2))
     plain = await Harness(core, watched).handle(placement_for(make_pod(), NODE, (DeviceAssignment(index=1),)))
     assert plain.outcome is BindingOutcome.CONFLICT and "advertises no nvidia.com/gpu" in plain.reason
 
