@@ -22,6 +22,7 @@ class RejectReason:
     MALFORMED_JSON = "malformed_json"
     INVALID_FIELD = "invalid_field"
     UNKNOWN_SCHEMA_VERSION = "unknown_schema_version"
+    INVALID_EVENT = "invalid_event"  # decoded, but breaks its topic's rules (topoplace.event_checks)
     HANDLER_ERROR = "handler_error"
 
 
