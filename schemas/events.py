@@ -7,6 +7,7 @@ version it does not know into the topic's DLQ instead of guessing.
 from __future__ import annotations
 
 import enum
+from typing import ClassVar
 
 import msgspec
 
@@ -17,9 +18,23 @@ from schemas.topology import Device, Link
 
 SCHEMA_VERSION = 1
 
+# The most bytes (as JSON) one event may take; producers refuse a bigger one (topoplace.kafka_wire).
+# Kafka refuses a produce request over 1 MiB by default (the producer's max.request.size, the
+# broker's message.max.bytes): an event near it fails the whole send, and a batch of several
+# fails with it. A node's status, topology or ResourceSlice is a few KiB to a few tens of KiB.
+MAX_EVENT_BYTES = 256 * 1024
+# One pending pod: after the allow-list of labels and annotations (services/collector/
+# watch_pending_fields.py) a real pod is one or two KiB; 64 KiB leaves room for long
+# affinities and toleration lists, and no tenant can make one pod's event crowd the topic.
+MAX_POD_EVENT_BYTES = 64 * 1024
+# A gang carries every pending member (about 0.5-1 KiB each): room for about a thousand,
+# still clear of the 1 MiB request limit.
+MAX_GANG_EVENT_BYTES = 768 * 1024
+
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int = SCHEMA_VERSION
+    max_bytes: ClassVar[int] = MAX_EVENT_BYTES  # not on the wire: the bound of this kind of event
 
 
 # --- topology.nodes (compacted, key = node) -------------------------------------------------
@@ -139,7 +154,14 @@ class GangRef(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PendingPodEvent(Event, frozen=True, kw_only=True):
-    """A pod that names our scheduler and has no node yet."""
+    """A pod that names our scheduler and has no node yet.
+
+    `unpublishable` is set when the collector could not publish the pod's event whole (over
+    MAX_POD_EVENT_BYTES, or refused by the broker): the event then carries only who the pod
+    is, and the placer reports the pod unschedulable with that reason.
+    """
+
+    max_bytes: ClassVar[int] = MAX_POD_EVENT_BYTES
 
     uid: str
     namespace: str
@@ -158,6 +180,7 @@ class PendingPodEvent(Event, frozen=True, kw_only=True):
     affinity: Affinity | None = None
     tolerations: tuple[Toleration, ...] = ()
     claims: tuple[PodClaim, ...] = ()  # DRA: the pod's ResourceClaims, with their requests
+    unpublishable: str = ""  # why the pod could not be published whole (then nothing else is carried)
 
 
 # --- resources.slices (compacted, key = ResourceSlice name) -------------------------------
@@ -236,6 +259,8 @@ class PendingGangEvent(Event, frozen=True, kw_only=True):
     Published by the cluster watcher once at least `min_member` members exist
     (pending + running), from a Volcano PodGroup or Kueue's pod-group annotations.
     """
+
+    max_bytes: ClassVar[int] = MAX_GANG_EVENT_BYTES
 
     name: str  # "<namespace>/<group name>"
     namespace: str
@@ -337,6 +362,8 @@ class PlacementEvent(Event, frozen=True, kw_only=True):
 
 class GangPlacementEvent(Event, frozen=True, kw_only=True):
     """The placer's one decision for a whole gang: every member placed, or none (UNSCHEDULABLE)."""
+
+    max_bytes: ClassVar[int] = MAX_GANG_EVENT_BYTES
 
     decision_id: str
     name: str  # "<namespace>/<group name>"

@@ -14,41 +14,55 @@ in `Received.trace_context`, and the handler opens its processing span there.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import msgspec
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError
-from opentelemetry import context as otel_context
-from opentelemetry.context import Context
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter
 
-from schemas.events import DeadLetterEvent, Event
 from schemas.topics import Topic
 from topoplace import broker
 from topoplace.kafka_producer import EventProducer
+from topoplace.kafka_records import (
+    DEAD_LETTERS_FAILED,
+    DLQ_ERROR_MAX_CHARS,
+    DLQ_VALUE_MAX_BYTES,
+    HANDLER_SECONDS,
+    MESSAGES_CONSUMED,
+    MESSAGES_DEAD_LETTERED,
+    Handler,
+    Received,
+    RecordProcessor,
+    dead_letter,
+)
 from topoplace.kafka_security import KafkaSecurity, client_options
 from topoplace.kafka_wire import (
     DecodeError,
-    Headers,
     RejectReason,
     decode_event,
-    decode_key,
     extract_trace_context,
     trace_headers,
 )
 
 __all__ = [
+    "DEAD_LETTERS_FAILED",
+    "DLQ_ERROR_MAX_CHARS",
+    "DLQ_VALUE_MAX_BYTES",
+    "HANDLER_SECONDS",
+    "MESSAGES_CONSUMED",
+    "MESSAGES_DEAD_LETTERED",
     "DecodeError",
     "EndWentBack",
     "EventConsumer",
     "EventProducer",
+    "Handler",
     "Received",
     "RejectReason",
     "TopicFollower",
+    "dead_letter",
     "decode_event",
     "ends_gone_back",
     "extract_trace_context",
@@ -65,169 +79,17 @@ log = logging.getLogger(__name__)
 # 50 ms keeps a pod's pending -> bound latency low for a few idle polls per second.
 FETCH_MAX_WAIT_MS = 50
 
-# A dead letter carries at most this much of the rejected value (bytes of UTF-8), so that even
-# escaped as JSON (a control character takes 6 bytes) it stays far below the producer's 1 MB limit.
-DLQ_VALUE_MAX_BYTES = 16 * 1024
-DLQ_ERROR_MAX_CHARS = 4096
-
 # A follower that has not reached the end offsets it read at start within this time declares
 # itself caught up anyway: a restarted broker once reported an end that no fetch reached.
 CATCH_UP_TIMEOUT_S = 30.0
 
 # --- metrics (default registry; served by topoplace.health) ----------------------------------
 
-MESSAGES_CONSUMED = Counter("topoplace_messages_consumed", "Messages read from a topic", ["topic", "service"])
-MESSAGES_DEAD_LETTERED = Counter(
-    "topoplace_messages_dead_lettered",
-    "Messages rejected (sent to <topic>.dlq, or dropped when there is no producer)",
-    ["topic", "reason", "service"],
-)
-DEAD_LETTERS_FAILED = Counter(
-    "topoplace_dead_letters_failed",
-    "Rejected messages whose dead letter could not be sent (logged, committed, skipped)",
-    ["topic", "service"],
-)
 CATCH_UP_GIVEN_UP = Counter(
     "topoplace_follower_catch_up_given_up",
     "Followers that declared themselves caught up at their time limit, short of the end offsets",
     ["service"],
 )
-HANDLER_SECONDS = Histogram(
-    "topoplace_handler_seconds",
-    "Time a service's handler took for one message",
-    ["topic", "service"],
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
-)
-
-# --- consuming -------------------------------------------------------------------------------
-
-
-class Received(msgspec.Struct, frozen=True, kw_only=True):
-    """One decoded message, as handed to a service's handler."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: str | None
-    event: Event | None  # None: a tombstone (compacted topics only)
-    trace_context: Context  # where the producer's span left off; start the handler's span here
-    timestamp_ms: int
-    headers: Headers = ()
-
-
-Handler = Callable[[Received], Awaitable[None]]
-
-
-class _Processor:
-    """Decode one record, reject it or hand it over, and count it: shared by consumer and follower."""
-
-    def __init__(self, topics: Sequence[Topic], service: str, producer: EventProducer | None) -> None:
-        self.topics = {t.name: t for t in topics}
-        self.service = service
-        self.producer = producer
-
-    def receive(self, record: ConsumerRecord[bytes, bytes]) -> Received:
-        """Raises DecodeError for a message that is no valid event of its topic."""
-        topic = self.topics[record.topic]
-        headers: Headers = tuple(record.headers or ())
-        return Received(
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            key=decode_key(record.key),
-            event=decode_event(topic, record.value),
-            trace_context=extract_trace_context(headers),
-            timestamp_ms=record.timestamp,
-            headers=headers,
-        )
-
-    async def process(self, record: ConsumerRecord[bytes, bytes], handler: Handler) -> None:
-        """Hand one record to `handler`; a bad record or a failed handler is dead-lettered.
-
-        Returns once the record is done with: handled, dead-lettered, or (when the
-        dead letter itself cannot be sent) logged and counted, so that one message
-        never stops its partition.
-        """
-        MESSAGES_CONSUMED.labels(topic=record.topic, service=self.service).inc()
-        try:
-            received = self.receive(record)
-        except DecodeError as exc:
-            await self.reject(record, exc.kind, exc.error)
-            return
-        # The producer's context is also the current one while the handler runs,
-        # so its log lines carry the trace id and an unparented span still joins
-        # the trace; handlers pass received.trace_context to their span anyway.
-        token = otel_context.attach(received.trace_context)
-        failure: Exception | None = None
-        started = time.perf_counter()
-        try:
-            await handler(received)
-        except Exception as exc:  # any handler failure is this message's, not the stream's
-            failure = exc
-        finally:
-            HANDLER_SECONDS.labels(topic=record.topic, service=self.service).observe(time.perf_counter() - started)
-            otel_context.detach(token)
-        if failure is not None:
-            log.error(
-                "handler.failed",
-                exc_info=failure,
-                extra={"fields": {"topic": record.topic, "partition": record.partition, "offset": record.offset}},
-            )
-            await self.reject(record, RejectReason.HANDLER_ERROR, f"handler: {type(failure).__name__}: {failure}")
-
-    async def reject(self, record: ConsumerRecord[bytes, bytes], kind: str, error: str) -> None:
-        MESSAGES_DEAD_LETTERED.labels(topic=record.topic, reason=kind, service=self.service).inc()
-        fields = {
-            "topic": record.topic,
-            "partition": record.partition,
-            "offset": record.offset,
-            "reason": kind,
-            "error": error,
-        }
-        if self.producer is None:
-            log.warning("message.rejected", extra={"fields": fields})
-            return
-        key = decode_key(record.key)
-        dead = dead_letter(record, key=key, error=error, service=self.service, failed_at=time.time())
-        # The dead letter stays in the trace of the message it rejects.
-        token = otel_context.attach(extract_trace_context(tuple(record.headers or ())))
-        try:
-            await self.producer.send(self.topics[record.topic].dlq, key, dead)
-        except Exception as exc:  # noqa: BLE001 - one message must never stop its partition
-            DEAD_LETTERS_FAILED.labels(topic=record.topic, service=self.service).inc()
-            log.error(
-                "message.dead_letter_failed",
-                extra={"fields": {**fields, "dlq_error": f"{type(exc).__name__}: {exc}"[:DLQ_ERROR_MAX_CHARS]}},
-            )
-            return
-        finally:
-            otel_context.detach(token)
-        log.warning("message.dead_lettered", extra={"fields": fields})
-
-
-def dead_letter(
-    record: ConsumerRecord[bytes, bytes], *, key: str | None, error: str, service: str, failed_at: float
-) -> DeadLetterEvent:
-    """The DLQ copy of a rejected record: its value cut to DLQ_VALUE_MAX_BYTES, with size and SHA-256 of the whole."""
-    raw = record.value or b""
-    text = raw.decode("utf-8", errors="replace")
-    encoded = text.encode("utf-8")
-    truncated = len(encoded) > DLQ_VALUE_MAX_BYTES
-    if truncated:
-        text = encoded[:DLQ_VALUE_MAX_BYTES].decode("utf-8", errors="ignore")  # no half character at the cut
-    return DeadLetterEvent(
-        topic=record.topic,
-        partition=record.partition,
-        offset=record.offset,
-        key=key,
-        value=text,
-        error=error[:DLQ_ERROR_MAX_CHARS],
-        service=service,
-        failed_at=failed_at,
-        value_size=len(raw),
-        value_sha256=hashlib.sha256(raw).hexdigest(),
-        value_truncated=truncated,
-    )
 
 
 class _StoppableLoop:
@@ -298,7 +160,7 @@ class EventConsumer(_StoppableLoop):
         self.group_id = group_id
         self.service = service
         self.from_beginning = from_beginning
-        self._processor = _Processor(self.topics, service, producer)
+        self._processor = RecordProcessor(self.topics, service, producer)
         self.started = asyncio.Event()  # set once connected and subscribed
         # Set while this member holds its share of the partitions (possibly none,
         # when the group has more members than partitions); cleared during a rebalance.
@@ -439,7 +301,7 @@ class TopicFollower(_StoppableLoop):
         self.topics = tuple(topics)
         self.service = service
         self.catch_up_timeout = catch_up_timeout
-        self._processor = _Processor(self.topics, service, producer)
+        self._processor = RecordProcessor(self.topics, service, producer)
         self.caught_up = asyncio.Event()
         # Partition -> (position reached, end to reach); None until the ends are known.
         self._progress: dict[TopicPartition, tuple[int, int]] | None = None

@@ -16,7 +16,7 @@ from prometheus_client import Counter
 from schemas.topics import Topic
 from topoplace import broker, telemetry
 from topoplace.kafka_security import KafkaSecurity, client_options
-from topoplace.kafka_wire import trace_headers
+from topoplace.kafka_wire import encode_event, trace_headers
 from topoplace.supervise import Backoff, is_transient_kafka_error
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,6 @@ class EventProducer:
         self.backoff = backoff
         self.security = security
         self._producer: AIOKafkaProducer | None = None
-        self._encoder = msgspec.json.Encoder()
         # Set when the broker may have lost its data: a send went through after transient
         # failures, or a partition acknowledged an offset below one it acknowledged before (a
         # broker restarted empty; aiokafka reconnects by itself, so that is often the only sign).
@@ -111,12 +110,14 @@ class EventProducer:
         """Send one event (None = tombstone) and wait for the broker's acknowledgement.
 
         A transient Kafka error (the broker restarting, a leader moving) is retried with
-        backoff and jitter, up to `send_attempts` tries in all; then it is raised.
+        backoff and jitter, up to `send_attempts` tries in all; then it is raised. An event
+        over its bound raises EventTooLarge before anything is sent; any other Kafka error
+        is raised at once (it is the event's, not the broker's: sending again cannot help).
         """
         if self._producer is None:
             raise IllegalStateError(f"EventProducer of {self.service} is not started")
         name = topic if isinstance(topic, str) else topic.name
-        value = self._encoder.encode(event) if event is not None else None
+        value = encode_event(event) if event is not None else None
         for attempt in range(self.send_attempts):
             try:
                 await self._send_once(name, key, value)

@@ -10,8 +10,33 @@ from opentelemetry import propagate
 from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter
 
-from schemas.events import SCHEMA_VERSION, Event
+from schemas.events import MAX_EVENT_BYTES, SCHEMA_VERSION, Event
 from schemas.topics import Topic
+
+# --- encoding (pure) -------------------------------------------------------------------------
+
+_encoder = msgspec.json.Encoder()
+
+
+class EventTooLarge(ValueError):
+    """An event over its kind's bound (`Event.max_bytes`): the object it describes is the problem."""
+
+    def __init__(self, event: msgspec.Struct, size: int, bound: int) -> None:
+        super().__init__(
+            f"the event is {size:,} bytes as JSON, over the bound of {bound:,} for a {type(event).__name__}"
+        )
+        self.size = size
+        self.bound = bound
+
+
+def encode_event(event: msgspec.Struct) -> bytes:
+    """The event as JSON; raises EventTooLarge past its bound (an Event's max_bytes; other Structs: the default)."""
+    value = _encoder.encode(event)
+    bound = event.max_bytes if isinstance(event, Event) else MAX_EVENT_BYTES
+    if len(value) > bound:
+        raise EventTooLarge(event, len(value), bound)
+    return value
+
 
 # --- decoding (pure) -------------------------------------------------------------------------
 
@@ -22,6 +47,7 @@ class RejectReason:
     MALFORMED_JSON = "malformed_json"
     INVALID_FIELD = "invalid_field"
     UNKNOWN_SCHEMA_VERSION = "unknown_schema_version"
+    INVALID_EVENT = "invalid_event"  # decoded, but breaks its topic's rules (topoplace.event_checks)
     HANDLER_ERROR = "handler_error"
 
 

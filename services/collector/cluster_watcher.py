@@ -26,14 +26,11 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-import aiohttp
 import msgspec
 from aiokafka.errors import KafkaError
 from kubernetes_asyncio import client
-from opentelemetry.util.types import AttributeValue
-from prometheus_client import Counter
 
 from schemas import topics
 from schemas.events import (
@@ -41,18 +38,16 @@ from schemas.events import (
     HyperNodeEvent,
     LifecyclePhase,
     NodeStatusEvent,
-    PendingGangEvent,
-    PendingPodEvent,
     PodLifecycleEvent,
     ResourceSliceEvent,
     TopologyLevelsEvent,
 )
-from schemas.topics import Topic
 from services.collector import watch_dra, watch_trackers
 from services.collector.watch_hypernode_file import HyperNodeFileError, parse_hypernodes
 from services.collector.watch_objects import HyperNode, Node, Pod, PodGroup, Topology
+from services.collector.watch_publish import BAD_FIELDS, EventPublishing, Publisher
 from services.collector.watch_stream import ListWatch, ResourceMissing
-from services.collector.watch_trackers import Outcome, PodTracker, Publication
+from services.collector.watch_trackers import Outcome, PodTracker
 from topoplace import telemetry
 from topoplace.broker import check_kafka_setting, ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
@@ -79,22 +74,8 @@ VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES = "topology.volcano.sh", "v1alpha1", 
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUPS = "scheduling.volcano.sh", "v1beta1", "podgroups"
 KUEUE_GROUP, TOPOLOGIES = "kueue.x-k8s.io", "topologies"
 KUEUE_TOPOLOGY_VERSIONS = ("v1beta2", "v1beta1")  # the first one served is watched
-CLAIM_READ_TIMEOUT_S = 30.0
-MAX_IN_FLIGHT = 1024  # sends awaiting the broker at once during a list
 
 log = logging.getLogger(__name__)
-_claim_decoder = msgspec.json.Decoder(watch_dra.ResourceClaim)
-
-PUBLISHED = Counter("topoplace_cluster_watcher_published_total", "Events the cluster watcher published", ["topic"])
-BAD_FIELDS = Counter(
-    "topoplace_cluster_watcher_bad_fields_total",
-    "Object fields that could not be read (the event went out without them)",
-    ["field"],
-)
-
-
-class Publisher(Protocol):
-    async def send(self, topic: Topic | str, key: str | None, event: msgspec.Struct | None) -> None: ...
 
 
 class ClusterWatcher:
@@ -124,8 +105,6 @@ class ClusterWatcher:
         self.topologies = watch_trackers.topology_tracker()
         self.slices = watch_dra.slice_tracker()
         self.claims = watch_dra.allocated_claim_tracker()
-        self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
-        self._tracer = telemetry.get_tracer(__name__, SERVICE)
         core = client.CoreV1Api(api)
         self.pod_watch: ListWatch[Pod] = ListWatch(
             "pods",
@@ -146,6 +125,7 @@ class ClusterWatcher:
             watch_timeout=watch_timeout,
         )
         self.dra = client.ResourceV1Api(api)
+        self.publishing = EventPublishing(publisher, self.dra, telemetry.get_tracer(__name__, SERVICE))
         self.slice_watch: ListWatch[watch_dra.ResourceSlice] = ListWatch(
             "resourceslices",
             self.dra.list_resource_slice,
@@ -389,120 +369,10 @@ class ClusterWatcher:
         else:
             await self.publish(self.claims.observe(claim, self.clock()))
 
-    async def _with_claims(self, event: PendingPodEvent) -> PendingPodEvent | None:
-        """The event with its ResourceClaims read; None while one does not exist yet (or cannot be read).
-
-        A template's claim appears in the pod's status once the controller made it: that pod
-        update brings the pod here again.
-        """
-        claims = []
-        for ref in event.claims:
-            try:
-                claim = await self._read_claim(event.namespace, ref.claim_name) if ref.claim_name else None
-            except (client.ApiException, aiohttp.ClientError, TimeoutError) as exc:
-                # the pod goes out at the next resync: one claim must not stop the watch
-                log.warning("collector.claim_unreadable", extra={"fields": {"uid": event.uid, "error": str(exc)}})
-                return None
-            if claim is None:
-                log.info(
-                    "collector.claim_waiting",
-                    extra={"fields": {"pod": f"{event.namespace}/{event.name}", "claim": ref.pod_claim_name}},
-                )
-                return None
-            try:
-                claims.append(watch_dra.resolved(ref, claim))
-            except watch_dra.ClaimError as exc:
-                BAD_FIELDS.labels(field="resourceclaim").inc()
-                log.warning("collector.bad_claim", extra={"fields": {"uid": event.uid, "error": str(exc)}})
-                return None
-        return msgspec.structs.replace(event, claims=tuple(claims))
-
-    async def _read_claim(self, namespace: str, name: str) -> watch_dra.ResourceClaim | None:
-        # read raw: the claim is decoded into our own Struct, not the client's model
-        reply: Any = await self.dra.read_namespaced_resource_claim(
-            name, namespace, _preload_content=False, _request_timeout=CLAIM_READ_TIMEOUT_S
-        )
-        try:
-            body = await reply.read()
-        finally:
-            reply.release()
-        if reply.status == 404:
-            return None
-        if not 200 <= reply.status <= 299:
-            raise client.ApiException(status=reply.status, reason=reply.reason)
-        return _claim_decoder.decode(body)
-
     # --- publishing -----------------------------------------------------------------------------
 
     async def publish(self, outcome: Outcome) -> None:
-        for problem in outcome.problems:
-            BAD_FIELDS.labels(field=problem.field.split("[")[0]).inc()
-            log.warning(
-                "collector.bad_field",
-                extra={"fields": {"object": problem.object, "field": problem.field, "reason": problem.reason}},
-            )
-        # Each resource's handler runs to completion before its next change is read, and
-        # one key's events go out one after the other, so each key's events keep their
-        # order; different keys go out together (a relist of many pods is not a round
-        # trip per pod).
-        chains: dict[tuple[str, str], list[Publication]] = {}
-        for publication in outcome.publications:
-            chains.setdefault((publication.topic, publication.key), []).append(publication)
-        if len(chains) <= 1:
-            for chain in chains.values():
-                await self._send_in_order(chain)
-            return
-        async with asyncio.TaskGroup() as group:
-            for chain in chains.values():
-                group.create_task(self._send_in_order(chain))
-
-    async def _send_in_order(self, chain: list[Publication]) -> None:
-        async with self._in_flight:
-            for publication in chain:
-                if isinstance(publication.event, PendingPodEvent):
-                    await self._publish_pending(publication.event)
-                elif isinstance(publication.event, PendingGangEvent):
-                    await self._publish_gang(publication.event)
-                else:
-                    await self.publisher.send(publication.topic, publication.key, publication.event)
-                PUBLISHED.labels(topic=publication.topic).inc()
-
-    async def _publish_pending(self, event: PendingPodEvent) -> None:
-        if event.claims:
-            with_claims = await self._with_claims(event)
-            if with_claims is None:
-                return
-            event = with_claims
-        # A span of its own per publication: the producer injects it as traceparent, and the
-        # placer continues whichever trace it receives, so a resync's re-publication is harmless.
-        attributes = {
-            "k8s.pod.uid": event.uid,
-            "k8s.pod.name": event.name,
-            "k8s.pod.namespace": event.namespace,
-            "k8s.namespace.name": event.namespace,  # the OpenTelemetry semantic-convention name
-        }
-        with self._tracer.start_as_current_span("pod.pending", attributes=attributes):
-            await self.publisher.send(topics.PODS_PENDING, event.uid, event)
-        log.info(
-            "collector.pod_pending", extra={"fields": {"uid": event.uid, "pod": f"{event.namespace}/{event.name}"}}
-        )
-
-    async def _publish_gang(self, event: PendingGangEvent) -> None:
-        uids = [m.uid for m in event.members]
-        attributes: dict[str, AttributeValue] = {
-            "topoplace.gang.name": event.name,
-            "topoplace.gang.source": event.source,
-            "topoplace.gang.min_member": event.min_member,
-            "topoplace.gang.member_uids": uids,
-            "topoplace.gang.running": len(event.running),
-            "k8s.namespace.name": event.namespace,
-        }
-        with self._tracer.start_as_current_span("gang.pending", attributes=attributes):
-            await self.publisher.send(topics.GANGS_PENDING, event.name, event)
-        log.info(
-            "collector.gang_pending",
-            extra={"fields": {"gang": event.name, "pending": len(uids), "running": len(event.running)}},
-        )
+        await self.publishing.publish(outcome)
 
 
 # --- the service ------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import msgspec
+from opentelemetry import trace
+from opentelemetry.util.types import AttributeValue
 from prometheus_client import Counter
 
 from schemas import topics
@@ -30,6 +32,7 @@ from services.collector.topology_files import FixtureError, load_topology
 from topoplace import telemetry
 from topoplace.broker import check_kafka_setting, ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
+from topoplace.event_checks import InvalidEvent, check_event
 from topoplace.health import HealthServer
 from topoplace.kafka_io import EventProducer
 from topoplace.logs import configure_logging
@@ -41,6 +44,10 @@ NVML_SOURCE = "nvml"
 log = logging.getLogger(__name__)
 
 READ_FAILURES = Counter("topoplace_collector_read_failures_total", "Reads of the device source that failed", ["source"])
+INVALID_TOPOLOGIES = Counter(
+    "topoplace_collector_invalid_topologies_total",
+    "Topology readings refused as invalid by topology.nodes' rules (not published)",
+)
 DEVICE_PROBLEMS = Counter(
     "topoplace_collector_device_problems_total", "Device queries that failed (the device is reported unhealthy)"
 )
@@ -117,6 +124,7 @@ async def publish_loop(
     tracer = telemetry.get_tracer(__name__, SERVICE)
     last: NodeTopology | None = None
     last_sent = 0.0
+    refused: NodeTopology | None = None  # the last topology refused as invalid (logged once)
     reading = first
     while not stop.is_set():
         if reading is None:
@@ -129,27 +137,55 @@ async def publish_loop(
             _log_problems(node, reading)
             now = clock()
             if reading.topology != last or monotonic() - last_sent >= republish_seconds:
-                with tracer.start_as_current_span(
-                    "collector.publish_topology",
-                    attributes={
-                        "node": node,
-                        "machine_type": reading.topology.machine_type,
-                        "devices": len(reading.topology.devices),
-                    },
-                ):
-                    await producer.send(topics.TOPOLOGY_NODES, node, topology_event(reading.topology, now))
+                if await _publish_topology(producer, node, reading.topology, now, tracer, refused=refused):
+                    if on_topology is not None:
+                        on_topology(reading.topology)
+                    refused = None
+                else:
+                    refused = reading.topology
                 last = reading.topology
                 last_sent = monotonic()
-                log.info(
-                    "collector.topology_published",
-                    extra={"fields": {"node": node, "machine_type": last.machine_type, "devices": len(last.devices)}},
-                )
-                if on_topology is not None:
-                    on_topology(last)
             await producer.send(topics.USAGE_DEVICES, node, usage_event(node, reading.usage, now))
         reading = None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval_seconds)
+
+
+async def _publish_topology(
+    producer: Publisher,
+    node: str,
+    topology: NodeTopology,
+    now: float,
+    tracer: trace.Tracer,
+    *,
+    refused: NodeTopology | None,
+) -> bool:
+    """Publish the node's topology unless it breaks topology.nodes' rules (the consumers' own check).
+
+    An invalid topology (two devices with one UUID, a link to a device the node lacks, another
+    node's name) would only be dead-lettered by every consumer: it is refused here, logged
+    once per distinct topology and counted, and the node keeps whatever it published before.
+    """
+    event = topology_event(topology, now)
+    try:
+        check_event(topics.TOPOLOGY_NODES.name, node, event)
+    except InvalidEvent as exc:
+        INVALID_TOPOLOGIES.inc()
+        if topology != refused:
+            log.error("collector.topology_invalid", extra={"fields": {"node": node, "error": str(exc)}})
+        return False
+    attributes: dict[str, AttributeValue] = {
+        "node": node,
+        "machine_type": topology.machine_type,
+        "devices": len(topology.devices),
+    }
+    with tracer.start_as_current_span("collector.publish_topology", attributes=attributes):
+        await producer.send(topics.TOPOLOGY_NODES, node, event)
+    log.info(
+        "collector.topology_published",
+        extra={"fields": {"node": node, "machine_type": topology.machine_type, "devices": len(topology.devices)}},
+    )
+    return True
 
 
 def _log_problems(node: str, reading: NodeReading) -> None:

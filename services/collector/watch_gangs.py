@@ -32,6 +32,7 @@ from schemas.events import (
     TopologyMode,
 )
 from services.collector import watch_objects as obj
+from services.collector.watch_pending_fields import bounded, pending_labels, subgroup_label_keys
 from services.collector.watch_translate import Problem, label_selector, who
 
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -256,14 +257,20 @@ class GangTracker:
     @staticmethod
     def _event(name: str, gang: _Gang, policy: GangPolicy, now: float) -> PendingGangEvent:
         ref = GangRef(name=name, min_member=policy.min_member)
-        members = sorted(gang.pending.values(), key=lambda e: e.name)
+        # Each member keeps the labels the placer reads and those its subgroups are grouped by;
+        # one over its bound goes out reduced, with the reason (the placer reports the gang).
+        grouped_by = subgroup_label_keys(policy.sub_groups)
+        members = [
+            bounded(msgspec.structs.replace(m, labels=pending_labels(m.labels, grouped_by), gang=ref))[0]
+            for m in sorted(gang.pending.values(), key=lambda e: e.name)
+        ]
         return PendingGangEvent(
             name=name,
             namespace=gang.namespace,
             min_member=policy.min_member,
             network=policy.network,
             sub_groups=policy.sub_groups,
-            members=tuple(msgspec.structs.replace(m, gang=ref) for m in members),
+            members=tuple(members),
             running=tuple(sorted(gang.running.values(), key=lambda r: r.name)),
             source=gang.source.value,
             observed_at=now,

@@ -160,7 +160,7 @@ class PodTracker:
             if known is not None and known.bound is None and not force and known.claims == claims:
                 # annotations written before binding change nothing; a template's claim being made does
                 return Outcome()
-            pending, problems = tr.pending_event(pod, now)
+            pending, problems = tr.pending_event(pod, now, gang_member=membership is not None)
             gang = membership.gang if membership is not None else ""
             self._known[uid] = _KnownPod(namespace=meta.namespace, name=meta.name, ours=True, gang=gang, claims=claims)
             if membership is None:

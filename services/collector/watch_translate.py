@@ -35,6 +35,7 @@ from schemas.kube import Affinity, Taint, Toleration
 from schemas.pod_requests import effective_request
 from schemas.pod_requests import format_quantity as format_quantity
 from services.collector import watch_objects as obj
+from services.collector import watch_pending_fields as pending_fields
 from services.collector.watch_objects import Container, HyperNode, Node, Pod, Quantity, Topology
 
 QOS_ANNOTATION = "metax-tech.com/sgpu-qos-policy"  # the MetaX sharing pool a pod's devices run in
@@ -181,8 +182,14 @@ def node_constraints(pod: Pod) -> tuple[Affinity | None, tuple[Toleration, ...],
     return affinity, tuple(t for t in tolerations if t is not None), problems
 
 
-def pending_event(pod: Pod, observed_at: float) -> tuple[PendingPodEvent, list[Problem]]:
-    """A pod of ours waiting for a node; a gang's members get their GangRef when the gang is assembled."""
+def pending_event(pod: Pod, observed_at: float, *, gang_member: bool = False) -> tuple[PendingPodEvent, list[Problem]]:
+    """A pod of ours waiting for a node; a gang's members get their GangRef when the gang is assembled.
+
+    Only the labels and annotations the placer reads are carried (watch_pending_fields). An event
+    over its bound goes out reduced to who the pod is, with the reason, for the placer to report.
+    A gang member keeps every label until its gang is assembled: the gang's subgroup policy
+    says which of them it groups by (watch_gangs trims and bounds the members).
+    """
     requests, problems = pod_requests(pod)
     affinity, tolerations, constraint_problems = node_constraints(pod)
     meta = pod.metadata
@@ -192,8 +199,8 @@ def pending_event(pod: Pod, observed_at: float) -> tuple[PendingPodEvent, list[P
         name=meta.name,
         resource_version=meta.resource_version,
         requests=requests,
-        annotations=dict(meta.annotations),
-        labels=dict(meta.labels),
+        annotations=pending_fields.pending_annotations(meta.annotations),
+        labels=dict(meta.labels) if gang_member else pending_fields.pending_labels(meta.labels),
         owner=owner_of(pod),
         priority=pod.spec.priority or 0,
         created_at=parse_timestamp(meta.creation_timestamp),
@@ -203,7 +210,12 @@ def pending_event(pod: Pod, observed_at: float) -> tuple[PendingPodEvent, list[P
         tolerations=tolerations,
         claims=claim_refs(pod),
     )
-    return event, problems + constraint_problems
+    problems += constraint_problems
+    if not gang_member:
+        event, too_large = pending_fields.bounded(event)
+        if too_large is not None:
+            problems.append(Problem(object=who(meta), field="metadata", reason=too_large))
+    return event, problems
 
 
 def claim_refs(pod: Pod) -> tuple[PodClaim, ...]:

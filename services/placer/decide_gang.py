@@ -67,15 +67,19 @@ def decide_gang(
         # Placing a gang member's claims is not done yet: better unschedulable than bound without its devices.
         reason = f"invalid gang: DRA ResourceClaims of gang members are not supported ({', '.join(claiming)})"
         return GangResult(placement=_unschedulable(gang, fresh, attempt, reason, now))
-    pods = [pod_request(m, node_policy=node_policy) for m in fresh]
-    pods += [pod_request(m, node_policy=node_policy, node_name=held[m.uid][0].node) for m in members if held[m.uid]]
-    pods += [
-        engine.PodRequest(uid=r.uid, name=r.name, namespace=gang.namespace, node_name=r.node) for r in gang.running
-    ]
-    request = GangRequest(
-        name=gang.name, min_member=gang.min_member, network=gang.network, sub_groups=gang.sub_groups, pods=tuple(pods)
-    )
     try:
+        pods = [pod_request(m, node_policy=node_policy) for m in fresh]
+        pods += [pod_request(m, node_policy=node_policy, node_name=held[m.uid][0].node) for m in members if held[m.uid]]
+        pods += [
+            engine.PodRequest(uid=r.uid, name=r.name, namespace=gang.namespace, node_name=r.node) for r in gang.running
+        ]
+        request = GangRequest(
+            name=gang.name,
+            min_member=gang.min_member,
+            network=gang.network,
+            sub_groups=gang.sub_groups,
+            pods=tuple(pods),
+        )
         decision = place_gang(registry, view.index(), view.network_tree(), request, mode, workload=workload)
     except engine.RequestError as exc:
         return GangResult(

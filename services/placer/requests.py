@@ -28,7 +28,13 @@ def decision_id(
 
 
 def pod_request(pending: PendingPodEvent, *, node_policy: str | None = None, node_name: str = "") -> PodRequest:
-    """The engine's request; `node_policy` is the cluster's choice for a pod that names none."""
+    """The engine's request; `node_policy` is the cluster's choice for a pod that names none.
+
+    RequestError for a pod the collector could not publish whole (its reason): its event says
+    only who the pod is, and placing it without its constraints would be wrong.
+    """
+    if pending.unpublishable:
+        raise engine.RequestError(f"pod {pending.namespace}/{pending.name}", pending.unpublishable)
     annotations = dict(pending.annotations)
     if node_policy is not None:
         annotations.setdefault(NODE_POLICY, node_policy)

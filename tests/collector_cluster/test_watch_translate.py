@@ -189,8 +189,8 @@ def test_pending_event_carries_the_pod() -> None:
         "train-0",
         namespace="ml",
         uid="u-1",
-        annotations={"a": "1"},
-        labels={"app": "train"},
+        annotations={"a": "1", "nvidia.com/use-gputype": "H100"},
+        labels={"app": "train", "kueue.x-k8s.io/pod-group-name": "g"},
         creationTimestamp=created,
         ownerReferences=[
             {"kind": "ReplicaSet", "name": "other", "uid": "x"},
@@ -202,7 +202,9 @@ def test_pending_event_carries_the_pod() -> None:
     assert problems == []
     assert (event.uid, event.namespace, event.name, event.resource_version) == ("u-1", "ml", "train-0", "7")
     assert event.requests == {"nvidia.com/gpu": "1"}
-    assert event.annotations == {"a": "1"} and event.labels == {"app": "train"}
+    # only what the placer reads (watch_pending_fields)
+    assert event.annotations == {"nvidia.com/use-gputype": "H100"}
+    assert event.labels == {"kueue.x-k8s.io/pod-group-name": "g"}
     assert event.owner == "Job/train"  # the controlling owner, not the first
     assert event.priority == 1000
     assert event.created_at == dt.datetime(2026, 3, 1, 10, tzinfo=dt.UTC).timestamp()

@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import msgspec
 import pytest
+from prometheus_client import REGISTRY
 
 from schemas import topics
 from schemas.events import DeviceUsage, DeviceUsageEvent, NodeTopologyEvent
@@ -298,3 +299,23 @@ async def _readiness_once(
         await asyncio.wait_for(service, WAIT)
         await follower.stop()
         await asyncio.wait_for(following, WAIT)
+
+
+async def test_an_invalid_topology_is_refused_not_published() -> None:
+    """Two devices with one UUID, then a link to a device the node lacks: neither goes out; a fixed one does."""
+    good = load_topology("pcie-4gpu", node="n1")
+    shared_uuid = msgspec.structs.replace(good.devices[1], uuid=good.devices[0].uuid)
+    twin = msgspec.structs.replace(good, devices=(good.devices[0], shared_uuid, *good.devices[2:]))
+    dangling = msgspec.structs.replace(good, links=(*good.links, msgspec.structs.replace(good.links[0], dst=9)))
+    refused = REGISTRY.get_sample_value("topoplace_collector_invalid_topologies_total") or 0.0
+    recorder = await run_loop(sequence(reading(twin), reading(dangling), reading(good)), usage_limit=3)
+    assert recorder.kinds() == [USAGE, USAGE, TOPO, USAGE]
+    published = recorder.sent[2][2]
+    assert isinstance(published, NodeTopologyEvent) and published.devices == good.devices
+    assert REGISTRY.get_sample_value("topoplace_collector_invalid_topologies_total") == refused + 2
+
+
+async def test_a_topology_naming_another_node_is_refused() -> None:
+    other = load_topology("pcie-4gpu", node="n2")  # the agent of n1 publishes under key n1
+    recorder = await run_loop(sequence(reading(other)), usage_limit=2)
+    assert TOPO not in recorder.kinds()

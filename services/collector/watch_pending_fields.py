@@ -1,0 +1,110 @@
+"""What of a pending pod's labels and annotations goes on pods.pending / gangs.pending: only what is read. Pure.
+
+A tenant writes any labels and annotations (up to the API server's 256 KiB of annotations, and
+as many labels), and nothing downstream reads most of them. Copying them all made one pod's
+event exceed Kafka's 1 MiB request limit, and the broker's refusal stopped the whole cluster
+watcher. So an event carries the keys the placer and the engine read, listed here once, each
+with its reader; a gang's members also keep the labels their subgroup policy groups them by.
+
+To make a key reach the placer, add it here (and the test that shows its reader needs it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import msgspec
+
+from engine import vendor
+from engine.vendors import metax_qos, metax_request, neuron, nvidia
+from schemas import gangs as gang_keys
+from schemas import hami
+from schemas.events import PendingPodEvent, SubGroupPolicy
+
+# Annotations of a pending pod, by who reads them from PodRequest.annotations.
+PENDING_ANNOTATIONS: Mapping[str, str] = {
+    # every vendor: HAMi's node policy (binpack / spread / topoplace's own)
+    vendor.NODE_POLICY: "engine.vendor: the node scoring policy every vendor reads",
+    nvidia.GPU_POLICY: "engine.vendors (nvidia, metax, neuron): the device policy (binpack, spread, numa, mutex)",
+    hami.SCORING_WEIGHTS: "engine.vendors.nvidia: HAMi's device scoring weights",
+    nvidia.USE_UUID: "engine.vendors.nvidia: GPUs the pod may use",
+    nvidia.NOUSE_UUID: "engine.vendors.nvidia: GPUs the pod must not use",
+    nvidia.USE_TYPE: "engine.vendors.nvidia: GPU models the pod may use",
+    nvidia.NOUSE_TYPE: "engine.vendors.nvidia: GPU models the pod must not use",
+    nvidia.NUMA_BIND: "engine.vendors.nvidia: GPUs of one NUMA node",
+    neuron.USE_UUID: "engine.vendors.neuron: Neuron devices the pod may use",
+    neuron.NOUSE_UUID: "engine.vendors.neuron: Neuron devices the pod must not use",
+    metax_request.USE_UUID: "engine.vendors.metax: MetaX cards the pod may use",
+    metax_request.NOUSE_UUID: "engine.vendors.metax: MetaX cards the pod must not use",
+    metax_request.TOPOLOGY_AWARE: "engine.vendors.metax: sGPU placement by MetaXLink zone",
+    metax_qos.QOS_ANNOTATION: "engine.vendors.metax: the sGPU QoS pool (workload class)",
+    metax_qos.APP_CLASS_ANNOTATION: "engine.vendors.metax: online / offline class",
+    # gangs: the engine's gang input (engine.gang_input) reads Kueue's pod-group annotations
+    gang_keys.VOLCANO_GROUP_ANNOTATION: "the Volcano PodGroup the pod belongs to",
+    gang_keys.KUEUE_GROUP: "engine.gang_input: the Kueue pod group (also a label)",
+    gang_keys.KUEUE_TOTAL: "engine.gang_input: the Kueue gang's minimum",
+    gang_keys.KUEUE_REQUIRED: "engine.gang_input: Kueue's required topology level",
+    gang_keys.KUEUE_PREFERRED: "engine.gang_input: Kueue's preferred topology level",
+    gang_keys.KUEUE_SLICE_REQUIRED: "engine.gang_input: Kueue's slice topology level",
+    gang_keys.KUEUE_SLICE_SIZE: "engine.gang_input: Kueue's slice size",
+}
+
+# Labels of a pending pod, by who reads them from PodRequest.labels. Labels that pod affinity
+# and topology spread will read go here (with a gang's subgroup keys, see gang_labels).
+PENDING_LABELS: Mapping[str, str] = {
+    "pod-group.scheduling.sigs.k8s.io": "the PodGroup the pod belongs to (the label form)",
+    gang_keys.KUEUE_GROUP: "the Kueue pod group the pod belongs to",
+}
+
+
+def kept(values: Mapping[str, str], keys: Iterable[str]) -> dict[str, str]:
+    """The entries of `values` whose key is in `keys`, in `values`' order."""
+    wanted = set(keys)
+    return {k: v for k, v in values.items() if k in wanted}
+
+
+def pending_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
+    return kept(annotations, PENDING_ANNOTATIONS)
+
+
+def pending_labels(labels: Mapping[str, str], also: Iterable[str] = ()) -> dict[str, str]:
+    return kept(labels, (*PENDING_LABELS, *also))
+
+
+def subgroup_label_keys(sub_groups: Iterable[SubGroupPolicy]) -> frozenset[str]:
+    """The member labels a gang's subgroup policies read: matchLabelKeys and their selectors' keys."""
+    keys: set[str] = set()
+    for policy in sub_groups:
+        keys.update(policy.match_label_keys)
+        if policy.label_selector is not None:
+            keys.update(policy.label_selector.match_labels)
+            keys.update(e.key for e in policy.label_selector.match_expressions)
+    return frozenset(keys)
+
+
+def unpublishable(event: PendingPodEvent, reason: str) -> PendingPodEvent:
+    """The pod's event reduced to who it is and why it could not go out whole: the placer reports it."""
+    return PendingPodEvent(
+        uid=event.uid,
+        namespace=event.namespace,
+        name=event.name,
+        resource_version=event.resource_version,
+        owner=event.owner[:256],
+        gang=event.gang,
+        priority=event.priority,
+        created_at=event.created_at,
+        observed_at=event.observed_at,
+        unpublishable=reason,
+    )
+
+
+def bounded(event: PendingPodEvent) -> tuple[PendingPodEvent, str | None]:
+    """The event, or its unpublishable form with the reason when it is over PendingPodEvent.max_bytes."""
+    size = len(msgspec.json.encode(event))
+    if size <= event.max_bytes:
+        return event, None
+    reason = (
+        f"the pod's scheduling event is {size:,} bytes, over topoplace's bound of {event.max_bytes:,}: "
+        "shorten its affinity, tolerations, node selector or the scheduling annotations it sets"
+    )
+    return unpublishable(event, reason), reason
