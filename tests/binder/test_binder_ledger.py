@@ -154,10 +154,12 @@ def test_a_bound_pod_reported_with_other_devices_keeps_the_devices_it_was_bound_
     assert ledger.collisions("p", "n1", (whole(0),)) != ()
 
 
-def test_a_hold_before_binding_is_replaced_by_the_devices_bound() -> None:
+def test_a_hold_before_binding_stays_beside_the_devices_bound_until_it_settles() -> None:
     led = DeviceLedger()
-    led.hold(Holding(pod_uid="a", node="n1", devices=(whole(3),)))  # a placement in flight, not bound
+    ticket = led.hold(Holding(pod_uid="a", node="n1", devices=(whole(3),)))  # a placement in flight, not bound
     led.apply_message(topics.PODS_LIFECYCLE.name, "a", bound("a", "n1", whole(1)))
+    assert set(led.holders("n1", 1)) == {"a"} and set(led.holders("n1", 3)) == {"a"}
+    led.restore(ticket)  # its bind finds the pod bound with other devices
     assert set(led.holders("n1", 1)) == {"a"} and led.holders("n1", 3) == {}
 
 
@@ -194,11 +196,9 @@ def test_the_api_servers_pods_feed_the_ledger() -> None:
 def test_restore_puts_back_what_a_failed_bind_replaced(ledger: DeviceLedger) -> None:
     before = Holding(pod_uid="a", node="n1", devices=(whole(0),))
     ledger.hold(before)
-    previous = ledger.hold(Holding(pod_uid="a", node="n1", devices=(whole(2),)))
-    assert previous == before
-    ledger.restore("a", previous)
+    ticket = ledger.hold(Holding(pod_uid="a", node="n1", devices=(whole(2),)))
+    ledger.restore(ticket)
     assert ledger.holding("a") == before
     assert ledger.holders("n1", 2) == {}
-    ledger.hold(Holding(pod_uid="b", node="n1", devices=(whole(1),)))
-    ledger.restore("b", None)
+    ledger.restore(ledger.hold(Holding(pod_uid="b", node="n1", devices=(whole(1),))))
     assert ledger.holding("b") is None and ledger.holders("n1", 1) == {}
