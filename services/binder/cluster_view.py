@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 import msgspec
 
+from schemas.seal import DecisionKey
 from services.binder.kube_objects import NodeObject, PodObject
 from services.binder.node_fit import NodeFit
 from services.binder.outcome import PodView
@@ -28,7 +29,9 @@ class PodChange(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ClusterView:
-    def __init__(self) -> None:
+    def __init__(self, decision_key: DecisionKey | None = None) -> None:
+        """`decision_key`: the seal's key; a pod's devices count only from a seal it verifies."""
+        self._decision_key = decision_key
         self._pods: dict[str, PodView] = {}  # by uid
         self._pod_names: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name)
         self._allocatable: dict[str, dict[str, str]] = {}  # node -> resource -> quantity
@@ -40,6 +43,11 @@ class ClusterView:
 
     def pod(self, uid: str) -> PodView | None:
         return self._pods.get(uid)
+
+    def bound_on(self, uid: str, node: str) -> bool:
+        """The watch has the pod bound to this node."""
+        pod = self._pods.get(uid)
+        return pod is not None and pod.node_name == node and not pod.finished
 
     def knows_gone(self, uid: str) -> bool:
         """The pod is not in the cluster (or has finished), as far as a synced watch can tell."""
@@ -55,7 +63,7 @@ class ClusterView:
             self._pod_names.pop(meta.uid, None)
             self.fit.observe(meta.uid, "", {}, live=False)
             return PodChange(uid=meta.uid, namespace=meta.namespace, name=meta.name, now=None)
-        view = obj.view()
+        view = obj.view(self._decision_key)
         self._pods[meta.uid] = view
         self.fit.observe(meta.uid, view.node_name, view.requests, live=not view.finished)
         self._pod_names[meta.uid] = (meta.namespace, meta.name)

@@ -1,7 +1,8 @@
 """The binder's device ledger: which pod holds which share of which device, per node.
 
 Pure and synchronous. Fed by the API server's pods (the binder's own watch:
-bound pods with their device annotation), by `pods.lifecycle` and
+bound pods with the devices their seal proves, schemas/seal.py; a device
+annotation without a valid seal counts for nothing), by `pods.lifecycle` and
 `topology.nodes` (device capacity), and by the binder's own binds. Before a
 binding the binder asks `collisions()`: the last guard against handing a
 device out twice, even when the placer's view was stale.
@@ -47,7 +48,7 @@ from schemas.events import (
 )
 from schemas.topics import PODS_LIFECYCLE, TOPOLOGY_NODES
 from schemas.topology import Device, Vendor
-from services.binder.outcome import PodView, annotated_devices
+from services.binder.outcome import PodView
 
 # A GPU's compute share is a percentage; used when a node's topology is unknown.
 DEFAULT_DEVICE_CORES = 100
@@ -260,10 +261,9 @@ class DeviceLedger:
         if pod is None or pod.finished:
             self.release(pod_uid)
             return None
-        devices = annotated_devices(pod)
-        if not pod.node_name or devices is None:
+        if not pod.node_name or pod.devices is None:
             return None
-        kept = self.record_bound(Holding(pod_uid=pod_uid, node=pod.node_name, devices=devices))
+        kept = self.record_bound(Holding(pod_uid=pod_uid, node=pod.node_name, devices=pod.devices))
         return None if kept is None else LedgerNote.EDIT_IGNORED
 
     def release_if_gone(self, pod_uid: str) -> LedgerNote | None:

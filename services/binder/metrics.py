@@ -57,3 +57,8 @@ CONDITIONS_FAILED = Counter(
     "topoplace_binder_conditions_failed_total",
     "PodScheduled=False conditions that could not be written (best effort, after retries).",
 )
+
+UNSEALED_PODS = Counter(
+    "topoplace_binder_unsealed_pods_total",
+    "Bound pods seen with a device annotation but no valid seal (their devices do not count).",
+)

@@ -20,9 +20,10 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from schemas import topics
+from schemas.seal import DecisionKey
 from services.binder.api_watch import ApiWatch
 from services.binder.apply import PodBinder
-from services.binder.cluster_view import ClusterView
+from services.binder.cluster_view import ClusterView, PodChange
 from services.binder.conditions import ConditionWriter
 from services.binder.gang import GangHandler
 from services.binder.handler import BindingSteps, PlacementHandler
@@ -30,7 +31,7 @@ from services.binder.kube_events import EventRecorder
 from services.binder.kube_objects import NodeObject, PodObject
 from services.binder.leadership import Leadership, default_identity
 from services.binder.ledger import DeviceLedger, LedgerNote
-from services.binder.metrics import LEDGER_DELETES_REFUSED, LEDGER_EDITS_IGNORED, LEDGER_PODS
+from services.binder.metrics import LEDGER_DELETES_REFUSED, LEDGER_EDITS_IGNORED, LEDGER_PODS, UNSEALED_PODS
 from services.binder.reporting import PodReporter
 from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
 from topoplace import kube, telemetry
@@ -61,6 +62,23 @@ def count_note(note: LedgerNote | None, uid: str, source: str) -> None:
         log.warning("binder.ledger_report_ignored", extra={"fields": {"uid": uid, "source": source, "why": note.value}})
 
 
+def report_unsealed(change: PodChange) -> None:
+    """A bound pod whose device annotation has no valid seal: its devices do not count (schemas/seal.py)."""
+    if change.now is not None and change.now.seal_problem:
+        UNSEALED_PODS.inc()
+        log.warning(
+            "binder.pod_unsealed",
+            extra={
+                "fields": {
+                    "pod": f"{change.namespace}/{change.name}",
+                    "uid": change.uid,
+                    "problem": change.now.seal_problem,
+                    "counted": "by its resource requests only",
+                }
+            },
+        )
+
+
 def ledger_feed(ledger: DeviceLedger) -> Callable[[Received], Awaitable[None]]:
     """The follower's handler: every ledger topic message goes into the ledger."""
 
@@ -85,12 +103,14 @@ def watch_cluster(
 
     def pods_listed(objects: list[PodObject]) -> None:
         for change in cluster.replace_pods(objects):
+            report_unsealed(change)
             count_note(ledger.apply_api_pod(change.uid, change.now), change.uid, "api")
         LEDGER_PODS.set(ledger.pod_count())
         applied()
 
     def pod_changed(event_type: str, obj: PodObject) -> None:
         change = cluster.apply_pod(event_type, obj)
+        report_unsealed(change)
         count_note(ledger.apply_api_pod(change.uid, change.now), change.uid, "api")
         LEDGER_PODS.set(ledger.pod_count())
         applied()
@@ -127,6 +147,7 @@ async def run_binder(
     policy: BackoffPolicy = DEFAULT_POLICY,
 ) -> None:
     """Bind placements until `stop` is set (or a component fails for a reason other than Kafka, which is raised)."""
+    decision_key = DecisionKey(settings.require_decision_key())  # a ConfigError before anything starts
     configure_logging(SERVICE, settings.log_level)
     provider = telemetry.setup_tracing(SERVICE, settings)
     stop = stop or asyncio.Event()
@@ -155,7 +176,14 @@ async def run_binder(
         await supervisor.run(
             "streams",
             lambda: _run_streams(
-                settings, bootstrap, core, policy=policy, stop=stop, supervisor=supervisor, current=current
+                settings,
+                bootstrap,
+                core,
+                decision_key,
+                policy=policy,
+                stop=stop,
+                supervisor=supervisor,
+                current=current,
             ),  # fmt: skip
         )
     provider.force_flush()
@@ -165,6 +193,7 @@ async def _run_streams(
     settings: Settings,
     bootstrap: str,
     core: client.CoreV1Api,
+    decision_key: DecisionKey,
     *,
     policy: BackoffPolicy,
     stop: asyncio.Event,
@@ -182,11 +211,11 @@ async def _run_streams(
     async with EventProducer(
         bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security
     ) as producer:
-        cluster = ClusterView()
+        cluster = ClusterView(decision_key)
         ledger = DeviceLedger(pod_gone=cluster.knows_gone)
         events = EventRecorder(core, component=settings.scheduler_name)
         reporter = PodReporter(events, ConditionWriter(core, sleep=asyncio.sleep))
-        binder = PodBinder(core, policy=policy, device_memory=ledger.device_memory)
+        binder = PodBinder(core, policy=policy, device_memory=ledger.device_memory, decision_key=decision_key)
         steps = BindingSteps(ledger=ledger, binder=binder, reporter=reporter, cluster=cluster)
         tracer = telemetry.get_tracer("topoplace.binder", service=SERVICE)
         placements = PlacementHandler(steps=steps, producer=producer, tracer=tracer)

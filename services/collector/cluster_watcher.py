@@ -43,6 +43,7 @@ from schemas.events import (
     ResourceSliceEvent,
     TopologyLevelsEvent,
 )
+from schemas.seal import DecisionKey
 from schemas.topics import Topic
 from services.collector import watch_dra, watch_trackers
 from services.collector.watch_hypernode_file import HyperNodeFileError, parse_hypernodes
@@ -106,14 +107,16 @@ class ClusterWatcher:
         clock: Callable[[], float] = time.time,
         watch_timeout: float = 300.0,
         file_poll_seconds: float = 2.0,
+        decision_key: DecisionKey | None = None,
     ) -> None:
+        """`decision_key`: the seal's key (schemas/seal.py); a pod's devices count only from a seal it verifies."""
         self.publisher = publisher
         self.scheduler_name = scheduler_name
         self.resync_seconds = resync_seconds
         self.hypernodes_file = hypernodes_file
         self.clock = clock
         self.file_poll_seconds = file_poll_seconds
-        self.pods = PodTracker(scheduler_name)
+        self.pods = PodTracker(scheduler_name, decision_key)
         self.nodes = watch_trackers.node_tracker()
         self.hypernodes = watch_trackers.hypernode_tracker()
         self.topologies = watch_trackers.topology_tracker()
@@ -494,6 +497,7 @@ async def run_cluster_watcher(
         raise ValueError(f"resync_seconds: must be positive, got {resync_seconds}")
     if hypernodes_file is not None and not os.path.exists(hypernodes_file):
         raise FileNotFoundError(f"hypernodes_file: {hypernodes_file} does not exist")
+    decision_key = DecisionKey(settings.require_decision_key())  # a ConfigError before anything starts
     configure_logging(SERVICE, settings.log_level)
     telemetry.setup_tracing(SERVICE, settings)
     stop = stop if stop is not None else asyncio.Event()
@@ -535,6 +539,7 @@ async def run_cluster_watcher(
                             scheduler_name=settings.scheduler_name,
                             resync_seconds=resync_seconds,
                             hypernodes_file=hypernodes_file,
+                            decision_key=decision_key,
                         )
                         current.append(watcher)
                         supervisor.running()

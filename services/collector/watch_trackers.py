@@ -24,6 +24,7 @@ from schemas.events import (
     RunningMember,
     TopologyLevelsEvent,
 )
+from schemas.seal import DecisionKey
 from services.collector import watch_gangs as gangs
 from services.collector import watch_translate as tr
 from services.collector.watch_gangs import GangTracker
@@ -86,8 +87,10 @@ class PodTracker:
     (after the whole list on a relist, so a gang goes out once).
     """
 
-    def __init__(self, scheduler_name: str) -> None:
+    def __init__(self, scheduler_name: str, decision_key: DecisionKey | None = None) -> None:
+        """`decision_key`: the seal's key; a bound pod's devices count only from a seal it verifies."""
         self.scheduler_name = scheduler_name
+        self.decision_key = decision_key
         self.gangs = GangTracker()
         self._known: dict[str, _KnownPod] = {}
 
@@ -173,7 +176,7 @@ class PodTracker:
             self.gangs.pending(membership, pending, policy)
             return Outcome(problems=problems)
         gang = membership.gang if membership is not None else ""
-        bound, problems = tr.bound_event(pod, now, ours=ours, gang=gang)
+        bound, problems = tr.bound_event(pod, now, ours=ours, gang=gang, key=self.decision_key)
         if ours and membership is not None:
             running = RunningMember(uid=uid, name=meta.name, node=bound.node)
             self.gangs.running(membership, meta.namespace, running)

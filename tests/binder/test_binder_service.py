@@ -7,6 +7,7 @@ import collections
 import json
 import os
 import signal
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,6 +18,7 @@ import msgspec
 import pytest
 from aiokafka import AIOKafkaProducer
 from binder_support import placement_for
+from decision_keys import TEST_KEY, TEST_KEY_SECRET
 
 from schemas import annotations as pod_annotations
 from schemas import topics
@@ -30,6 +32,7 @@ from schemas.events import (
     PlacementOutcome,
     PodLifecycleEvent,
 )
+from schemas.seal import SEAL
 from schemas.topology import Device, Vendor
 from services.binder.retry import BackoffPolicy
 from services.binder.service import run_binder
@@ -103,6 +106,7 @@ async def start_binder(kafka_bootstrap: str, kube_api: KubeApiServer) -> AsyncIt
         kube_api_url=kube_api.url,
         consumer_group_prefix=f"binder-test-{uuid.uuid4().hex[:8]}",
         health_port=0,
+        decision_key=TEST_KEY_SECRET,
     )
 
     async def start() -> None:
@@ -227,6 +231,7 @@ async def test_binder_command_is_ready_then_stops_on_sigterm(kafka_bootstrap: st
         "TOPOPLACE_GROUP_PREFIX": f"binder-cli-{uuid.uuid4().hex[:8]}",
         "TOPOPLACE_HEALTH_PORT": "0",
         "TOPOPLACE_KAFKA_IDEMPOTENCE": "false",
+        "TOPOPLACE_DECISION_KEY": TEST_KEY_SECRET.reveal(),
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -305,7 +310,11 @@ async def test_a_forged_lifecycle_delete_on_the_topic_frees_nothing_at_start(
     new_node(kube_api, node, 2)
     running = new_pod(kube_api)
     name, uid = running["metadata"]["name"], running["metadata"]["uid"]
-    notes = {pod_annotations.DEVICES: pod_annotations.encode_devices((DeviceAssignment(index=0),))}
+    devices = (DeviceAssignment(index=0),)
+    notes = {
+        pod_annotations.DEVICES: pod_annotations.encode_devices(devices),
+        SEAL: TEST_KEY.seal(uid, node, "d", devices),
+    }
     kube_api.store.bind("default", name, {"metadata": {"uid": uid, "annotations": notes}, "target": {"name": node}})
     forged = PodLifecycleEvent(uid=uid, namespace="default", name=name, phase=LifecyclePhase.DELETED)
     await producer.send(topics.PODS_LIFECYCLE, uid, forged)
@@ -326,7 +335,9 @@ async def test_the_binder_goes_on_binding_after_its_broker_restarted_empty(kube_
     await first.start()
     await ensure_topics(first.bootstrap)
     stop = asyncio.Event()
-    settings = Settings(kafka_bootstrap=first.bootstrap, kube_api_url=kube_api.url, health_port=0)
+    settings = Settings(
+        kafka_bootstrap=first.bootstrap, kube_api_url=kube_api.url, health_port=0, decision_key=TEST_KEY_SECRET
+    )
     new_node(kube_api, "n1", 4)
     binder = asyncio.create_task(run_binder(settings, stop=stop, policy=BackoffPolicy(base_seconds=0.01)))
     try:
@@ -352,3 +363,13 @@ async def test_the_binder_goes_on_binding_after_its_broker_restarted_empty(kube_
         await asyncio.wait_for(binder, WAIT)
         first.kill_now()
         await second.stop()
+
+
+def test_the_binder_without_the_seals_key_stops_at_once_naming_the_setting() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOPLACE_DECISION_KEY")}
+    done = subprocess.run(
+        [sys.executable, "-m", "topoplace.cli", "binder"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("topoplace binder: TOPOPLACE_DECISION_KEY_FILE: is required")

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 from binder_support import FaultProxy, PodFactory, RecordingProducer, WatchedCluster, placement_for
+from decision_keys import TEST_KEY
 from kube_clients import client_for
 from kubernetes_asyncio import client
 from opentelemetry import context as otel_context
@@ -31,6 +32,7 @@ from schemas.events import (
     PlacementEvent,
     PodLifecycleEvent,
 )
+from schemas.seal import SEAL
 from schemas.topology import Device, Vendor
 from services.binder.apply import PodBinder
 from services.binder.cluster_view import ClusterView
@@ -57,7 +59,10 @@ class Harness:
         self.producer = RecordingProducer()
         self.reporter = PodReporter(EventRecorder(core, component="topoplace"))
         steps = BindingSteps(
-            ledger=self.ledger, binder=PodBinder(core), reporter=self.reporter, cluster=watched.cluster
+            ledger=self.ledger,
+            binder=PodBinder(core, decision_key=TEST_KEY),
+            reporter=self.reporter,
+            cluster=watched.cluster,
         )
         self.handler = PlacementHandler(steps=steps, producer=self.producer)
 
@@ -85,7 +90,11 @@ async def bound_pod(
     """A pod bound by the API server with our device annotation, once the watch has seen it."""
     pod = make_pod()
     name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
-    notes = {pod_annotations.DEVICES: pod_annotations.encode_devices(devices), pod_annotations.NODE: NODE}
+    notes = {
+        pod_annotations.DEVICES: pod_annotations.encode_devices(devices),
+        pod_annotations.NODE: NODE,
+        SEAL: TEST_KEY.seal(uid, NODE, "d-1", devices),
+    }
     binding = {"metadata": {"name": name, "uid": uid, "annotations": notes}, "target": {"name": NODE}}
     kube_api.store.bind("default", name, binding)
     await watched.until(lambda: watched.ledger.is_bound(uid))
@@ -114,14 +123,15 @@ async def test_an_edited_device_annotation_keeps_the_devices_bound(
     pod = await bound_pod(kube_api, make_pod, watched, (DeviceAssignment(index=1),))
     uid, name = pod["metadata"]["uid"], pod["metadata"]["name"]
     edited = pod_annotations.encode_devices((DeviceAssignment(index=6),))
-    kube_api.store.patch(
+    patched = kube_api.store.patch(
         "pods",
         name,
         "application/merge-patch+json",
         {"metadata": {"annotations": {pod_annotations.DEVICES: edited}}},
         namespace="default",
     )
-    await watched.until(lambda: seen(watched, uid).annotations.get(pod_annotations.DEVICES) == edited)
+    version = patched["metadata"]["resourceVersion"]
+    await watched.until(lambda: seen(watched, uid).resource_version == version)
     assert set(watched.ledger.holders(NODE, 1)) == {uid}
     assert watched.ledger.holders(NODE, 6) == {}
     # Kafka repeating the edit changes nothing either.

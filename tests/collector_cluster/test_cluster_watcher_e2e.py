@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from cluster_objects import hypernode_json, node_json, pod_json
+from decision_keys import TEST_KEY_SECRET
 from opentelemetry import trace
 
 from schemas import topics
@@ -101,7 +102,13 @@ def is_event(kind: type, **want: object) -> Callable[[Received], bool]:
 async def test_pods_nodes_and_hypernodes_reach_their_topics(own_broker: str, inbox: Inbox, tmp_path: Path) -> None:
     traces = tmp_path / "spans.jsonl"
     async with KubeApiServer() as api:
-        settings = Settings(kafka_bootstrap=own_broker, kube_api_url=api.url, traces_file=str(traces), health_port=0)
+        settings = Settings(
+            kafka_bootstrap=own_broker,
+            kube_api_url=api.url,
+            traces_file=str(traces),
+            health_port=0,
+            decision_key=TEST_KEY_SECRET,
+        )
         store = api.store
         store.create("nodes", node_json("e2e-node-1"))
         store.create("hypernodes.topology.volcano.sh", hypernode_json("e2e-tor", 1, [("Node", "e2e-node-1")]))
@@ -147,7 +154,9 @@ async def test_pods_nodes_and_hypernodes_reach_their_topics(own_broker: str, inb
 
 async def test_a_pod_deleted_while_the_watcher_was_down_is_reported_at_restart(own_broker: str, inbox: Inbox) -> None:
     async with KubeApiServer() as api:
-        settings = Settings(kafka_bootstrap=own_broker, kube_api_url=api.url, health_port=0)
+        settings = Settings(
+            kafka_bootstrap=own_broker, kube_api_url=api.url, health_port=0, decision_key=TEST_KEY_SECRET
+        )
         pod = api.store.create(
             "pods", {**pod_json("e2e-bound", node="e2e-node-2"), "metadata": {"name": "e2e-bound"}}, namespace="default"
         )
@@ -171,7 +180,13 @@ async def test_a_kueue_gang_reaches_gangs_pending_inside_its_span(
 ) -> None:
     traces = tmp_path / "spans.jsonl"
     async with KubeApiServer() as api:
-        settings = Settings(kafka_bootstrap=own_broker, kube_api_url=api.url, traces_file=str(traces), health_port=0)
+        settings = Settings(
+            kafka_bootstrap=own_broker,
+            kube_api_url=api.url,
+            traces_file=str(traces),
+            health_port=0,
+            decision_key=TEST_KEY_SECRET,
+        )
         watcher = Watcher(settings, resync_seconds=60)
         try:
             uids = []
@@ -214,7 +229,9 @@ async def test_after_a_broker_restart_the_watcher_relists_and_republishes_everyt
         pod = api.store.create("pods", {**pod_json("restart-pod"), "metadata": {"name": "restart-pod"}},
                                namespace="default")  # fmt: skip
         uid = pod["metadata"]["uid"]
-        settings = Settings(kafka_bootstrap=first.bootstrap, kube_api_url=api.url, health_port=0)
+        settings = Settings(
+            kafka_bootstrap=first.bootstrap, kube_api_url=api.url, health_port=0, decision_key=TEST_KEY_SECRET
+        )
         watcher = Watcher(settings, resync_seconds=3600, broker_check_seconds=0.1)  # no resync during the test
         try:
             before = Inbox()

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 from cluster_objects import container, hypernode, node, pod, topology
+from decision_keys import TEST_KEY
 
 from schemas import annotations as pod_annotations
 from schemas import topics
-from schemas.events import HyperNodeEvent, LifecyclePhase, PendingPodEvent, PodLifecycleEvent, TopologyLevelsEvent
+from schemas.events import (
+    DeviceAssignment,
+    HyperNodeEvent,
+    LifecyclePhase,
+    PendingPodEvent,
+    PodLifecycleEvent,
+    TopologyLevelsEvent,
+)
+from schemas.seal import SEAL
 from services.collector.watch_trackers import PodTracker, hypernode_tracker, node_tracker, topology_tracker
 
-DEVICES = {pod_annotations.DEVICES: '[{"index": 1}]', pod_annotations.NODE: "gpu-1"}
+DEVICES = {
+    pod_annotations.DEVICES: '[{"index": 1}]',
+    pod_annotations.NODE: "gpu-1",
+    SEAL: TEST_KEY.seal("uid-default-p", "gpu-1", "d-1", (DeviceAssignment(index=1),)),
+}
 
 
 def test_a_pending_pod_is_published_once_then_again_on_resync() -> None:
@@ -67,7 +80,7 @@ def test_a_changed_request_of_a_bound_pod_is_published_again() -> None:
 
 
 def test_binding_then_deletion() -> None:
-    tracker = PodTracker("topoplace")
+    tracker = PodTracker("topoplace", TEST_KEY)
     tracker.observe(pod("p"), 1.0)
     bound = tracker.observe(pod("p", node="gpu-1", annotations=DEVICES, phase="Running"), 2.0).publications
     assert [(p.topic, p.key) for p in bound] == [(topics.PODS_LIFECYCLE.name, "uid-default-p")]
