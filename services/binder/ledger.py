@@ -20,6 +20,10 @@ Two rules keep a forged or edited report from freeing a device still in use:
   binding, `restore` drops it), so one pod's single and gang placements in flight
   together never drop its binding, whatever order they end in. While a pod has
   several, each device counts with the largest of its shares.
+- A `pods.lifecycle` "bound" counts only when the API watch has that pod bound
+  on that node (`pod_bound_on`), and a binding only the topic reported ends
+  when a completed list of pods does not have the pod (`forget_unlisted`): a
+  forged "bound" for a pod that never existed holds nothing.
 
 Share rules (the annotation format's meaning, schemas.annotations):
 - `memory_mib == 0` means the whole device's memory, so such a holder leaves
@@ -59,6 +63,7 @@ class LedgerNote(enum.Enum):
 
     DELETE_REFUSED = "the API server still has the pod"
     EDIT_IGNORED = "the pod is bound with other devices, which stay held"
+    BOUND_UNCONFIRMED = "the API watch does not have the pod bound on that node"
 
 
 class DeviceCapacity(msgspec.Struct, frozen=True, kw_only=True):
@@ -93,10 +98,22 @@ def _always_gone(uid: str) -> bool:
     return True
 
 
+def _always_bound(uid: str, node: str) -> bool:
+    return True
+
+
 class DeviceLedger:
-    def __init__(self, *, pod_gone: Callable[[str], bool] = _always_gone) -> None:
-        """`pod_gone(uid)`: whether the API server agrees the pod is gone (default: trust the topic)."""
+    def __init__(
+        self,
+        *,
+        pod_gone: Callable[[str], bool] = _always_gone,
+        pod_bound_on: Callable[[str, str], bool] = _always_bound,
+    ) -> None:
+        """`pod_gone(uid)`: whether the API server agrees the pod is gone; `pod_bound_on(uid, node)`:
+        whether it has the pod bound on that node (defaults: trust the topic)."""
         self._pod_gone = pod_gone
+        self._pod_bound_on = pod_bound_on
+        self._reported_only: set[str] = set()  # bindings only pods.lifecycle reported (not the watch, not us)
         self._capacity: dict[str, dict[int, DeviceCapacity]] = {}
         # A pod's binding and its holds in flight are kept apart: a hold settles only itself, so
         # placements of one pod in flight together (a single one and its gang's) never drop the
@@ -158,6 +175,7 @@ class DeviceLedger:
         self._unindex(holding.pod_uid)
         self._bindings[holding.pod_uid] = holding
         self._index(holding.pod_uid)
+        self._reported_only.discard(holding.pod_uid)
         return None
 
     def mark_bound(self, ticket: HoldTicket) -> None:
@@ -172,6 +190,7 @@ class DeviceLedger:
             del self._holds[ticket.pod_uid]
         self._bindings.setdefault(ticket.pod_uid, held)
         self._index(ticket.pod_uid)
+        self._reported_only.discard(ticket.pod_uid)
 
     def is_bound(self, pod_uid: str) -> bool:
         return pod_uid in self._bindings
@@ -191,7 +210,15 @@ class DeviceLedger:
         self._unindex(pod_uid)
         self._bindings.pop(pod_uid, None)
         self._holds.pop(pod_uid, None)
+        self._reported_only.discard(pod_uid)
         return before
+
+    def forget_unlisted(self, listed: Callable[[str], bool]) -> list[str]:
+        """After a completed list of pods: bindings only pods.lifecycle reported, of pods not listed, end."""
+        unlisted = [uid for uid in self._reported_only if not listed(uid)]
+        for uid in unlisted:
+            self.release(uid)
+        return unlisted
 
     def restore(self, ticket: HoldTicket) -> None:
         """Undo the ticket's `hold`, whose binding did not happen; the pod's binding and other holds stay."""
@@ -253,7 +280,12 @@ class DeviceLedger:
     def apply_lifecycle(self, event: PodLifecycleEvent) -> LedgerNote | None:
         if event.phase is LifecyclePhase.DELETED or not event.node:
             return self.release_if_gone(event.uid)
+        if not self._pod_bound_on(event.uid, event.node):
+            return LedgerNote.BOUND_UNCONFIRMED  # a forged "bound" for a pod that never existed holds nothing
+        was_bound = self.is_bound(event.uid)
         kept = self.record_bound(Holding(pod_uid=event.uid, node=event.node, devices=event.devices))
+        if not was_bound:
+            self._reported_only.add(event.uid)
         return None if kept is None else LedgerNote.EDIT_IGNORED
 
     def apply_api_pod(self, pod_uid: str, pod: PodView | None) -> LedgerNote | None:

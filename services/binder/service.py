@@ -31,7 +31,13 @@ from services.binder.kube_events import EventRecorder
 from services.binder.kube_objects import NodeObject, PodObject
 from services.binder.leadership import Leadership, default_identity
 from services.binder.ledger import DeviceLedger, LedgerNote
-from services.binder.metrics import LEDGER_DELETES_REFUSED, LEDGER_EDITS_IGNORED, LEDGER_PODS, UNSEALED_PODS
+from services.binder.metrics import (
+    LEDGER_BOUND_UNCONFIRMED,
+    LEDGER_DELETES_REFUSED,
+    LEDGER_EDITS_IGNORED,
+    LEDGER_PODS,
+    UNSEALED_PODS,
+)
 from services.binder.reporting import PodReporter
 from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
 from topoplace import kube, telemetry
@@ -58,6 +64,8 @@ def count_note(note: LedgerNote | None, uid: str, source: str) -> None:
         LEDGER_DELETES_REFUSED.inc()
     elif note is LedgerNote.EDIT_IGNORED:
         LEDGER_EDITS_IGNORED.inc()
+    elif note is LedgerNote.BOUND_UNCONFIRMED:
+        LEDGER_BOUND_UNCONFIRMED.inc()
     if note is not None:
         log.warning("binder.ledger_report_ignored", extra={"fields": {"uid": uid, "source": source, "why": note.value}})
 
@@ -105,6 +113,8 @@ def watch_cluster(
         for change in cluster.replace_pods(objects):
             report_unsealed(change)
             count_note(ledger.apply_api_pod(change.uid, change.now), change.uid, "api")
+        for uid in ledger.forget_unlisted(lambda uid: cluster.pod(uid) is not None):
+            log.warning("binder.ledger_unlisted_released", extra={"fields": {"uid": uid}})
         LEDGER_PODS.set(ledger.pod_count())
         applied()
 
@@ -212,7 +222,7 @@ async def _run_streams(
         bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security
     ) as producer:
         cluster = ClusterView(decision_key)
-        ledger = DeviceLedger(pod_gone=cluster.knows_gone)
+        ledger = DeviceLedger(pod_gone=cluster.knows_gone, pod_bound_on=cluster.bound_on)
         events = EventRecorder(core, component=settings.scheduler_name)
         reporter = PodReporter(events, ConditionWriter(core, sleep=asyncio.sleep))
         binder = PodBinder(core, policy=policy, device_memory=ledger.device_memory, decision_key=decision_key)

@@ -54,7 +54,14 @@ from topoplace import telemetry
 from topoplace.broker import ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
-from topoplace.kafka_io import EventProducer, latest_by_key, read_compacted, watch_for_data_loss
+from topoplace.kafka_io import (
+    EventProducer,
+    Received,
+    TopicFollower,
+    latest_by_key,
+    read_compacted,
+    watch_for_data_loss,
+)
 from topoplace.kafka_security import KafkaSecurity
 from topoplace.kube import api_client
 from topoplace.logs import configure_logging
@@ -436,6 +443,9 @@ class ClusterWatcher:
                 elif isinstance(publication.event, PendingGangEvent):
                     await self._publish_gang(publication.event)
                 else:
+                    if publication.event is None and publication.topic == topics.PODS_LIFECYCLE.name:
+                        # Not listed: a pod gone while the record stayed, or one never in the cluster.
+                        log.warning("collector.lifecycle_unlisted", extra={"fields": {"uid": publication.key}})
                     await self.publisher.send(publication.topic, publication.key, publication.event)
                 PUBLISHED.labels(topic=publication.topic).inc()
 
@@ -556,6 +566,7 @@ async def run_cluster_watcher(
                                     security=settings.kafka_security,
                                 )  # fmt: skip
                             )
+                            group.create_task(_read_back_lifecycle(watcher, bootstrap, settings.kafka_security))
                             await _seeded_run(watcher, bootstrap, settings.kafka_security)
 
                 await supervisor.run("watch", watch)
@@ -570,6 +581,20 @@ async def run_cluster_watcher(
 async def _seeded_run(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
     await _seed_from_topics(watcher, bootstrap, security)
     await watcher.run()
+
+
+async def _read_back_lifecycle(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
+    """pods.lifecycle as the topic holds it, forged records too, so a relist can tombstone what it did not list."""
+    follower = TopicFollower(bootstrap, [topics.PODS_LIFECYCLE], service=SERVICE, security=security)
+
+    async def seen(message: Received) -> None:
+        if message.key is not None:
+            watcher.pods.on_topic(message.key, message.event)
+
+    try:
+        await follower.run(seen)
+    finally:
+        await follower.stop()
 
 
 async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:

@@ -180,7 +180,7 @@ class WatchedCluster:
 
     def __init__(self, core: client.CoreV1Api) -> None:
         self.cluster = ClusterView(TEST_KEY)
-        self.ledger = DeviceLedger(pod_gone=self.cluster.knows_gone)
+        self.ledger = DeviceLedger(pod_gone=self.cluster.knows_gone, pod_bound_on=self.cluster.bound_on)
         self._applied = asyncio.Event()
         self.watches = watch_cluster(core, self.cluster, self.ledger, applied=self._applied.set)
         self._tasks = [asyncio.create_task(w.run()) for w in self.watches]

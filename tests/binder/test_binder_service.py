@@ -148,12 +148,14 @@ async def test_binds_through_kafka_with_the_ledger_rebuilt_from_the_topics(
 ) -> None:
     node = f"node-{uuid.uuid4().hex[:8]}"
     new_node(kube_api, node, 2)
-    # Before the binder starts: the node's devices, and another pod holding device 0.
+    # Before the binder starts: the node's devices, and another pod bound there, holding device 0.
     await producer.send(topics.TOPOLOGY_NODES, node, NodeTopologyEvent(node=node, machine_type="test", devices=gpus(2)))
+    running = new_pod(kube_api)
+    kube_api.store.bind("default", running["metadata"]["name"], {"metadata": {}, "target": {"name": node}})
     holder = PodLifecycleEvent(
-        uid=f"holder-{node}",
+        uid=running["metadata"]["uid"],
         namespace="default",
-        name="holder",
+        name=running["metadata"]["name"],
         phase=LifecyclePhase.BOUND,
         node=node,
         devices=(DeviceAssignment(index=0),),
@@ -327,6 +329,32 @@ async def test_a_forged_lifecycle_delete_on_the_topic_frees_nothing_at_start(
     assert outcome.outcome is BindingOutcome.CONFLICT
     assert uid in outcome.reason  # still held by the running pod the forged event named
     assert not kube_api.store.get("pods", taker["metadata"]["name"], "default")["spec"].get("nodeName")
+
+
+async def test_a_forged_lifecycle_bound_for_a_pod_that_never_existed_holds_nothing(
+    kube_api: KubeApiServer, producer: EventProducer, outcomes: Collected, start_binder: StartBinder
+) -> None:
+    """Compacted, such a record was replayed on every start and held its devices forever (issue 15, #8)."""
+    node = f"node-{uuid.uuid4().hex[:8]}"
+    new_node(kube_api, node, 2)
+    ghost = f"ghost-{uuid.uuid4().hex[:8]}"
+    forged = PodLifecycleEvent(
+        uid=ghost,
+        namespace="default",
+        name=ghost,
+        phase=LifecyclePhase.BOUND,
+        node=node,
+        devices=(DeviceAssignment(index=0), DeviceAssignment(index=1)),
+    )
+    await producer.send(topics.PODS_LIFECYCLE, ghost, forged)
+    await start_binder()
+
+    taker = new_pod(kube_api)
+    placement = placement_for(taker, node, (DeviceAssignment(index=0), DeviceAssignment(index=1)))
+    await producer.send(topics.PLACEMENTS, node, placement)
+    (outcome,) = await outcomes.wait_for(placement.uid)
+    assert outcome.outcome is BindingOutcome.BOUND, outcome.reason
+    assert kube_api.store.get("pods", taker["metadata"]["name"], "default")["spec"]["nodeName"] == node
 
 
 async def test_the_binder_goes_on_binding_after_its_broker_restarted_empty(kube_api: KubeApiServer) -> None:

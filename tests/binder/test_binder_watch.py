@@ -39,7 +39,7 @@ from services.binder.cluster_view import ClusterView
 from services.binder.handler import BindingSteps, PlacementHandler
 from services.binder.kube_events import EventRecorder
 from services.binder.kube_objects import ObjectMeta, PodObject, PodSpec
-from services.binder.ledger import LedgerNote
+from services.binder.ledger import DeviceLedger, Holding, LedgerNote
 from services.binder.outcome import PodView
 from services.binder.reporting import PodReporter
 from services.binder.service import skip_proxy_lookups
@@ -317,3 +317,35 @@ async def test_a_list_that_hangs_ends_with_the_client_timeout_and_is_tried_again
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert calls[0]["_request_timeout"] == api_watch.LIST_TIMEOUT_SECONDS  # a list never waits forever
+
+
+async def test_a_forged_lifecycle_bound_counts_only_for_a_pod_the_watch_has_bound_there(
+    kube_api: KubeApiServer, make_pod: PodFactory, watched: WatchedCluster
+) -> None:
+    """A "bound" for a pod that never existed, or on another node than the API server says, holds nothing."""
+    eight = tuple(DeviceAssignment(index=i) for i in range(8))
+    ghost = PodLifecycleEvent(
+        uid="never-existed", namespace="default", name="ghost", phase=LifecyclePhase.BOUND, node=NODE, devices=eight
+    )
+    note = watched.ledger.apply_message(topics.PODS_LIFECYCLE.name, "never-existed", ghost)
+    assert note is LedgerNote.BOUND_UNCONFIRMED
+    assert watched.ledger.holding("never-existed") is None
+    assert watched.ledger.collisions("someone", NODE, eight) == ()
+
+    pod = await bound_pod(kube_api, make_pod, watched, (DeviceAssignment(index=2),))
+    uid = pod["metadata"]["uid"]
+    elsewhere = msgspec.structs.replace(ghost, uid=uid, name=pod["metadata"]["name"], node="another-node")
+    assert watched.ledger.apply_message(topics.PODS_LIFECYCLE.name, uid, elsewhere) is LedgerNote.BOUND_UNCONFIRMED
+    assert watched.ledger.holding(uid) == Holding(pod_uid=uid, node=NODE, devices=(DeviceAssignment(index=2),))
+
+
+def test_a_binding_only_the_topic_reported_ends_when_a_completed_list_lacks_the_pod() -> None:
+    ledger = DeviceLedger()  # the topic trusted, as before the watch had the pod
+    reported = PodLifecycleEvent(
+        uid="u-1", namespace="ns", name="p", phase=LifecyclePhase.BOUND, node=NODE, devices=(DeviceAssignment(index=0),)
+    )
+    ledger.apply_message(topics.PODS_LIFECYCLE.name, "u-1", reported)
+    ticket = ledger.hold(Holding(pod_uid="u-2", node=NODE, devices=(DeviceAssignment(index=1),)))
+    ledger.mark_bound(ticket)  # bound by this binder: the watch may not have listed it yet
+    assert ledger.forget_unlisted(lambda uid: False) == ["u-1"]
+    assert ledger.holding("u-1") is None and ledger.is_bound("u-2")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from opentelemetry import trace
 
 from schemas import topics
 from schemas.events import (
+    DeviceAssignment,
     HyperNodeEvent,
     LifecyclePhase,
     NodeStatusEvent,
@@ -25,7 +27,7 @@ from services.collector import watch_gangs as gangs
 from services.collector.cluster_watcher import run_cluster_watcher
 from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.config import Settings
-from topoplace.kafka_io import Received, TopicFollower
+from topoplace.kafka_io import EventProducer, Received, TopicFollower
 from topoplace.kubeapi import KubeApiServer
 from topoplace.telemetry import read_spans
 
@@ -263,3 +265,36 @@ async def _following(bootstrap: str, inbox: Inbox) -> AsyncIterator[None]:
     finally:
         await follower.stop()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_forged_bound_record_for_a_pod_that_never_existed_gets_a_tombstone_at_the_next_relist(
+    own_broker: str, inbox: Inbox
+) -> None:
+    """Compacted, a forged "bound" would hold its devices in every placer forever (issue 15, #8)."""
+    forged_uid = f"forged-{uuid.uuid4().hex[:8]}"
+    forged = PodLifecycleEvent(
+        uid=forged_uid,
+        namespace="default",
+        name="never-existed",
+        phase=LifecyclePhase.BOUND,
+        node="e2e-node-1",
+        devices=tuple(DeviceAssignment(index=i) for i in range(8)),
+    )
+    async with KubeApiServer() as api:
+        settings = Settings(
+            kafka_bootstrap=own_broker, kube_api_url=api.url, health_port=0, decision_key=TEST_KEY_SECRET
+        )
+        real = api.store.create(
+            "pods", {**pod_json("e2e-real", node="e2e-node-1"), "metadata": {"name": "e2e-real"}}, namespace="default"
+        )
+        real_uid = real["metadata"]["uid"]
+        watcher = Watcher(settings, resync_seconds=0.5)
+        try:
+            await inbox.wait_for(is_event(PodLifecycleEvent, uid=real_uid, phase=LifecyclePhase.BOUND))
+            async with EventProducer(own_broker, service="forger") as forger:
+                await forger.send(topics.PODS_LIFECYCLE, forged_uid, forged)
+            await inbox.wait_for(lambda m: m.key == forged_uid and m.event is None)
+        finally:
+            await watcher.close()
+    on_topic = [m for m in inbox.messages if m.topic == topics.PODS_LIFECYCLE.name]
+    assert not any(m.key == real_uid and m.event is None for m in on_topic)  # the listed pod keeps its record

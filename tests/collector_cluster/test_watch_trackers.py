@@ -177,3 +177,21 @@ def test_a_resync_republishes_unchanged_nodes_and_hypernodes() -> None:
     assert [(p.topic, p.key) for p in again] == [(topics.NODES_STATUS.name, "n")]
     again = network.relisted([hypernode("tor", 1, [("Node", "n")])], 3.0, force=True).publications
     assert [(p.topic, p.key) for p in again] == [(topics.TOPOLOGY_NETWORK.name, "tor")]
+
+
+def test_a_relist_tombstones_bound_records_on_the_topic_it_did_not_list() -> None:
+    """The watcher is the only writer of pods.lifecycle: a "bound" it did not list is forged or stale."""
+    tracker = PodTracker("topoplace", TEST_KEY)
+    listed = pod("p", node="gpu-1", annotations=DEVICES, phase="Running")
+    tracker.observe(listed, 1.0)
+    forged = PodLifecycleEvent(
+        uid="never-existed", namespace="default", name="x", phase=LifecyclePhase.BOUND, node="gpu-1"
+    )
+    tracker.on_topic("never-existed", forged)
+    tracker.on_topic("uid-default-p", forged)  # read back: our own record of a listed pod
+    deleted = PodLifecycleEvent(uid="gone", namespace="default", name="g", phase=LifecyclePhase.DELETED)
+    tracker.on_topic("gone", deleted)  # a deletion stays on the topic as it is
+
+    out = tracker.relisted([listed], 2.0).publications
+    assert [(p.topic, p.key, p.event) for p in out] == [(topics.PODS_LIFECYCLE.name, "never-existed", None)]
+    assert tracker.relisted([listed], 3.0).publications == []  # once
