@@ -333,7 +333,9 @@ async def running_pipeline(*, placers: int, log_dir: Path) -> AsyncIterator[Runn
         raise ValueError(f"placers: must be at least 1, got {placers}")
     cluster = demo_cluster.default_cluster()
     children: list[processes.ServiceProcess] = []
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TOPOPLACE_", "KAFKA_"))}
+    env = processes.with_run_key(
+        {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TOPOPLACE_", "KAFKA_"))}
+    )
     async with EmbeddedBroker() as broker:
         bootstrap = broker.bootstrap
         await ensure_topics(bootstrap)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from topoplace.kafka_security import SECURITY_ENV_VARS, KafkaSecurity, SecurityConfigError, security_from_env
+from topoplace.kafka_security import SECURITY_ENV_VARS, KafkaSecurity, Secret, SecurityConfigError, security_from_env
 
 KAFKA_BOOTSTRAP = "KAFKA_BOOTSTRAP"
 KAFKA_IDEMPOTENCE = "TOPOPLACE_KAFKA_IDEMPOTENCE"
@@ -30,6 +30,10 @@ LEADER_IDENTITY = "TOPOPLACE_LEADER_IDENTITY"
 LEADER_NAMESPACE = "TOPOPLACE_LEADER_NAMESPACE"
 TOPIC_REPLICATION_FACTOR = "TOPOPLACE_TOPIC_REPLICATION_FACTOR"
 TOPIC_MIN_INSYNC_REPLICAS = "TOPOPLACE_TOPIC_MIN_INSYNC_REPLICAS"
+# The key that seals pods' devices (schemas/seal.py): a file (a mounted Secret), or the key itself (dev runs).
+DECISION_KEY_FILE = "TOPOPLACE_DECISION_KEY_FILE"
+DECISION_KEY = "TOPOPLACE_DECISION_KEY"
+MIN_DECISION_KEY_CHARS = 16
 
 # How nodes enforce a device choice when neither their label nor HAMi's registration says
 # (schemas/enforcement.py; not imported here, so building the CLI parser stays light).
@@ -61,6 +65,8 @@ ENV_VARS: tuple[str, ...] = (
     LEADER_NAMESPACE,
     TOPIC_REPLICATION_FACTOR,
     TOPIC_MIN_INSYNC_REPLICAS,
+    DECISION_KEY_FILE,
+    DECISION_KEY,
     *SECURITY_ENV_VARS,
 )
 
@@ -115,6 +121,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     leader_election: bool = True
     leader_identity: str | None = None  # None: this host's name and process id
     leader_namespace: str = "default"  # where the Lease lives
+    decision_key: Secret | None = None  # the seal's key; the binder and the cluster watcher need it
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -153,7 +160,18 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             leader_election=_bool(environ, LEADER_ELECTION, default=True),
             leader_identity=_name_or_none(environ, LEADER_IDENTITY),
             leader_namespace=_name(environ, LEADER_NAMESPACE, "default"),
+            decision_key=_decision_key(environ),
         )
+
+    def require_decision_key(self) -> bytes:
+        """The seal's key, for a service that seals or reads pods' devices; a ConfigError without one."""
+        if self.decision_key is None:
+            raise ConfigError(
+                DECISION_KEY_FILE,
+                "is required: the file with the key that seals pods' devices (a Secret shared by the binder "
+                f"and the cluster watcher; {DECISION_KEY} for a development run)",
+            )
+        return self.decision_key.reveal().encode()
 
     def group_id(self, service: str) -> str:
         """The consumer group of one service, e.g. "topoplace-placer"."""
@@ -267,6 +285,26 @@ def _log_level(environ: Mapping[str, str]) -> str:
     if value not in LOG_LEVELS:
         raise ConfigError(LOG_LEVEL, f"must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
     return value
+
+
+def _decision_key(environ: Mapping[str, str]) -> Secret | None:
+    path = _optional(environ, DECISION_KEY_FILE)
+    if path is not None:
+        variable = DECISION_KEY_FILE
+        try:
+            with open(path, encoding="utf-8") as file:
+                key = file.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = f"{path} is not a readable text file ({exc.__class__.__name__})"
+            raise ConfigError(DECISION_KEY_FILE, reason) from None
+    else:
+        variable = DECISION_KEY
+        key = environ.get(DECISION_KEY, "").strip()
+        if not key:
+            return None
+    if len(key) < MIN_DECISION_KEY_CHARS:
+        raise ConfigError(variable, f"the key must have at least {MIN_DECISION_KEY_CHARS} characters, got {len(key)}")
+    return Secret(key)
 
 
 def _check_bootstrap(bootstrap: str) -> None:

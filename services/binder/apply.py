@@ -35,6 +35,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from schemas import annotations as pod_annotations
 from schemas.enforcement import Enforcement
 from schemas.events import BindingOutcome, PlacementEvent
+from schemas.seal import SEAL, DecisionKey
 from services.binder import metrics
 from services.binder.claims import ClaimWriter
 from services.binder.hami_devices import hami_annotations
@@ -80,18 +81,24 @@ class BindResult(msgspec.Struct, frozen=True, kw_only=True):
     retryable: bool = False  # not bound for a while only (retries spent on faults, a lock held): worth another try
 
 
-def device_annotations(placement: PlacementEvent) -> dict[str, str]:
-    return {
+def device_annotations(placement: PlacementEvent, key: DecisionKey | None = None) -> dict[str, str]:
+    """The devices, node and decision for people to read, and (with `key`) the seal readers trust."""
+    annotations = {
         pod_annotations.DEVICES: pod_annotations.encode_devices(placement.devices),
         pod_annotations.NODE: placement.node,
         pod_annotations.DECISION: placement.decision_id,
     }
+    if key is not None:
+        annotations[SEAL] = key.seal(placement.uid, placement.node, placement.decision_id, placement.devices)
+    return annotations
 
 
-def binding_body(placement: PlacementEvent, extra: dict[str, str] | None = None) -> dict[str, Any]:
+def binding_body(
+    placement: PlacementEvent, extra: dict[str, str] | None = None, key: DecisionKey | None = None
+) -> dict[str, Any]:
     """The Binding as JSON: the uid is the precondition, the annotations go onto the pod with the node.
 
-    `extra`: more annotations for the pod (HAMi's, on a node HAMi enforces)."""
+    `extra`: more annotations for the pod (HAMi's, on a node HAMi enforces); `key`: the seal's."""
     return {
         "apiVersion": "v1",
         "kind": "Binding",
@@ -99,7 +106,7 @@ def binding_body(placement: PlacementEvent, extra: dict[str, str] | None = None)
             "name": placement.name,
             "namespace": placement.namespace,
             "uid": placement.uid,
-            "annotations": device_annotations(placement) | (extra or {}),
+            "annotations": device_annotations(placement, key) | (extra or {}),
         },
         "target": {"apiVersion": "v1", "kind": "Node", "name": placement.node},
     }
@@ -148,11 +155,14 @@ class PodBinder:
         device_memory: Callable[[str, int], int | None] = _no_device_memory,
         device_uuid: Callable[[str, int], str | None] = _no_device_uuid,
         lock_release_seconds: float = DEFAULT_LOCK_RELEASE_SECONDS,
+        decision_key: DecisionKey | None = None,
     ) -> None:
         """`device_memory(node, index)`: a device's MiB from the topology (HAMi needs it for whole GPUs);
         `device_uuid(node, index)`: its UUID from the topology (what HAMi's annotations name).
         `lock_release_seconds`: when HAMi's node lock of a bound pod is removed if HAMi's device
-        plugin has not done so (it releases the lock in Allocate)."""
+        plugin has not done so (it releases the lock in Allocate). `decision_key`: the seal's key
+        (schemas/seal.py); without it the binder's bindings carry no seal and no pod's devices count."""
+        self._decision_key = decision_key
         self._core = core
         self._claims = claims or ClaimWriter(
             client.ResourceV1Api(core.api_client),  # type: ignore[attr-defined]  # the stubs omit it
@@ -214,7 +224,7 @@ class PodBinder:
             if _status_kind(exc) is ApiErrorKind.NOT_FOUND:
                 return None
             raise
-        return _pod_decoder.decode(body).view()
+        return _pod_decoder.decode(body).view(self._decision_key)
 
     async def _bind_hami(self, placement: PlacementEvent, known: PodView | None, budget: RetryBudget) -> BindResult:
         """HAMi's annotations in the Binding, under HAMi's node lock (see services/binder/hami_lock.py)."""
@@ -306,7 +316,7 @@ class PodBinder:
                     self._core.create_namespaced_pod_binding,
                     placement.name,
                     placement.namespace,
-                    binding_body(placement, extra),  # type: ignore[arg-type]  # a plain dict serialises as it is
+                    binding_body(placement, extra, self._decision_key),  # type: ignore[arg-type]  # a plain dict serialises as it is
                     _preload_content=False,
                     _request_timeout=self._policy.request_timeout_seconds,
                 ),

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 import msgspec
 
+from schemas.seal import DecisionKey
 from services.binder.kube_objects import NodeObject, NodeRules, PlacementRules, PodObject
 from services.binder.node_fit import NodeFit
 from services.binder.outcome import PodView
@@ -32,8 +33,10 @@ class PodChange(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ClusterView:
-    def __init__(self, scheduler_name: str = "topoplace") -> None:
+    def __init__(self, scheduler_name: str = "topoplace", *, decision_key: DecisionKey | None = None) -> None:
+        """`decision_key`: the seal's key; a pod's devices count only from a seal it verifies."""
         self.scheduler_name = scheduler_name  # only its pods' placement rules are kept
+        self._decision_key = decision_key
         self._pods: dict[str, PodView] = {}  # by uid
         self._pod_names: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name)
         self._rules: dict[str, PlacementRules] = {}  # by uid: our pods waiting for a node only
@@ -56,6 +59,11 @@ class ClusterView:
         """What the pod asks of its node; None unless it is one of ours waiting for a node."""
         return self._rules.get(uid)
 
+    def bound_on(self, uid: str, node: str) -> bool:
+        """The watch has the pod bound to this node."""
+        pod = self._pods.get(uid)
+        return pod is not None and pod.node_name == node and not pod.finished
+
     def knows_gone(self, uid: str) -> bool:
         """The pod is not in the cluster (or has finished), as far as a synced watch can tell."""
         if not self.pods_synced:
@@ -71,7 +79,7 @@ class ClusterView:
             self._rules.pop(meta.uid, None)
             self.fit.observe(meta.uid, "", {}, live=False)
             return PodChange(uid=meta.uid, namespace=meta.namespace, name=meta.name, now=None)
-        view = obj.view()
+        view = obj.view(self._decision_key)
         self._pods[meta.uid] = view
         if view.node_name or view.finished or view.scheduler_name != self.scheduler_name:
             self._rules.pop(meta.uid, None)  # bound, ended or not ours: no placement of it is checked on rules

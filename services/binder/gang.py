@@ -46,7 +46,7 @@ from services.binder.handler import (
     mark_span,
     record_outcome,
 )
-from services.binder.ledger import Holding
+from services.binder.ledger import HoldTicket
 from services.binder.outcome import PodStanding, PodView, judge_pod, outcome_of
 from services.binder.retry import RetriesExhausted
 
@@ -66,8 +66,7 @@ class _Checked:
         self.member = member
         self.known: PodView | None = None
         self.already_bound: BindResult | None = None  # bound here by an earlier copy of this decision
-        self.held = False
-        self.previous: Holding | None = None
+        self.ticket: HoldTicket | None = None  # while the member's devices are held for its bind
 
 
 class GangHandler:
@@ -162,8 +161,7 @@ class GangHandler:
         if refusal is not None:
             return refusal
         # Held now, so the next member's ledger check sees this member's devices.
-        entry.previous = self._steps.hold(member)
-        entry.held = True
+        entry.ticket = self._steps.hold(member)
         known = self._steps.known_pod(member.uid)
         if known is None:
             # The watch has not seen this pod (or there is no watch): ask the server.
@@ -202,8 +200,7 @@ class GangHandler:
     async def _bind_all(self, checked: list[_Checked]) -> Results:
         for entry in checked:
             if entry.already_bound is not None:
-                self._steps.settle_hold(entry.member, entry.previous, entry.already_bound)
-                entry.held = False
+                self._settle_member(entry, entry.already_bound)
         to_bind = [e for e in checked if e.already_bound is None]
         bound: dict[str, BindResult] = {}
         for round_ in range(1, BIND_ROUNDS + 1):
@@ -224,8 +221,7 @@ class GangHandler:
                 again = []
             for entry in to_bind:
                 if entry not in again:  # settled now: cancelled later, a bound member keeps its hold
-                    self._steps.settle_hold(entry.member, entry.previous, bound[entry.member.uid])
-                    entry.held = False
+                    self._settle_member(entry, bound[entry.member.uid])
             to_bind = again
             if not to_bind:
                 break
@@ -241,8 +237,13 @@ class GangHandler:
             )
         return [(e.member, e.already_bound or bound[e.member.uid]) for e in checked]
 
+    def _settle_member(self, entry: _Checked, result: BindResult) -> None:
+        if entry.ticket is not None:
+            self._steps.settle_hold(entry.member, entry.ticket, result)
+            entry.ticket = None
+
     def _put_back(self, checked: list[_Checked]) -> None:
         for entry in reversed(checked):
-            if entry.held:
-                self._steps.put_back(entry.member, entry.previous)
-                entry.held = False
+            if entry.ticket is not None:
+                self._steps.put_back(entry.member, entry.ticket)
+                entry.ticket = None

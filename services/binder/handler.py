@@ -38,7 +38,7 @@ from schemas.events import (
 from services.binder import metrics
 from services.binder.apply import BindResult, api_error_text
 from services.binder.cluster_view import ClusterView
-from services.binder.ledger import DeviceLedger, Holding
+from services.binder.ledger import DeviceLedger, Holding, HoldTicket
 from services.binder.node_devices import device_index_problem
 from services.binder.node_fit import milli_requests
 from services.binder.outcome import PodView, describe_devices, placement_problem
@@ -217,41 +217,41 @@ class BindingSteps:
         known = self.known_pod(placement.uid)
         return dict(known.requests) if known is not None else milli_requests(placement.requests)
 
-    def hold(self, placement: PlacementEvent) -> Holding | None:
+    def hold(self, placement: PlacementEvent) -> HoldTicket:
         """Take the placement's devices (and node resources) before the request, so nothing else is
         granted them meanwhile."""
         if self.cluster is not None:
             self.cluster.fit.assume(placement.uid, placement.node, self._requests(placement))
         return self.ledger.hold(Holding(pod_uid=placement.uid, node=placement.node, devices=placement.devices))
 
-    def put_back(self, placement: PlacementEvent, previous: Holding | None) -> None:
+    def put_back(self, placement: PlacementEvent, ticket: HoldTicket) -> None:
         """Undo `hold`: the pod holds what it held before, and nothing of the node's resources."""
-        self.ledger.restore(placement.uid, previous)
+        self.ledger.restore(ticket)
         if self.cluster is not None:
             self.cluster.fit.forget_assumed(placement.uid)
 
-    def settle_hold(self, placement: PlacementEvent, previous: Holding | None, result: BindResult) -> None:
+    def settle_hold(self, placement: PlacementEvent, ticket: HoldTicket, result: BindResult) -> None:
         """Keep the hold as the pod's binding, or put back what the pod held before."""
         if result.outcome is BindingOutcome.BOUND:
-            self.ledger.mark_bound(placement.uid)
+            self.ledger.mark_bound(ticket)
             if self.cluster is not None:
                 self.cluster.fit.settled_bound(placement.uid)
         else:
-            self.put_back(placement, previous)
+            self.put_back(placement, ticket)
         metrics.LEDGER_PODS.set(self.ledger.pod_count())
 
     async def bind_held(self, placement: PlacementEvent, known: PodView | None) -> BindResult:
         """Hold, bind, settle the hold: the ledger never keeps devices of a pod not bound."""
-        previous = self.hold(placement)
+        ticket = self.hold(placement)
         try:
             result = await self.binder.bind(placement, known)
         except Exception as exc:  # a bug or an unforeseen answer: still reported, never silently lost
             log.exception("binder.bind_error", extra={"fields": {"uid": placement.uid}})
             result = BindResult(outcome=BindingOutcome.FAILED, reason=f"unexpected error: {exc!r}")
         except BaseException:  # cancelled mid-bind: the placement comes again, hold nothing meanwhile
-            self.put_back(placement, previous)
+            self.put_back(placement, ticket)
             raise
-        self.settle_hold(placement, previous, result)
+        self.settle_hold(placement, ticket, result)
         return result
 
     def tell_pod(self, placement: PlacementEvent, result: BindResult) -> None:

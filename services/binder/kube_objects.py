@@ -21,6 +21,7 @@ import msgspec
 
 from schemas.kube import Affinity, Taint, Toleration
 from schemas.pod_requests import InitContainerRequest, effective_pod_request
+from schemas.seal import DecisionKey, SealCheck
 from services.binder.node_fit import milli_requests
 from services.binder.outcome import PodView
 
@@ -125,14 +126,21 @@ class PodObject(msgspec.Struct, kw_only=True):
     spec: PodSpec = msgspec.field(default_factory=PodSpec)
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 
-    def view(self) -> PodView:
+    def view(self, key: DecisionKey | None = None) -> PodView:
+        """The binder's small struct of the pod: of its annotations only the devices its seal proves
+        (`key`: the seal's; None: no device annotation counts)."""
         meta = self.metadata
+        node = self.spec.node_name or ""
+        sealed = SealCheck()
+        if node and key is not None:
+            sealed = key.check(meta.uid, node, meta.annotations or {})
         return PodView(
             uid=meta.uid,
-            node_name=self.spec.node_name or "",
+            node_name=node,
             resource_version=meta.resource_version,
             terminating=meta.deletion_timestamp is not None,
-            annotations=dict(meta.annotations or {}),
+            devices=sealed.devices,
+            seal_problem=sealed.problem,
             phase=self.status.phase,
             requests=self.spec.requests(),
             scheduler_name=sys.intern(self.spec.scheduler_name),  # one copy per name, not per pod

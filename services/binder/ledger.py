@@ -1,7 +1,8 @@
 """The binder's device ledger: which pod holds which share of which device, per node.
 
 Pure and synchronous. Fed by the API server's pods (the binder's own watch:
-bound pods with their device annotation), by `pods.lifecycle` and
+bound pods with the devices their seal proves, schemas/seal.py; a device
+annotation without a valid seal counts for nothing), by `pods.lifecycle` and
 `topology.nodes` (device capacity), and by the binder's own binds. Before a
 binding the binder asks `collisions()`: the last guard against handing a
 device out twice, even when the placer's view was stale.
@@ -14,6 +15,15 @@ Two rules keep a forged or edited report from freeing a device still in use:
   later report of other devices for that bound pod on the same node (a user
   edited its `topoplace.io/devices` annotation) changes nothing, because the
   node gave the pod its devices when it started, not when the annotation changed.
+- A pod's binding and the holds of its placements in flight are kept apart: each
+  `hold` returns a ticket that settles only that hold (`mark_bound` makes it the
+  binding, `restore` drops it), so one pod's single and gang placements in flight
+  together never drop its binding, whatever order they end in. While a pod has
+  several, each device counts with the largest of its shares.
+- A `pods.lifecycle` "bound" counts only when the API watch has that pod bound
+  on that node (`pod_bound_on`), and a binding only the topic reported ends
+  when a completed list of pods does not have the pod (`forget_unlisted`): a
+  forged "bound" for a pod that never existed holds nothing.
 
 Share rules (the annotation format's meaning, schemas.annotations):
 - `memory_mib == 0` means the whole device's memory, so such a holder leaves
@@ -42,7 +52,7 @@ from schemas.events import (
 )
 from schemas.topics import PODS_LIFECYCLE, TOPOLOGY_NODES
 from schemas.topology import Device, Vendor
-from services.binder.outcome import PodView, annotated_devices
+from services.binder.outcome import PodView
 
 # A GPU's compute share is a percentage; used when a node's topology is unknown.
 DEFAULT_DEVICE_CORES = 100
@@ -53,6 +63,7 @@ class LedgerNote(enum.Enum):
 
     DELETE_REFUSED = "the API server still has the pod"
     EDIT_IGNORED = "the pod is bound with other devices, which stay held"
+    BOUND_UNCONFIRMED = "the API watch does not have the pod bound on that node"
 
 
 class DeviceCapacity(msgspec.Struct, frozen=True, kw_only=True):
@@ -71,6 +82,13 @@ class Holding(msgspec.Struct, frozen=True, kw_only=True):
     devices: tuple[DeviceAssignment, ...]
 
 
+class HoldTicket(msgspec.Struct, frozen=True, kw_only=True):
+    """One hold in flight (a placement being bound): settled by `mark_bound` or `restore`, exactly it."""
+
+    pod_uid: str
+    number: int
+
+
 def capacities_of(devices: Iterable[Device]) -> dict[int, DeviceCapacity]:
     return {
         d.index: DeviceCapacity(index=d.index, memory_mib=d.memory_mib, cores=d.cores, vendor=d.vendor, uuid=d.uuid)
@@ -82,14 +100,30 @@ def _always_gone(uid: str) -> bool:
     return True
 
 
+def _always_bound(uid: str, node: str) -> bool:
+    return True
+
+
 class DeviceLedger:
-    def __init__(self, *, pod_gone: Callable[[str], bool] = _always_gone) -> None:
-        """`pod_gone(uid)`: whether the API server agrees the pod is gone (default: trust the topic)."""
+    def __init__(
+        self,
+        *,
+        pod_gone: Callable[[str], bool] = _always_gone,
+        pod_bound_on: Callable[[str, str], bool] = _always_bound,
+    ) -> None:
+        """`pod_gone(uid)`: whether the API server agrees the pod is gone; `pod_bound_on(uid, node)`:
+        whether it has the pod bound on that node (defaults: trust the topic)."""
         self._pod_gone = pod_gone
+        self._pod_bound_on = pod_bound_on
+        self._reported_only: set[str] = set()  # bindings only pods.lifecycle reported (not the watch, not us)
         self._capacity: dict[str, dict[int, DeviceCapacity]] = {}
-        self._holdings: dict[str, Holding] = {}  # by pod uid
-        self._bound: set[str] = set()  # uids whose holding is a binding, not a hold before one
-        # node -> device index -> pod uid -> share; derived from _holdings for fast checks
+        # A pod's binding and its holds in flight are kept apart: a hold settles only itself, so
+        # placements of one pod in flight together (a single one and its gang's) never drop the
+        # binding, whatever order they end in.
+        self._bindings: dict[str, Holding] = {}  # by pod uid
+        self._holds: dict[str, dict[int, Holding]] = {}  # pod uid -> ticket number -> hold in flight
+        self._tickets = 0
+        # node -> device index -> pod uid -> the pod's largest share there; derived, for fast checks
         self._shares: dict[str, dict[int, dict[str, DeviceAssignment]]] = {}
 
     # --- capacity (topology.nodes) ------------------------------------------------------
@@ -124,77 +158,116 @@ class DeviceLedger:
     # --- holdings -----------------------------------------------------------------------
 
     def holding(self, pod_uid: str) -> Holding | None:
-        return self._holdings.get(pod_uid)
+        """The pod's binding; while it has none, its latest hold in flight."""
+        binding = self._bindings.get(pod_uid)
+        if binding is not None:
+            return binding
+        holds = self._holds.get(pod_uid)
+        return holds[max(holds)] if holds else None
 
     def holders(self, node: str, index: int) -> dict[str, DeviceAssignment]:
         return dict(self._shares.get(node, {}).get(index, {}))
 
-    def hold(self, holding: Holding) -> Holding | None:
-        """Record a pod's devices (replacing what it held before); returns the previous holding."""
-        was_bound = holding.pod_uid in self._bound
-        previous = self.release(holding.pod_uid)
-        if was_bound:
-            self._bound.add(holding.pod_uid)
-        self._holdings[holding.pod_uid] = holding
-        node_shares = self._shares.setdefault(holding.node, {})
-        for share in holding.devices:
-            node_shares.setdefault(share.index, {})[holding.pod_uid] = share
-        return previous
+    def hold(self, holding: Holding) -> HoldTicket:
+        """Hold a pod's devices while its binding is in flight, beside what it holds already."""
+        self._tickets += 1
+        ticket = HoldTicket(pod_uid=holding.pod_uid, number=self._tickets)
+        self._unindex(holding.pod_uid)
+        self._holds.setdefault(holding.pod_uid, {})[ticket.number] = holding
+        self._index(holding.pod_uid)
+        return ticket
 
     def record_bound(self, holding: Holding) -> Holding | None:
         """A pod reported bound with these devices. Returns the holding kept instead when the pod was
         already bound on that node with other devices (those stay held: see the module's rules)."""
-        current = self._holdings.get(holding.pod_uid)
-        if current is not None and holding.pod_uid in self._bound and current.node == holding.node:
+        current = self._bindings.get(holding.pod_uid)
+        if current is not None and current.node == holding.node:
             return None if _same_devices(current.devices, holding.devices) else current
-        self.hold(holding)
-        self._bound.add(holding.pod_uid)
+        self._unindex(holding.pod_uid)
+        self._bindings[holding.pod_uid] = holding
+        self._index(holding.pod_uid)
+        self._reported_only.discard(holding.pod_uid)
         return None
 
-    def mark_bound(self, pod_uid: str) -> None:
-        """The pod's current hold became its binding."""
-        if pod_uid in self._holdings:
-            self._bound.add(pod_uid)
+    def mark_bound(self, ticket: HoldTicket) -> None:
+        """The ticket's hold became the pod's binding (a pod already bound keeps its binding)."""
+        holds = self._holds.get(ticket.pod_uid, {})
+        held = holds.get(ticket.number)
+        if held is None:
+            return  # released meanwhile: the pod is gone
+        self._unindex(ticket.pod_uid)
+        del holds[ticket.number]
+        if not holds:
+            del self._holds[ticket.pod_uid]
+        self._bindings.setdefault(ticket.pod_uid, held)
+        self._index(ticket.pod_uid)
+        self._reported_only.discard(ticket.pod_uid)
 
     def is_bound(self, pod_uid: str) -> bool:
-        return pod_uid in self._bound
+        return pod_uid in self._bindings
 
     def bound_elsewhere(self, pod_uid: str, node: str, devices: tuple[DeviceAssignment, ...]) -> Holding | None:
         """The pod's binding when it is bound on another node or with other devices than these; else None."""
-        current = self._holdings.get(pod_uid)
-        if current is None or pod_uid not in self._bound:
+        current = self._bindings.get(pod_uid)
+        if current is None:
             return None
         if current.node == node and _same_devices(current.devices, devices):
             return None
         return current
 
     def release(self, pod_uid: str) -> Holding | None:
-        self._bound.discard(pod_uid)
-        holding = self._holdings.pop(pod_uid, None)
-        if holding is None:
-            return None
-        node_shares = self._shares.get(holding.node, {})
-        for share in holding.devices:
-            holders = node_shares.get(share.index)
-            if holders is not None:
-                holders.pop(pod_uid, None)
-                if not holders:
-                    del node_shares[share.index]
-        if not node_shares:
-            self._shares.pop(holding.node, None)
-        return holding
+        """The pod is gone: its binding and every hold of it end. Returns what `holding` said."""
+        before = self.holding(pod_uid)
+        self._unindex(pod_uid)
+        self._bindings.pop(pod_uid, None)
+        self._holds.pop(pod_uid, None)
+        self._reported_only.discard(pod_uid)
+        return before
 
-    def restore(self, pod_uid: str, previous: Holding | None) -> None:
-        """Undo a `hold` whose binding did not happen (a pod bound before stays bound)."""
-        was_bound = pod_uid in self._bound
-        self.release(pod_uid)
-        if previous is not None:
-            self.hold(previous)
-            if was_bound:
-                self._bound.add(pod_uid)
+    def forget_unlisted(self, listed: Callable[[str], bool]) -> list[str]:
+        """After a completed list of pods: bindings only pods.lifecycle reported, of pods not listed, end."""
+        unlisted = [uid for uid in self._reported_only if not listed(uid)]
+        for uid in unlisted:
+            self.release(uid)
+        return unlisted
+
+    def restore(self, ticket: HoldTicket) -> None:
+        """Undo the ticket's `hold`, whose binding did not happen; the pod's binding and other holds stay."""
+        holds = self._holds.get(ticket.pod_uid, {})
+        if ticket.number not in holds:
+            return
+        self._unindex(ticket.pod_uid)
+        del holds[ticket.number]
+        if not holds:
+            del self._holds[ticket.pod_uid]
+        self._index(ticket.pod_uid)
+
+    def _holdings_of(self, pod_uid: str) -> list[Holding]:
+        binding = self._bindings.get(pod_uid)
+        return ([binding] if binding is not None else []) + list(self._holds.get(pod_uid, {}).values())
+
+    def _unindex(self, pod_uid: str) -> None:
+        for holding in self._holdings_of(pod_uid):
+            node_shares = self._shares.get(holding.node, {})
+            for share in holding.devices:
+                holders = node_shares.get(share.index)
+                if holders is not None:
+                    holders.pop(pod_uid, None)
+                    if not holders:
+                        del node_shares[share.index]
+            if not node_shares:
+                self._shares.pop(holding.node, None)
+
+    def _index(self, pod_uid: str) -> None:
+        """The pod's share of each device: the largest of its binding's and holds' (one of them wins)."""
+        for holding in self._holdings_of(pod_uid):
+            node_shares = self._shares.setdefault(holding.node, {})
+            for share in holding.devices:
+                holders = node_shares.setdefault(share.index, {})
+                holders[pod_uid] = _larger(holders[pod_uid], share) if pod_uid in holders else share
 
     def pod_count(self) -> int:
-        return len(self._holdings)
+        return len(self._bindings.keys() | self._holds.keys())
 
     # --- events from the topics ---------------------------------------------------------
 
@@ -218,7 +291,12 @@ class DeviceLedger:
     def apply_lifecycle(self, event: PodLifecycleEvent) -> LedgerNote | None:
         if event.phase is LifecyclePhase.DELETED or not event.node:
             return self.release_if_gone(event.uid)
+        if not self._pod_bound_on(event.uid, event.node):
+            return LedgerNote.BOUND_UNCONFIRMED  # a forged "bound" for a pod that never existed holds nothing
+        was_bound = self.is_bound(event.uid)
         kept = self.record_bound(Holding(pod_uid=event.uid, node=event.node, devices=event.devices))
+        if not was_bound:
+            self._reported_only.add(event.uid)
         return None if kept is None else LedgerNote.EDIT_IGNORED
 
     def apply_api_pod(self, pod_uid: str, pod: PodView | None) -> LedgerNote | None:
@@ -226,14 +304,13 @@ class DeviceLedger:
         if pod is None or pod.finished:
             self.release(pod_uid)
             return None
-        devices = annotated_devices(pod)
-        if not pod.node_name or devices is None:
+        if not pod.node_name or pod.devices is None:
             return None
-        kept = self.record_bound(Holding(pod_uid=pod_uid, node=pod.node_name, devices=devices))
+        kept = self.record_bound(Holding(pod_uid=pod_uid, node=pod.node_name, devices=pod.devices))
         return None if kept is None else LedgerNote.EDIT_IGNORED
 
     def release_if_gone(self, pod_uid: str) -> LedgerNote | None:
-        if pod_uid not in self._holdings:
+        if self.holding(pod_uid) is None:
             return None
         if not self._pod_gone(pod_uid):
             return LedgerNote.DELETE_REFUSED
@@ -310,6 +387,12 @@ def _device_collision(
 
 def _memory_of(share: DeviceAssignment, capacity: DeviceCapacity) -> int:
     return capacity.memory_mib if share.memory_mib == 0 else share.memory_mib
+
+
+def _larger(a: DeviceAssignment, b: DeviceAssignment) -> DeviceAssignment:
+    """The share that takes at least what both take (memory 0 = all of it)."""
+    memory = 0 if 0 in (a.memory_mib, b.memory_mib) else max(a.memory_mib, b.memory_mib)
+    return msgspec.structs.replace(a, memory_mib=memory, cores=max(a.cores, b.cores))
 
 
 def _same_devices(a: tuple[DeviceAssignment, ...], b: tuple[DeviceAssignment, ...]) -> bool:

@@ -67,3 +67,13 @@ REFUSALS = Counter(
     "node_affinity, node_unschedulable, node_not_ready, device_identity, ledger, resources, ...).",
     ["kind"],
 )
+
+UNSEALED_PODS = Counter(
+    "topoplace_binder_unsealed_pods_total",
+    "Bound pods seen with a device annotation but no valid seal (their devices do not count).",
+)
+
+LEDGER_BOUND_UNCONFIRMED = Counter(
+    "topoplace_binder_ledger_bound_unconfirmed_total",
+    "pods.lifecycle 'bound' reports ignored: the API watch does not have that pod bound on that node.",
+)

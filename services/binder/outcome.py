@@ -10,7 +10,6 @@ import enum
 
 import msgspec
 
-from schemas import annotations as pod_annotations
 from schemas.events import (
     BindingOutcome,
     DeviceAssignment,
@@ -44,7 +43,9 @@ class PodView(msgspec.Struct, frozen=True, kw_only=True):
     node_name: str = ""
     resource_version: str = ""
     terminating: bool = False
-    annotations: dict[str, str] = {}
+    # The devices its seal proves (schemas/seal.py), never its annotations: None when none count.
+    devices: tuple[DeviceAssignment, ...] | None = None
+    seal_problem: str = ""  # why a bound pod's device annotation does not count ("" when it does or has none)
     phase: str = ""  # Pending, Running, Succeeded, Failed ("" when not known)
     requests: dict[str, int] = {}  # the pod's effective requests, milli-units
     scheduler_name: str = ""  # spec.schedulerName ("" when not known)
@@ -84,7 +85,7 @@ def judge_pod(pod: PodView | None, placement: PlacementEvent) -> Judgement:
                 standing=PodStanding.BOUND_ELSEWHERE,
                 reason=f"pod {pod_name} is already bound to node {pod.node_name}",
             )
-        held = annotated_devices(pod)
+        held = pod.devices
         if held is not None and _device_set(held) != _device_set(placement.devices):
             return Judgement(
                 standing=PodStanding.BOUND_ELSEWHERE,
@@ -135,17 +136,6 @@ def describe_devices(devices: tuple[DeviceAssignment, ...]) -> str:
             memory = "all memory" if d.memory_mib == 0 else f"{d.memory_mib} MiB"
             parts.append(f"{d.index} ({memory}, {d.cores} cores)")
     return ",".join(parts) if parts else "none"
-
-
-def annotated_devices(pod: PodView) -> tuple[DeviceAssignment, ...] | None:
-    """The devices the pod's annotation gives it, or None when it has no readable annotation."""
-    raw = pod.annotations.get(pod_annotations.DEVICES)
-    if raw is None:
-        return None
-    try:
-        return pod_annotations.decode_devices(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
 
 
 def _device_set(devices: tuple[DeviceAssignment, ...]) -> frozenset[tuple[int, int, int]]:

@@ -22,11 +22,12 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from schemas import topics
+from schemas.seal import DecisionKey
 from services.binder.api_watch import ApiWatch
 from services.binder.apply import PodBinder
 from services.binder.claim_watch import AllocatedDevices, watch_claims
 from services.binder.claims import ClaimWriter
-from services.binder.cluster_view import ClusterView
+from services.binder.cluster_view import ClusterView, PodChange
 from services.binder.conditions import ConditionWriter
 from services.binder.gang import GangHandler
 from services.binder.handler import BindingSteps, PlacementHandler
@@ -34,7 +35,13 @@ from services.binder.kube_events import EventRecorder
 from services.binder.kube_objects import NodeObject, PodObject
 from services.binder.leadership import Leadership, default_identity
 from services.binder.ledger import DeviceLedger, LedgerNote
-from services.binder.metrics import LEDGER_DELETES_REFUSED, LEDGER_EDITS_IGNORED, LEDGER_PODS
+from services.binder.metrics import (
+    LEDGER_BOUND_UNCONFIRMED,
+    LEDGER_DELETES_REFUSED,
+    LEDGER_EDITS_IGNORED,
+    LEDGER_PODS,
+    UNSEALED_PODS,
+)
 from services.binder.pod_reader import PodReader
 from services.binder.reporting import PodReporter
 from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
@@ -62,8 +69,27 @@ def count_note(note: LedgerNote | None, uid: str, source: str) -> None:
         LEDGER_DELETES_REFUSED.inc()
     elif note is LedgerNote.EDIT_IGNORED:
         LEDGER_EDITS_IGNORED.inc()
+    elif note is LedgerNote.BOUND_UNCONFIRMED:
+        LEDGER_BOUND_UNCONFIRMED.inc()
     if note is not None:
         log.warning("binder.ledger_report_ignored", extra={"fields": {"uid": uid, "source": source, "why": note.value}})
+
+
+def report_unsealed(change: PodChange) -> None:
+    """A bound pod whose device annotation has no valid seal: its devices do not count (schemas/seal.py)."""
+    if change.now is not None and change.now.seal_problem:
+        UNSEALED_PODS.inc()
+        log.warning(
+            "binder.pod_unsealed",
+            extra={
+                "fields": {
+                    "pod": f"{change.namespace}/{change.name}",
+                    "uid": change.uid,
+                    "problem": change.now.seal_problem,
+                    "counted": "by its resource requests only",
+                }
+            },
+        )
 
 
 def ledger_feed(ledger: DeviceLedger) -> Callable[[Received], Awaitable[None]]:
@@ -90,12 +116,16 @@ def watch_cluster(
 
     def pods_listed(objects: list[PodObject]) -> None:
         for change in cluster.replace_pods(objects):
+            report_unsealed(change)
             count_note(ledger.apply_api_pod(change.uid, change.now), change.uid, "api")
+        for uid in ledger.forget_unlisted(lambda uid: cluster.pod(uid) is not None):
+            log.warning("binder.ledger_unlisted_released", extra={"fields": {"uid": uid}})
         LEDGER_PODS.set(ledger.pod_count())
         applied()
 
     def pod_changed(event_type: str, obj: PodObject) -> None:
         change = cluster.apply_pod(event_type, obj)
+        report_unsealed(change)
         count_note(ledger.apply_api_pod(change.uid, change.now), change.uid, "api")
         LEDGER_PODS.set(ledger.pod_count())
         applied()
@@ -132,6 +162,7 @@ async def run_binder(
     policy: BackoffPolicy = DEFAULT_POLICY,
 ) -> None:
     """Bind placements until `stop` is set (or a component fails for a reason other than Kafka, which is raised)."""
+    decision_key = DecisionKey(settings.require_decision_key())  # a ConfigError before anything starts
     configure_logging(SERVICE, settings.log_level)
     provider = telemetry.setup_tracing(SERVICE, settings)
     stop = stop or asyncio.Event()
@@ -160,7 +191,14 @@ async def run_binder(
         await supervisor.run(
             "streams",
             lambda: _run_streams(
-                settings, bootstrap, core, policy=policy, stop=stop, supervisor=supervisor, current=current
+                settings,
+                bootstrap,
+                core,
+                decision_key,
+                policy=policy,
+                stop=stop,
+                supervisor=supervisor,
+                current=current,
             ),  # fmt: skip
         )
     provider.force_flush()
@@ -170,6 +208,7 @@ async def _run_streams(
     settings: Settings,
     bootstrap: str,
     core: client.CoreV1Api,
+    decision_key: DecisionKey,
     *,
     policy: BackoffPolicy,
     stop: asyncio.Event,
@@ -187,15 +226,20 @@ async def _run_streams(
     async with EventProducer(
         bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security
     ) as producer:
-        cluster = ClusterView(settings.scheduler_name)
-        ledger = DeviceLedger(pod_gone=cluster.knows_gone)
+        cluster = ClusterView(settings.scheduler_name, decision_key=decision_key)
+        ledger = DeviceLedger(pod_gone=cluster.knows_gone, pod_bound_on=cluster.bound_on)
         events = EventRecorder(core, component=settings.scheduler_name)
         reporter = PodReporter(events, ConditionWriter(core, sleep=asyncio.sleep))
         allocated = AllocatedDevices()  # every ResourceClaim's devices: no device is allocated twice
         dra = client.ResourceV1Api(core.api_client)  # type: ignore[attr-defined]  # the stubs omit it
         claims = ClaimWriter(dra, request_timeout=policy.request_timeout_seconds, allocated=allocated)
         binder = PodBinder(
-            core, policy=policy, device_memory=ledger.device_memory, device_uuid=ledger.device_uuid, claims=claims
+            core,
+            policy=policy,
+            device_memory=ledger.device_memory,
+            device_uuid=ledger.device_uuid,
+            claims=claims,
+            decision_key=decision_key,
         )
         steps = BindingSteps(
             ledger=ledger, binder=binder, reporter=reporter, cluster=cluster, reader=PodReader(core, policy=policy)

@@ -42,6 +42,7 @@ from schemas.events import (
     ResourceSliceEvent,
     TopologyLevelsEvent,
 )
+from schemas.seal import DecisionKey
 from services.collector import watch_dra, watch_trackers
 from services.collector.watch_hypernode_file import HyperNodeFileError, parse_hypernodes
 from services.collector.watch_objects import HyperNode, Node, Pod, PodGroup, Topology
@@ -52,7 +53,14 @@ from topoplace import telemetry
 from topoplace.broker import check_kafka_setting, ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
-from topoplace.kafka_io import EventProducer, latest_by_key, read_compacted, watch_for_data_loss
+from topoplace.kafka_io import (
+    EventProducer,
+    Received,
+    TopicFollower,
+    latest_by_key,
+    read_compacted,
+    watch_for_data_loss,
+)
 from topoplace.kafka_security import KafkaSecurity
 from topoplace.kube import api_client
 from topoplace.logs import configure_logging
@@ -92,14 +100,16 @@ class ClusterWatcher:
         clock: Callable[[], float] = time.time,
         watch_timeout: float = 300.0,
         file_poll_seconds: float = 2.0,
+        decision_key: DecisionKey | None = None,
     ) -> None:
+        """`decision_key`: the seal's key (schemas/seal.py); a pod's devices count only from a seal it verifies."""
         self.publisher = publisher
         self.scheduler_name = scheduler_name
         self.resync_seconds = resync_seconds
         self.hypernodes_file = hypernodes_file
         self.clock = clock
         self.file_poll_seconds = file_poll_seconds
-        self.pods = PodTracker(scheduler_name)
+        self.pods = PodTracker(scheduler_name, decision_key)
         self.nodes = watch_trackers.node_tracker()
         self.hypernodes = watch_trackers.hypernode_tracker()
         self.topologies = watch_trackers.topology_tracker()
@@ -396,6 +406,7 @@ async def run_cluster_watcher(
     if hypernodes_file is not None and not os.path.exists(hypernodes_file):
         raise FileNotFoundError(f"hypernodes_file: {hypernodes_file} does not exist")
     check_kafka_setting(settings)  # before "started" is logged
+    decision_key = DecisionKey(settings.require_decision_key())  # a ConfigError before anything starts
     configure_logging(SERVICE, settings.log_level)
     telemetry.setup_tracing(SERVICE, settings)
     stop = stop if stop is not None else asyncio.Event()
@@ -439,6 +450,7 @@ async def run_cluster_watcher(
                             scheduler_name=settings.scheduler_name,
                             resync_seconds=resync_seconds,
                             hypernodes_file=hypernodes_file,
+                            decision_key=decision_key,
                         )
                         current.append(watcher)
                         supervisor.running()
@@ -455,6 +467,7 @@ async def run_cluster_watcher(
                                     security=settings.kafka_security,
                                 )  # fmt: skip
                             )
+                            group.create_task(_read_back_lifecycle(watcher, bootstrap, settings.kafka_security))
                             await _seeded_run(watcher, bootstrap, settings.kafka_security)
 
                 await supervisor.run("watch", watch)
@@ -469,6 +482,20 @@ async def run_cluster_watcher(
 async def _seeded_run(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
     await _seed_from_topics(watcher, bootstrap, security)
     await watcher.run()
+
+
+async def _read_back_lifecycle(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
+    """pods.lifecycle as the topic holds it, forged records too, so a relist can tombstone what it did not list."""
+    follower = TopicFollower(bootstrap, [topics.PODS_LIFECYCLE], service=SERVICE, security=security)
+
+    async def seen(message: Received) -> None:
+        if message.key is not None:
+            watcher.pods.on_topic(message.key, message.event)
+
+    try:
+        await follower.run(seen)
+    finally:
+        await follower.stop()
 
 
 async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:

@@ -19,11 +19,13 @@ from schemas import topics
 from schemas.events import (
     Event,
     HyperNodeEvent,
+    LifecyclePhase,
     NodeStatusEvent,
     PodLifecycleEvent,
     RunningMember,
     TopologyLevelsEvent,
 )
+from schemas.seal import DecisionKey
 from services.collector import watch_gangs as gangs
 from services.collector import watch_translate as tr
 from services.collector.watch_gangs import GangTracker
@@ -86,10 +88,16 @@ class PodTracker:
     (after the whole list on a relist, so a gang goes out once).
     """
 
-    def __init__(self, scheduler_name: str) -> None:
+    def __init__(self, scheduler_name: str, decision_key: DecisionKey | None = None) -> None:
+        """`decision_key`: the seal's key; a bound pod's devices count only from a seal it verifies."""
         self.scheduler_name = scheduler_name
+        self.decision_key = decision_key
         self.gangs = GangTracker()
         self._known: dict[str, _KnownPod] = {}
+        # Keys whose latest record on pods.lifecycle is "bound", as read back from the topic. This
+        # watcher is its only writer: such a key it does not know after a relist is a pod gone or
+        # a forged record, and gets a tombstone (else compaction keeps it, and its devices held, forever).
+        self._bound_on_topic: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._known)
@@ -97,6 +105,7 @@ class PodTracker:
     def seed(self, bound: Iterable[PodLifecycleEvent]) -> None:
         """Pods published as bound before a restart, so a relist can report those deleted meanwhile."""
         for event in bound:
+            self._bound_on_topic.add(event.uid)
             self._known[event.uid] = _KnownPod(
                 namespace=event.namespace,
                 name=event.name,
@@ -105,6 +114,13 @@ class PodTracker:
                 node=event.node,
                 bound=_digest(event),
             )
+
+    def on_topic(self, key: str, event: Event | None) -> None:
+        """A pods.lifecycle record read back from the topic (anyone's, forged ones too)."""
+        if isinstance(event, PodLifecycleEvent) and event.phase is LifecyclePhase.BOUND:
+            self._bound_on_topic.add(key)
+        else:
+            self._bound_on_topic.discard(key)
 
     def observe(self, pod: Pod, now: float) -> Outcome:
         return self._flush(self._observe(pod, now, force=False), now, force=False)
@@ -120,6 +136,9 @@ class PodTracker:
             outcome.extend(self._gone(uid, now))
         for pod in pods:
             outcome.extend(self._observe(pod, now, force=force))
+        unlisted = sorted(k for k in self._bound_on_topic if k not in self._known)
+        self._bound_on_topic.difference_update(unlisted)
+        outcome.publications.extend(Publication(topic=topics.PODS_LIFECYCLE.name, key=k, event=None) for k in unlisted)
         return self._flush(outcome, now, force=force)
 
     # --- Volcano PodGroups: they only feed the gangs ---
@@ -173,7 +192,7 @@ class PodTracker:
             self.gangs.pending(membership, pending, policy)
             return Outcome(problems=problems)
         gang = membership.gang if membership is not None else ""
-        bound, problems = tr.bound_event(pod, now, ours=ours, gang=gang)
+        bound, problems = tr.bound_event(pod, now, ours=ours, gang=gang, key=self.decision_key)
         if ours and membership is not None:
             running = RunningMember(uid=uid, name=meta.name, node=bound.node)
             self.gangs.running(membership, meta.namespace, running)

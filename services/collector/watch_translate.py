@@ -34,6 +34,7 @@ from schemas.events import (
 from schemas.kube import Affinity, Taint, Toleration
 from schemas.pod_requests import effective_request
 from schemas.pod_requests import format_quantity as format_quantity
+from schemas.seal import SEAL, DecisionKey
 from services.collector import watch_objects as obj
 from services.collector import watch_pending_fields as pending_fields
 from services.collector.watch_objects import Container, HyperNode, Node, Pod, Quantity, Topology
@@ -228,27 +229,29 @@ def claim_refs(pod: Pod) -> tuple[PodClaim, ...]:
     return tuple(refs)
 
 
-def assigned_devices(pod: Pod) -> tuple[tuple[DeviceAssignment, ...], list[Problem]]:
-    """The devices the pod's annotation gives it on the node it is bound to."""
+def assigned_devices(pod: Pod, key: DecisionKey | None) -> tuple[tuple[DeviceAssignment, ...], list[Problem]]:
+    """The devices topoplace's binder sealed for the pod on the node it is bound to (schemas/seal.py).
+
+    `topoplace.io/devices` itself is only informational: without a seal that verifies for this
+    uid and node (`key`: the seal's; None: none does) the pod holds no devices, only its requests."""
     meta = pod.metadata
-    text = meta.annotations.get(pod_annotations.DEVICES)
-    if text is None:
-        return (), []
-    try:
-        devices = pod_annotations.decode_devices(text)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        field = f"metadata.annotations[{pod_annotations.DEVICES}]"
-        return (), [Problem(object=who(meta), field=field, reason=str(exc))]
-    annotated_node = meta.annotations.get(pod_annotations.NODE)
-    if annotated_node and annotated_node != pod.spec.node_name:
-        reason = f"the devices are for node {annotated_node!r} but the pod is bound to {pod.spec.node_name!r}"
-        return (), [Problem(object=who(meta), field=f"metadata.annotations[{pod_annotations.NODE}]", reason=reason)]
-    return devices, []
+    sealed = key.check(meta.uid, pod.spec.node_name or "", meta.annotations) if key is not None else None
+    if sealed is None:
+        if pod_annotations.DEVICES not in meta.annotations and SEAL not in meta.annotations:
+            return (), []
+        problem = Problem(object=who(meta), field=f"metadata.annotations[{SEAL}]", reason="no key to verify it")
+        return (), [problem]
+    if sealed.problem:
+        reason = f"{sealed.problem}; the pod counts by its resource requests only"
+        return (), [Problem(object=who(meta), field=f"metadata.annotations[{SEAL}]", reason=reason)]
+    return sealed.devices or (), []
 
 
-def bound_event(pod: Pod, observed_at: float, *, ours: bool, gang: str = "") -> tuple[PodLifecycleEvent, list[Problem]]:
-    """A pod on a node, of any scheduler: what it holds there (devices, effective requests)."""
-    devices, problems = assigned_devices(pod)
+def bound_event(
+    pod: Pod, observed_at: float, *, ours: bool, gang: str = "", key: DecisionKey | None = None
+) -> tuple[PodLifecycleEvent, list[Problem]]:
+    """A pod on a node, of any scheduler: what it holds there (sealed devices, effective requests)."""
+    devices, problems = assigned_devices(pod, key)
     requests, request_problems = pod_requests(pod)
     meta = pod.metadata
     event = PodLifecycleEvent(

@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 from aiohttp import ClientSession, web
+from decision_keys import TEST_KEY
 from kubernetes_asyncio import client
 from opentelemetry import trace
 
@@ -186,8 +187,8 @@ class WatchedCluster:
     """The binder's view of the test API server and its ledger, fed by the binder's own watches."""
 
     def __init__(self, core: client.CoreV1Api) -> None:
-        self.cluster = ClusterView()
-        self.ledger = DeviceLedger(pod_gone=self.cluster.knows_gone)
+        self.cluster = ClusterView(decision_key=TEST_KEY)
+        self.ledger = DeviceLedger(pod_gone=self.cluster.knows_gone, pod_bound_on=self.cluster.bound_on)
         self._applied = asyncio.Event()
         self.watches = watch_cluster(core, self.cluster, self.ledger, applied=self._applied.set)
         self._tasks = [asyncio.create_task(w.run()) for w in self.watches]

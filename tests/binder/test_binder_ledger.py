@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
+from decision_keys import TEST_KEY
 
 from schemas import annotations as pod_annotations
 from schemas import topics
@@ -10,9 +12,13 @@ from schemas.events import (
     DeviceAssignment,
     LifecyclePhase,
     NodeTopologyEvent,
+    PlacementEvent,
+    PlacementOutcome,
     PodLifecycleEvent,
 )
 from schemas.topology import Device, Vendor
+from services.binder.apply import device_annotations
+from services.binder.kube_objects import PodObject
 from services.binder.ledger import DeviceLedger, Holding, LedgerNote
 from services.binder.outcome import PodView
 
@@ -154,10 +160,12 @@ def test_a_bound_pod_reported_with_other_devices_keeps_the_devices_it_was_bound_
     assert ledger.collisions("p", "n1", (whole(0),)) != ()
 
 
-def test_a_hold_before_binding_is_replaced_by_the_devices_bound() -> None:
+def test_a_hold_before_binding_stays_beside_the_devices_bound_until_it_settles() -> None:
     led = DeviceLedger()
-    led.hold(Holding(pod_uid="a", node="n1", devices=(whole(3),)))  # a placement in flight, not bound
+    ticket = led.hold(Holding(pod_uid="a", node="n1", devices=(whole(3),)))  # a placement in flight, not bound
     led.apply_message(topics.PODS_LIFECYCLE.name, "a", bound("a", "n1", whole(1)))
+    assert set(led.holders("n1", 1)) == {"a"} and set(led.holders("n1", 3)) == {"a"}
+    led.restore(ticket)  # its bind finds the pod bound with other devices
     assert set(led.holders("n1", 1)) == {"a"} and led.holders("n1", 3) == {}
 
 
@@ -174,31 +182,79 @@ def test_a_deleted_report_frees_devices_only_when_the_api_server_agrees() -> Non
     assert led.holding("a") is None
 
 
+def api_pod(uid: str, node: str = "", annotations: dict[str, str] | None = None, phase: str = "") -> PodView:
+    """A pod as the API server sends it, through the binder's own decoder and the test key."""
+    body = {
+        "metadata": {"uid": uid, "name": uid, "namespace": "ns", "annotations": annotations or {}},
+        "spec": {"nodeName": node or None, "containers": [{"name": "c"}]},
+        "status": {"phase": phase},
+    }
+    return msgspec.json.decode(msgspec.json.encode(body), type=PodObject).view(TEST_KEY)
+
+
+def sealed(uid: str, node: str, *devices: DeviceAssignment) -> dict[str, str]:
+    """The annotations the binder's Binding writes."""
+    return device_annotations(
+        PlacementEvent(
+            decision_id="d-1",
+            uid=uid,
+            namespace="ns",
+            name=uid,
+            pod_resource_version="1",
+            outcome=PlacementOutcome.PLACED,
+            node=node,
+            devices=devices,
+        ),
+        TEST_KEY,
+    )
+
+
 def test_the_api_servers_pods_feed_the_ledger() -> None:
     led = DeviceLedger()
-    notes = {pod_annotations.DEVICES: pod_annotations.encode_devices((whole(2),))}
-    pending = PodView(uid="a", annotations=notes)
-    assert led.apply_api_pod("a", pending) is None and led.holding("a") is None  # no node: holds nothing yet
-    led.apply_api_pod("a", PodView(uid="a", node_name="n1", annotations=notes))
+    notes = sealed("a", "n1", whole(2))
+    assert led.apply_api_pod("a", api_pod("a", annotations=notes)) is None and led.holding("a") is None  # no node
+    led.apply_api_pod("a", api_pod("a", "n1", notes))
     assert set(led.holders("n1", 2)) == {"a"}
-    edited = {pod_annotations.DEVICES: pod_annotations.encode_devices((whole(5),))}
-    assert led.apply_api_pod("a", PodView(uid="a", node_name="n1", annotations=edited)) is LedgerNote.EDIT_IGNORED
+    edited = notes | {pod_annotations.DEVICES: pod_annotations.encode_devices((whole(5),))}
+    assert led.apply_api_pod("a", api_pod("a", "n1", edited)) is None  # the seal still says device 2
     assert set(led.holders("n1", 2)) == {"a"} and led.holders("n1", 5) == {}
-    led.apply_api_pod("a", PodView(uid="a", node_name="n1", annotations=notes, phase="Succeeded"))
+    led.apply_api_pod("a", api_pod("a", "n1", notes, phase="Succeeded"))
     assert led.holding("a") is None  # a finished pod holds nothing
-    led.apply_api_pod("b", PodView(uid="b", node_name="n1", annotations=notes))
+    led.apply_api_pod("b", api_pod("b", "n1", sealed("b", "n1", whole(1))))
     led.apply_api_pod("b", None)
     assert led.holding("b") is None
+
+
+def test_a_squatting_pod_with_a_device_annotation_but_no_seal_holds_nothing() -> None:
+    """A pod that asks for no GPU, sets spec.nodeName and topoplace.io/devices: 0..7 (issue 15, #3)."""
+    led = DeviceLedger()
+    squat = {pod_annotations.DEVICES: pod_annotations.encode_devices(tuple(whole(i) for i in range(8)))}
+    view = api_pod("squatter", "n1", squat)
+    assert view.devices is None and "without topoplace.io/seal" in view.seal_problem
+    assert led.apply_api_pod("squatter", view) is None
+    assert led.holding("squatter") is None
+    assert all(led.holders("n1", i) == {} for i in range(8))
+    # Another pod's seal copied over does not verify for this uid; a seal for another node does not count here.
+    stolen = api_pod("squatter", "n1", sealed("victim", "n1", whole(0)))
+    assert stolen.devices is None and "does not verify" in stolen.seal_problem
+    moved = api_pod("a", "n2", sealed("a", "n1", whole(0)))
+    assert moved.devices is None and "sealed for node 'n1'" in moved.seal_problem
+
+
+def test_an_annotation_edited_after_the_bind_changes_nothing_even_for_a_fresh_ledger() -> None:
+    """A restarted binder rebuilds its ledger from the pods: the seal, not the edited annotation, decides."""
+    edited = sealed("a", "n1", whole(2)) | {pod_annotations.DEVICES: pod_annotations.encode_devices((whole(5),))}
+    fresh = DeviceLedger()
+    fresh.apply_api_pod("a", api_pod("a", "n1", edited))
+    assert set(fresh.holders("n1", 2)) == {"a"} and fresh.holders("n1", 5) == {}
 
 
 def test_restore_puts_back_what_a_failed_bind_replaced(ledger: DeviceLedger) -> None:
     before = Holding(pod_uid="a", node="n1", devices=(whole(0),))
     ledger.hold(before)
-    previous = ledger.hold(Holding(pod_uid="a", node="n1", devices=(whole(2),)))
-    assert previous == before
-    ledger.restore("a", previous)
+    ticket = ledger.hold(Holding(pod_uid="a", node="n1", devices=(whole(2),)))
+    ledger.restore(ticket)
     assert ledger.holding("a") == before
     assert ledger.holders("n1", 2) == {}
-    ledger.hold(Holding(pod_uid="b", node="n1", devices=(whole(1),)))
-    ledger.restore("b", None)
+    ledger.restore(ledger.hold(Holding(pod_uid="b", node="n1", devices=(whole(1),))))
     assert ledger.holding("b") is None and ledger.holders("n1", 1) == {}

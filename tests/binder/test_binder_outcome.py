@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from schemas import annotations as pod_annotations
 from schemas.events import (
     BindingOutcome,
     DeviceAssignment,
@@ -78,14 +77,7 @@ def test_unbound_pod_goes_ahead_even_with_a_newer_resource_version() -> None:
 
 
 def test_bound_to_the_same_node_is_success() -> None:
-    pod = PodView(
-        uid="u1",
-        node_name="n1",
-        annotations={
-            pod_annotations.DEVICES: pod_annotations.encode_devices(DEVICES),
-            pod_annotations.NODE: "n1",
-        },
-    )
+    pod = PodView(uid="u1", node_name="n1", devices=DEVICES)
     judgement = judge_pod(pod, placement())
     assert outcome_of(judgement.standing) is BindingOutcome.BOUND
 
@@ -96,9 +88,7 @@ def test_bound_to_the_same_node_without_our_annotation_is_success() -> None:
 
 def test_bound_to_the_same_node_with_other_devices_is_a_conflict() -> None:
     other = (DeviceAssignment(index=5),)
-    pod = PodView(
-        uid="u1", node_name="n1", annotations={pod_annotations.DEVICES: pod_annotations.encode_devices(other)}
-    )
+    pod = PodView(uid="u1", node_name="n1", devices=other)
     judgement = judge_pod(pod, placement())
     assert outcome_of(judgement.standing) is BindingOutcome.CONFLICT
     assert "5" in judgement.reason

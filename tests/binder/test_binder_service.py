@@ -7,6 +7,7 @@ import collections
 import json
 import os
 import signal
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,6 +18,7 @@ import msgspec
 import pytest
 from aiokafka import AIOKafkaProducer
 from binder_support import placement_for
+from decision_keys import TEST_KEY, TEST_KEY_SECRET
 
 from schemas import annotations as pod_annotations
 from schemas import topics
@@ -30,6 +32,7 @@ from schemas.events import (
     PlacementOutcome,
     PodLifecycleEvent,
 )
+from schemas.seal import SEAL
 from schemas.topology import Device, Vendor
 from services.binder.retry import BackoffPolicy
 from services.binder.service import run_binder
@@ -103,6 +106,7 @@ async def start_binder(kafka_bootstrap: str, kube_api: KubeApiServer) -> AsyncIt
         kube_api_url=kube_api.url,
         consumer_group_prefix=f"binder-test-{uuid.uuid4().hex[:8]}",
         health_port=0,
+        decision_key=TEST_KEY_SECRET,
     )
 
     async def start() -> None:
@@ -151,12 +155,14 @@ async def test_binds_through_kafka_with_the_ledger_rebuilt_from_the_topics(
 ) -> None:
     node = f"node-{uuid.uuid4().hex[:8]}"
     await new_node(kube_api, producer, node, 2)
-    # Before the binder starts: the node's devices, and another pod holding device 0.
+    # Before the binder starts: the node's devices, and another pod bound there, holding device 0.
     await producer.send(topics.TOPOLOGY_NODES, node, NodeTopologyEvent(node=node, machine_type="test", devices=gpus(2)))
+    running = new_pod(kube_api)
+    kube_api.store.bind("default", running["metadata"]["name"], {"metadata": {}, "target": {"name": node}})
     holder = PodLifecycleEvent(
-        uid=f"holder-{node}",
+        uid=running["metadata"]["uid"],
         namespace="default",
-        name="holder",
+        name=running["metadata"]["name"],
         phase=LifecyclePhase.BOUND,
         node=node,
         devices=(DeviceAssignment(index=0),),
@@ -234,6 +240,7 @@ async def test_binder_command_is_ready_then_stops_on_sigterm(kafka_bootstrap: st
         "TOPOPLACE_GROUP_PREFIX": f"binder-cli-{uuid.uuid4().hex[:8]}",
         "TOPOPLACE_HEALTH_PORT": "0",
         "TOPOPLACE_KAFKA_IDEMPOTENCE": "false",
+        "TOPOPLACE_DECISION_KEY": TEST_KEY_SECRET.reveal(),
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -312,7 +319,11 @@ async def test_a_forged_lifecycle_delete_on_the_topic_frees_nothing_at_start(
     await new_node(kube_api, producer, node, 2)
     running = new_pod(kube_api)
     name, uid = running["metadata"]["name"], running["metadata"]["uid"]
-    notes = {pod_annotations.DEVICES: pod_annotations.encode_devices((DeviceAssignment(index=0),))}
+    devices = (DeviceAssignment(index=0),)
+    notes = {
+        pod_annotations.DEVICES: pod_annotations.encode_devices(devices),
+        SEAL: TEST_KEY.seal(uid, node, "d", devices),
+    }
     kube_api.store.bind("default", name, {"metadata": {"uid": uid, "annotations": notes}, "target": {"name": node}})
     forged = PodLifecycleEvent(uid=uid, namespace="default", name=name, phase=LifecyclePhase.DELETED)
     await producer.send(topics.PODS_LIFECYCLE, uid, forged)
@@ -327,13 +338,41 @@ async def test_a_forged_lifecycle_delete_on_the_topic_frees_nothing_at_start(
     assert not kube_api.store.get("pods", taker["metadata"]["name"], "default")["spec"].get("nodeName")
 
 
+async def test_a_forged_lifecycle_bound_for_a_pod_that_never_existed_holds_nothing(
+    kube_api: KubeApiServer, producer: EventProducer, outcomes: Collected, start_binder: StartBinder
+) -> None:
+    """Compacted, such a record was replayed on every start and held its devices forever (issue 15, #8)."""
+    node = f"node-{uuid.uuid4().hex[:8]}"
+    await new_node(kube_api, producer, node, 2)
+    ghost = f"ghost-{uuid.uuid4().hex[:8]}"
+    forged = PodLifecycleEvent(
+        uid=ghost,
+        namespace="default",
+        name=ghost,
+        phase=LifecyclePhase.BOUND,
+        node=node,
+        devices=(DeviceAssignment(index=0), DeviceAssignment(index=1)),
+    )
+    await producer.send(topics.PODS_LIFECYCLE, ghost, forged)
+    await start_binder()
+
+    taker = new_pod(kube_api)
+    placement = placement_for(taker, node, (DeviceAssignment(index=0), DeviceAssignment(index=1)))
+    await producer.send(topics.PLACEMENTS, node, placement)
+    (outcome,) = await outcomes.wait_for(placement.uid)
+    assert outcome.outcome is BindingOutcome.BOUND, outcome.reason
+    assert kube_api.store.get("pods", taker["metadata"]["name"], "default")["spec"]["nodeName"] == node
+
+
 async def test_the_binder_goes_on_binding_after_its_broker_restarted_empty(kube_api: KubeApiServer) -> None:
     port = free_port()
     first, second = EmbeddedBroker(port=port), EmbeddedBroker(port=port)
     await first.start()
     await ensure_topics(first.bootstrap)
     stop = asyncio.Event()
-    settings = Settings(kafka_bootstrap=first.bootstrap, kube_api_url=kube_api.url, health_port=0)
+    settings = Settings(
+        kafka_bootstrap=first.bootstrap, kube_api_url=kube_api.url, health_port=0, decision_key=TEST_KEY_SECRET
+    )
     node_object(kube_api, "n1", 4)  # placements without devices: no topology to wait for after the restart
     binder = asyncio.create_task(run_binder(settings, stop=stop, policy=BackoffPolicy(base_seconds=0.01)))
     try:
@@ -359,3 +398,13 @@ async def test_the_binder_goes_on_binding_after_its_broker_restarted_empty(kube_
         await asyncio.wait_for(binder, WAIT)
         first.kill_now()
         await second.stop()
+
+
+def test_the_binder_without_the_seals_key_stops_at_once_naming_the_setting() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOPLACE_DECISION_KEY")}
+    done = subprocess.run(
+        [sys.executable, "-m", "topoplace.cli", "binder"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("topoplace binder: TOPOPLACE_DECISION_KEY_FILE: is required")

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 from binder_support import FaultProxy, PodFactory, RecordingProducer, WatchedCluster, placement_for
+from decision_keys import TEST_KEY
 from kube_clients import client_for
 from kubernetes_asyncio import client
 from opentelemetry import context as otel_context
@@ -31,13 +32,14 @@ from schemas.events import (
     PlacementEvent,
     PodLifecycleEvent,
 )
+from schemas.seal import SEAL
 from schemas.topology import Device, Vendor
 from services.binder.apply import PodBinder
 from services.binder.cluster_view import ClusterView
 from services.binder.handler import BindingSteps, PlacementHandler
 from services.binder.kube_events import EventRecorder
 from services.binder.kube_objects import ObjectMeta, PodObject, PodSpec
-from services.binder.ledger import LedgerNote
+from services.binder.ledger import DeviceLedger, Holding, LedgerNote
 from services.binder.outcome import PodView
 from services.binder.pod_reader import PodReader
 from services.binder.reporting import PodReporter
@@ -59,7 +61,7 @@ class Harness:
         self.reporter = PodReporter(EventRecorder(core, component="topoplace"))
         steps = BindingSteps(
             ledger=self.ledger,
-            binder=PodBinder(core),
+            binder=PodBinder(core, decision_key=TEST_KEY),
             reporter=self.reporter,
             cluster=watched.cluster,
             reader=PodReader(core),
@@ -90,7 +92,11 @@ async def bound_pod(
     """A pod bound by the API server with our device annotation, once the watch has seen it."""
     pod = make_pod()
     name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
-    notes = {pod_annotations.DEVICES: pod_annotations.encode_devices(devices), pod_annotations.NODE: NODE}
+    notes = {
+        pod_annotations.DEVICES: pod_annotations.encode_devices(devices),
+        pod_annotations.NODE: NODE,
+        SEAL: TEST_KEY.seal(uid, NODE, "d-1", devices),
+    }
     binding = {"metadata": {"name": name, "uid": uid, "annotations": notes}, "target": {"name": NODE}}
     kube_api.store.bind("default", name, binding)
     await watched.until(lambda: watched.ledger.is_bound(uid))
@@ -119,14 +125,15 @@ async def test_an_edited_device_annotation_keeps_the_devices_bound(
     pod = await bound_pod(kube_api, make_pod, watched, (DeviceAssignment(index=1),))
     uid, name = pod["metadata"]["uid"], pod["metadata"]["name"]
     edited = pod_annotations.encode_devices((DeviceAssignment(index=6),))
-    kube_api.store.patch(
+    patched = kube_api.store.patch(
         "pods",
         name,
         "application/merge-patch+json",
         {"metadata": {"annotations": {pod_annotations.DEVICES: edited}}},
         namespace="default",
     )
-    await watched.until(lambda: seen(watched, uid).annotations.get(pod_annotations.DEVICES) == edited)
+    version = patched["metadata"]["resourceVersion"]
+    await watched.until(lambda: seen(watched, uid).resource_version == version)
     assert set(watched.ledger.holders(NODE, 1)) == {uid}
     assert watched.ledger.holders(NODE, 6) == {}
     # Kafka repeating the edit changes nothing either.
@@ -317,3 +324,35 @@ async def test_a_list_that_hangs_ends_with_the_client_timeout_and_is_tried_again
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert calls[0]["_request_timeout"] == api_watch.LIST_TIMEOUT_SECONDS  # a list never waits forever
+
+
+async def test_a_forged_lifecycle_bound_counts_only_for_a_pod_the_watch_has_bound_there(
+    kube_api: KubeApiServer, make_pod: PodFactory, watched: WatchedCluster
+) -> None:
+    """A "bound" for a pod that never existed, or on another node than the API server says, holds nothing."""
+    eight = tuple(DeviceAssignment(index=i) for i in range(8))
+    ghost = PodLifecycleEvent(
+        uid="never-existed", namespace="default", name="ghost", phase=LifecyclePhase.BOUND, node=NODE, devices=eight
+    )
+    note = watched.ledger.apply_message(topics.PODS_LIFECYCLE.name, "never-existed", ghost)
+    assert note is LedgerNote.BOUND_UNCONFIRMED
+    assert watched.ledger.holding("never-existed") is None
+    assert watched.ledger.collisions("someone", NODE, eight) == ()
+
+    pod = await bound_pod(kube_api, make_pod, watched, (DeviceAssignment(index=2),))
+    uid = pod["metadata"]["uid"]
+    elsewhere = msgspec.structs.replace(ghost, uid=uid, name=pod["metadata"]["name"], node="another-node")
+    assert watched.ledger.apply_message(topics.PODS_LIFECYCLE.name, uid, elsewhere) is LedgerNote.BOUND_UNCONFIRMED
+    assert watched.ledger.holding(uid) == Holding(pod_uid=uid, node=NODE, devices=(DeviceAssignment(index=2),))
+
+
+def test_a_binding_only_the_topic_reported_ends_when_a_completed_list_lacks_the_pod() -> None:
+    ledger = DeviceLedger()  # the topic trusted, as before the watch had the pod
+    reported = PodLifecycleEvent(
+        uid="u-1", namespace="ns", name="p", phase=LifecyclePhase.BOUND, node=NODE, devices=(DeviceAssignment(index=0),)
+    )
+    ledger.apply_message(topics.PODS_LIFECYCLE.name, "u-1", reported)
+    ticket = ledger.hold(Holding(pod_uid="u-2", node=NODE, devices=(DeviceAssignment(index=1),)))
+    ledger.mark_bound(ticket)  # bound by this binder: the watch may not have listed it yet
+    assert ledger.forget_unlisted(lambda uid: False) == ["u-1"]
+    assert ledger.holding("u-1") is None and ledger.is_bound("u-2")

@@ -14,6 +14,7 @@ import pytest
 from cluster_fakes import CoreApi, CustomApi, RecordingPublisher, Sent
 from cluster_objects import container, hypernode, hypernode_json, node_json, pod_json, podgroup_json, topology_json
 from crd_types import PODGROUPS, TOPOLOGIES, server_with
+from decision_keys import TEST_KEY
 from kube_clients import client_for
 from kubernetes_asyncio import client
 
@@ -31,6 +32,7 @@ from schemas.events import (
     TopologyLevelsEvent,
     TopologyMode,
 )
+from schemas.seal import SEAL
 from schemas.topics import Topic
 from services.collector import watch_gangs as gangs
 from services.collector import watch_stream
@@ -72,7 +74,9 @@ async def start(watcher: ClusterWatcher) -> asyncio.Task[None]:
 
 @pytest.fixture
 async def running(kube_client: client.ApiClient, publisher: RecordingPublisher) -> AsyncIterator[ClusterWatcher]:
-    watcher = ClusterWatcher(kube_client, publisher, scheduler_name="topoplace", resync_seconds=60, watch_timeout=30)
+    watcher = ClusterWatcher(
+        kube_client, publisher, scheduler_name="topoplace", resync_seconds=60, watch_timeout=30, decision_key=TEST_KEY
+    )
     task = await start(watcher)
     yield watcher
     task.cancel()
@@ -118,6 +122,7 @@ async def test_annotate_bind_delete(
                 "annotations": {
                     pod_annotations.DEVICES: pod_annotations.encode_devices(devices),
                     pod_annotations.NODE: "gpu-1",
+                    SEAL: TEST_KEY.seal(pod.metadata.uid, "gpu-1", "d-1", devices),
                 }
             }
         },

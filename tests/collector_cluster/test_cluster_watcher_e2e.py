@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 from cluster_objects import hypernode_json, node_json, pod_json
+from decision_keys import TEST_KEY_SECRET
 from opentelemetry import trace
 
 from schemas import topics
 from schemas.events import (
+    DeviceAssignment,
     HyperNodeEvent,
     LifecyclePhase,
     NodeStatusEvent,
@@ -24,7 +27,7 @@ from services.collector import watch_gangs as gangs
 from services.collector.cluster_watcher import run_cluster_watcher
 from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.config import Settings
-from topoplace.kafka_io import Received, TopicFollower
+from topoplace.kafka_io import EventProducer, Received, TopicFollower
 from topoplace.kubeapi import KubeApiServer
 from topoplace.telemetry import read_spans
 
@@ -101,7 +104,13 @@ def is_event(kind: type, **want: object) -> Callable[[Received], bool]:
 async def test_pods_nodes_and_hypernodes_reach_their_topics(own_broker: str, inbox: Inbox, tmp_path: Path) -> None:
     traces = tmp_path / "spans.jsonl"
     async with KubeApiServer() as api:
-        settings = Settings(kafka_bootstrap=own_broker, kube_api_url=api.url, traces_file=str(traces), health_port=0)
+        settings = Settings(
+            kafka_bootstrap=own_broker,
+            kube_api_url=api.url,
+            traces_file=str(traces),
+            health_port=0,
+            decision_key=TEST_KEY_SECRET,
+        )
         store = api.store
         store.create("nodes", node_json("e2e-node-1"))
         store.create("hypernodes.topology.volcano.sh", hypernode_json("e2e-tor", 1, [("Node", "e2e-node-1")]))
@@ -147,7 +156,9 @@ async def test_pods_nodes_and_hypernodes_reach_their_topics(own_broker: str, inb
 
 async def test_a_pod_deleted_while_the_watcher_was_down_is_reported_at_restart(own_broker: str, inbox: Inbox) -> None:
     async with KubeApiServer() as api:
-        settings = Settings(kafka_bootstrap=own_broker, kube_api_url=api.url, health_port=0)
+        settings = Settings(
+            kafka_bootstrap=own_broker, kube_api_url=api.url, health_port=0, decision_key=TEST_KEY_SECRET
+        )
         pod = api.store.create(
             "pods", {**pod_json("e2e-bound", node="e2e-node-2"), "metadata": {"name": "e2e-bound"}}, namespace="default"
         )
@@ -171,7 +182,13 @@ async def test_a_kueue_gang_reaches_gangs_pending_inside_its_span(
 ) -> None:
     traces = tmp_path / "spans.jsonl"
     async with KubeApiServer() as api:
-        settings = Settings(kafka_bootstrap=own_broker, kube_api_url=api.url, traces_file=str(traces), health_port=0)
+        settings = Settings(
+            kafka_bootstrap=own_broker,
+            kube_api_url=api.url,
+            traces_file=str(traces),
+            health_port=0,
+            decision_key=TEST_KEY_SECRET,
+        )
         watcher = Watcher(settings, resync_seconds=60)
         try:
             uids = []
@@ -214,7 +231,9 @@ async def test_after_a_broker_restart_the_watcher_relists_and_republishes_everyt
         pod = api.store.create("pods", {**pod_json("restart-pod"), "metadata": {"name": "restart-pod"}},
                                namespace="default")  # fmt: skip
         uid = pod["metadata"]["uid"]
-        settings = Settings(kafka_bootstrap=first.bootstrap, kube_api_url=api.url, health_port=0)
+        settings = Settings(
+            kafka_bootstrap=first.bootstrap, kube_api_url=api.url, health_port=0, decision_key=TEST_KEY_SECRET
+        )
         watcher = Watcher(settings, resync_seconds=3600, broker_check_seconds=0.1)  # no resync during the test
         try:
             before = Inbox()
@@ -246,3 +265,36 @@ async def _following(bootstrap: str, inbox: Inbox) -> AsyncIterator[None]:
     finally:
         await follower.stop()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_forged_bound_record_for_a_pod_that_never_existed_gets_a_tombstone_at_the_next_relist(
+    own_broker: str, inbox: Inbox
+) -> None:
+    """Compacted, a forged "bound" would hold its devices in every placer forever (issue 15, #8)."""
+    forged_uid = f"forged-{uuid.uuid4().hex[:8]}"
+    forged = PodLifecycleEvent(
+        uid=forged_uid,
+        namespace="default",
+        name="never-existed",
+        phase=LifecyclePhase.BOUND,
+        node="e2e-node-1",
+        devices=tuple(DeviceAssignment(index=i) for i in range(8)),
+    )
+    async with KubeApiServer() as api:
+        settings = Settings(
+            kafka_bootstrap=own_broker, kube_api_url=api.url, health_port=0, decision_key=TEST_KEY_SECRET
+        )
+        real = api.store.create(
+            "pods", {**pod_json("e2e-real", node="e2e-node-1"), "metadata": {"name": "e2e-real"}}, namespace="default"
+        )
+        real_uid = real["metadata"]["uid"]
+        watcher = Watcher(settings, resync_seconds=0.5)
+        try:
+            await inbox.wait_for(is_event(PodLifecycleEvent, uid=real_uid, phase=LifecyclePhase.BOUND))
+            async with EventProducer(own_broker, service="forger") as forger:
+                await forger.send(topics.PODS_LIFECYCLE, forged_uid, forged)
+            await inbox.wait_for(lambda m: m.key == forged_uid and m.event is None)
+        finally:
+            await watcher.close()
+    on_topic = [m for m in inbox.messages if m.topic == topics.PODS_LIFECYCLE.name]
+    assert not any(m.key == real_uid and m.event is None for m in on_topic)  # the listed pod keeps its record

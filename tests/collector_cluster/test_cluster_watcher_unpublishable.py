@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 from cluster_objects import pod_json
+from decision_keys import TEST_KEY_SECRET
 from kube_clients import client_for
 from prometheus_client import REGISTRY
 
@@ -84,7 +85,9 @@ async def test_a_pod_with_a_megabyte_of_labels_and_annotations_stalls_nothing(
         big = create_pod(
             api, "big", labels=huge_labels, annotations={**huge_annotations, "nvidia.com/use-gpuuuid": gpus}
         )
-        settings = Settings(kafka_bootstrap=fresh_broker, kube_api_url=api.url, health_port=0)
+        settings = Settings(
+            kafka_bootstrap=fresh_broker, kube_api_url=api.url, health_port=0, decision_key=TEST_KEY_SECRET
+        )
         stop = asyncio.Event()
         watcher = asyncio.create_task(run_cluster_watcher(settings, stop=stop, resync_seconds=300))
         try:

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 from cluster_objects import container, hypernode, node, pod, topology
+from decision_keys import TEST_KEY
 
 from schemas import annotations as pod_annotations
 from schemas import topics
-from schemas.events import HyperNodeEvent, LifecyclePhase, PendingPodEvent, PodLifecycleEvent, TopologyLevelsEvent
+from schemas.events import (
+    DeviceAssignment,
+    HyperNodeEvent,
+    LifecyclePhase,
+    PendingPodEvent,
+    PodLifecycleEvent,
+    TopologyLevelsEvent,
+)
+from schemas.seal import SEAL
 from services.collector.watch_trackers import PodTracker, hypernode_tracker, node_tracker, topology_tracker
 
-DEVICES = {pod_annotations.DEVICES: '[{"index": 1}]', pod_annotations.NODE: "gpu-1"}
+DEVICES = {
+    pod_annotations.DEVICES: '[{"index": 1}]',
+    pod_annotations.NODE: "gpu-1",
+    SEAL: TEST_KEY.seal("uid-default-p", "gpu-1", "d-1", (DeviceAssignment(index=1),)),
+}
 
 
 def test_a_pending_pod_is_published_once_then_again_on_resync() -> None:
@@ -67,7 +80,7 @@ def test_a_changed_request_of_a_bound_pod_is_published_again() -> None:
 
 
 def test_binding_then_deletion() -> None:
-    tracker = PodTracker("topoplace")
+    tracker = PodTracker("topoplace", TEST_KEY)
     tracker.observe(pod("p"), 1.0)
     bound = tracker.observe(pod("p", node="gpu-1", annotations=DEVICES, phase="Running"), 2.0).publications
     assert [(p.topic, p.key) for p in bound] == [(topics.PODS_LIFECYCLE.name, "uid-default-p")]
@@ -164,3 +177,21 @@ def test_a_resync_republishes_unchanged_nodes_and_hypernodes() -> None:
     assert [(p.topic, p.key) for p in again] == [(topics.NODES_STATUS.name, "n")]
     again = network.relisted([hypernode("tor", 1, [("Node", "n")])], 3.0, force=True).publications
     assert [(p.topic, p.key) for p in again] == [(topics.TOPOLOGY_NETWORK.name, "tor")]
+
+
+def test_a_relist_tombstones_bound_records_on_the_topic_it_did_not_list() -> None:
+    """The watcher is the only writer of pods.lifecycle: a "bound" it did not list is forged or stale."""
+    tracker = PodTracker("topoplace", TEST_KEY)
+    listed = pod("p", node="gpu-1", annotations=DEVICES, phase="Running")
+    tracker.observe(listed, 1.0)
+    forged = PodLifecycleEvent(
+        uid="never-existed", namespace="default", name="x", phase=LifecyclePhase.BOUND, node="gpu-1"
+    )
+    tracker.on_topic("never-existed", forged)
+    tracker.on_topic("uid-default-p", forged)  # read back: our own record of a listed pod
+    deleted = PodLifecycleEvent(uid="gone", namespace="default", name="g", phase=LifecyclePhase.DELETED)
+    tracker.on_topic("gone", deleted)  # a deletion stays on the topic as it is
+
+    out = tracker.relisted([listed], 2.0).publications
+    assert [(p.topic, p.key, p.event) for p in out] == [(topics.PODS_LIFECYCLE.name, "never-existed", None)]
+    assert tracker.relisted([listed], 3.0).publications == []  # once

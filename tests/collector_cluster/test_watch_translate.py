@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 from cluster_objects import container, hypernode_json, node, pod, topology
+from decision_keys import TEST_KEY
 
 from engine.network.objects import HyperNode as EngineHyperNode
 from engine.network.objects import from_event
@@ -31,6 +32,7 @@ from schemas.kube import (
     Taint,
     Toleration,
 )
+from schemas.seal import SEAL, DecisionKey
 from services.collector import watch_translate as tr
 from services.collector.watch_objects import HyperNode
 
@@ -222,31 +224,51 @@ def test_bound_event_decodes_the_device_annotation() -> None:
         annotations={
             pod_annotations.DEVICES: pod_annotations.encode_devices(devices),
             pod_annotations.NODE: "gpu-1",
+            SEAL: TEST_KEY.seal("uid-default-p", "gpu-1", "d-1", devices),
             tr.QOS_ANNOTATION: "fixed-share",
         },
     )
-    event, problems = tr.bound_event(p, 1.0, ours=True)
+    event, problems = tr.bound_event(p, 1.0, ours=True, key=TEST_KEY)
     assert problems == []
     assert event.phase is LifecyclePhase.BOUND and event.node == "gpu-1"
     assert event.devices == devices and event.qos == "fixed-share"
     assert event.requests == {"nvidia.com/gpu": "1"} and event.ours and event.gang == ""
 
 
+EIGHT = tuple(DeviceAssignment(index=i) for i in range(8))
+
+
 @pytest.mark.parametrize(
-    ("annotations_", "field"),
+    ("annotations_", "reason"),
     [
-        ({pod_annotations.DEVICES: '[{"index": "zero"}]'}, f"metadata.annotations[{pod_annotations.DEVICES}]"),
-        ({pod_annotations.DEVICES: "not json"}, f"metadata.annotations[{pod_annotations.DEVICES}]"),
-        (
-            {pod_annotations.DEVICES: '[{"index": 0}]', pod_annotations.NODE: "elsewhere"},
-            f"metadata.annotations[{pod_annotations.NODE}]",
-        ),
+        # A pod asking for no GPU, with spec.nodeName and the device annotation: squatting (issue 15, #3).
+        ({pod_annotations.DEVICES: pod_annotations.encode_devices(EIGHT)}, "without topoplace.io/seal"),
+        ({pod_annotations.DEVICES: "not json"}, "without topoplace.io/seal"),
+        ({SEAL: "not json"}, "not a seal"),
+        ({SEAL: "x" * 20_000}, "more than a seal's"),
+        ({SEAL: TEST_KEY.seal("uid-default-other", "gpu-1", "d-1", EIGHT)}, "does not verify"),  # another pod's
+        ({SEAL: TEST_KEY.seal("uid-default-p", "gpu-2", "d-1", EIGHT)}, "sealed for node 'gpu-2'"),
+        ({SEAL: DecisionKey(b"someone-elses-key-0123").seal("uid-default-p", "gpu-1", "d-1", EIGHT)}, "not verify"),
     ],
 )
-def test_undecodable_devices_give_no_devices_and_a_problem(annotations_: dict[str, str], field: str) -> None:
-    event, problems = tr.bound_event(pod("p", node="gpu-1", annotations=annotations_), 1.0, ours=True)
-    assert event.devices == () and event.node == "gpu-1"
-    assert [p.field for p in problems] == [field] and problems[0].reason
+def test_devices_without_a_valid_seal_count_for_nothing_and_are_reported(
+    annotations_: dict[str, str], reason: str
+) -> None:
+    squatter = pod("p", node="gpu-1", annotations=annotations_, containers=[container("c")])
+    event, problems = tr.bound_event(squatter, 1.0, ours=False, key=TEST_KEY)
+    assert event.devices == () and event.node == "gpu-1" and event.requests == {}
+    assert [p.field for p in problems] == [f"metadata.annotations[{SEAL}]"]
+    assert reason in problems[0].reason and "resource requests only" in problems[0].reason
+
+
+def test_an_annotation_edited_after_the_bind_changes_no_devices() -> None:
+    devices = (DeviceAssignment(index=2),)
+    edited = {
+        pod_annotations.DEVICES: pod_annotations.encode_devices((DeviceAssignment(index=5),)),
+        SEAL: TEST_KEY.seal("uid-default-p", "gpu-1", "d-1", devices),
+    }
+    event, problems = tr.bound_event(pod("p", node="gpu-1", annotations=edited), 1.0, ours=True, key=TEST_KEY)
+    assert event.devices == devices and problems == []
 
 
 def test_node_status_event() -> None:

@@ -193,7 +193,12 @@ def container_environment(container: dict[str, Any]) -> dict[str, str]:
 def container_settings(container: dict[str, Any]) -> config.Settings:
     environment = container_environment(container)
     assert environment["KAFKA_SSL_CAFILE"] == CA_FILE  # mounted from topoplace-kafka-ca; any readable file here
-    return config.Settings.from_env({**environment, "KAFKA_SSL_CAFILE": certifi.where()})
+    readable = {"KAFKA_SSL_CAFILE": certifi.where()}
+    if "TOPOPLACE_DECISION_KEY_FILE" in environment:  # mounted from topoplace-decision-key; any text file here
+        mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+        assert environment["TOPOPLACE_DECISION_KEY_FILE"].startswith(mounts["decision-key"] + "/")
+        readable["TOPOPLACE_DECISION_KEY_FILE"] = __file__
+    return config.Settings.from_env({**environment, **readable})
 
 
 def config_map_settings() -> config.Settings:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import socket
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -186,6 +187,7 @@ class Pipeline:
         self.kube_api = kube_api
         self.run_id = run_id
         self.traces_file = traces_file
+        self.decision_key = secrets.token_hex(32)  # this run's seal key, shared by every service it starts
         self.outcomes = Outcomes()
         self.services: list[ServiceHandle] = []
         self._follower = TopicFollower(bootstrap, [topics.PLACEMENTS, topics.BINDINGS], service=SERVICE)
@@ -221,6 +223,7 @@ class Pipeline:
             "TOPOPLACE_KUBE_API_URL": self.kube_api.url,
             "TOPOPLACE_TRACES_FILE": str(self.traces_file),
             "TOPOPLACE_GROUP_PREFIX": self.run_id,
+            "TOPOPLACE_DECISION_KEY": self.decision_key,
             "TOPOPLACE_HEALTH_PORT": str(health_port),
             "TOPOPLACE_LOG_LEVEL": os.environ.get("TOPOPLACE_LOG_LEVEL", "INFO"),
             # The embedded broker cannot serve an idempotent producer; an external Kafka keeps its default.

@@ -146,6 +146,8 @@ _VALID = {
     "TOPOPLACE_KAFKA_ALLOW_PLAINTEXT_SASL": "1",
     "TOPOPLACE_TOPIC_REPLICATION_FACTOR": "3",
     "TOPOPLACE_TOPIC_MIN_INSYNC_REPLICAS": "2",
+    "TOPOPLACE_DECISION_KEY_FILE": __file__,  # any readable text of 16 characters or more
+    "TOPOPLACE_DECISION_KEY": "k" * 32,
 }
 # Variables that mean something only beside others: the test sets those too.
 _SASL = {"KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SASL_MECHANISM": "PLAIN",
@@ -178,3 +180,27 @@ def test_the_republish_interval_must_be_a_positive_number(value: str) -> None:
 
 def test_blank_values_count_as_unset() -> None:
     assert Settings.from_env({"KAFKA_BOOTSTRAP": "  ", "TOPOPLACE_HEALTH_PORT": ""}) == Settings.from_env({})
+
+
+def test_the_seals_key_comes_from_its_file_or_the_variable_and_never_shows() -> None:
+    assert Settings.from_env({}).decision_key is None
+    keyed = Settings.from_env({"TOPOPLACE_DECISION_KEY": "  " + "k" * 32 + "\n"})
+    assert keyed.require_decision_key() == b"k" * 32
+    assert "kkkk" not in repr(keyed)
+
+
+@pytest.mark.parametrize(
+    ("environ", "variable"),
+    [
+        ({"TOPOPLACE_DECISION_KEY": "short"}, "TOPOPLACE_DECISION_KEY"),
+        ({"TOPOPLACE_DECISION_KEY_FILE": "/no/such/key"}, "TOPOPLACE_DECISION_KEY_FILE"),
+    ],
+)
+def test_a_short_or_unreadable_key_is_a_configuration_error(environ: dict[str, str], variable: str) -> None:
+    with pytest.raises(ConfigError, match=variable):
+        Settings.from_env(environ)
+
+
+def test_a_service_that_needs_the_key_names_the_setting_without_it() -> None:
+    with pytest.raises(ConfigError, match="TOPOPLACE_DECISION_KEY_FILE: is required"):
+        Settings.from_env({}).require_decision_key()

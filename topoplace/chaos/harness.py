@@ -156,11 +156,13 @@ class ChaosRun:
         o = self.options
         bootstrap = await self.broker.start()
         await ensure_topics(bootstrap)
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
-            "KAFKA_BOOTSTRAP": bootstrap,
-            "TOPOPLACE_HEALTH_PORT": "0",
-        }
+        self.env = processes.with_run_key(
+            {
+                **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+                "KAFKA_BOOTSTRAP": bootstrap,
+                "TOPOPLACE_HEALTH_PORT": "0",
+            }
+        )
         self.env.pop("TOPOPLACE_EMBEDDED_BROKER", None)
         self.kube_api, self.url = await processes.start(
             "kube-api",

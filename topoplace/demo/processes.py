@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -12,12 +13,21 @@ from pathlib import Path
 
 import msgspec
 
+from topoplace.config import DECISION_KEY, DECISION_KEY_FILE
+
 
 class ServiceProcess(msgspec.Struct, kw_only=True):
     name: str
     argv: tuple[str, ...]
     log_path: Path
     process: asyncio.subprocess.Process | None = None
+
+
+def with_run_key(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with a random key of this run's seal (schemas/seal.py), for every service it starts."""
+    keyed = {k: v for k, v in env.items() if k != DECISION_KEY_FILE}
+    keyed[DECISION_KEY] = secrets.token_hex(32)
+    return keyed
 
 
 def topoplace_argv(*args: str) -> tuple[str, ...]:

@@ -116,7 +116,9 @@ async def run_demo(options: DemoOptions, settings: Settings, console: Console) -
     gang_pods = tuple(pod for gang in workload.GANGS for pod in workload.gang_pods(gang))
     pods = gang_pods + workload.generate(options.pods, options.seed)
     children: list[processes.ServiceProcess] = []
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") or k.startswith("OTEL_EXPORTER")}
+    env = processes.with_run_key(
+        {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") or k.startswith("OTEL_EXPORTER")}
+    )
 
     # The demo runs its own broker unless KAFKA_BOOTSTRAP names one.
     async with kafka_bootstrap(msgspec.structs.replace(settings, embedded_broker=True)) as bootstrap:
