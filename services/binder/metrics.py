@@ -67,3 +67,9 @@ REFUSALS = Counter(
     "node_affinity, node_unschedulable, node_not_ready, device_identity, ledger, resources, ...).",
     ["kind"],
 )
+REPORTS_SKIPPED = Counter(
+    "topoplace_binder_reports_skipped_total",
+    "Events and PodScheduled conditions not written because the pod is not the placement's to report on, "
+    "by why (not_seen, other_pod, other_scheduler, bound, terminating, pod_replaced).",
+    ["why"],
+)

@@ -190,7 +190,7 @@ async def _run_streams(
         cluster = ClusterView(settings.scheduler_name)
         ledger = DeviceLedger(pod_gone=cluster.knows_gone)
         events = EventRecorder(core, component=settings.scheduler_name)
-        reporter = PodReporter(events, ConditionWriter(core, sleep=asyncio.sleep))
+        reporter = PodReporter(events, ConditionWriter(core, sleep=asyncio.sleep), watch=cluster)
         allocated = AllocatedDevices()  # every ResourceClaim's devices: no device is allocated twice
         dra = client.ResourceV1Api(core.api_client)  # type: ignore[attr-defined]  # the stubs omit it
         claims = ClaimWriter(dra, request_timeout=policy.request_timeout_seconds, allocated=allocated)
