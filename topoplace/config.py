@@ -28,6 +28,11 @@ ENFORCEMENT = "TOPOPLACE_ENFORCEMENT"
 LEADER_ELECTION = "TOPOPLACE_LEADER_ELECTION"
 LEADER_IDENTITY = "TOPOPLACE_LEADER_IDENTITY"
 LEADER_NAMESPACE = "TOPOPLACE_LEADER_NAMESPACE"
+LEADER_LEASE = "TOPOPLACE_LEADER_LEASE_SECONDS"
+LEADER_RENEW_DEADLINE = "TOPOPLACE_LEADER_RENEW_DEADLINE_SECONDS"
+LEADER_RETRY = "TOPOPLACE_LEADER_RETRY_SECONDS"
+LEADER_WATCHDOG = "TOPOPLACE_LEADER_WATCHDOG_SECONDS"
+LEADER_STOP_GRACE = "TOPOPLACE_LEADER_STOP_GRACE_SECONDS"
 TOPIC_REPLICATION_FACTOR = "TOPOPLACE_TOPIC_REPLICATION_FACTOR"
 TOPIC_MIN_INSYNC_REPLICAS = "TOPOPLACE_TOPIC_MIN_INSYNC_REPLICAS"
 # The key that seals pods' devices (schemas/seal.py): a file (a mounted Secret), or the key itself (dev runs).
@@ -63,6 +68,11 @@ ENV_VARS: tuple[str, ...] = (
     LEADER_ELECTION,
     LEADER_IDENTITY,
     LEADER_NAMESPACE,
+    LEADER_LEASE,
+    LEADER_RENEW_DEADLINE,
+    LEADER_RETRY,
+    LEADER_WATCHDOG,
+    LEADER_STOP_GRACE,
     TOPIC_REPLICATION_FACTOR,
     TOPIC_MIN_INSYNC_REPLICAS,
     DECISION_KEY_FILE,
@@ -89,6 +99,47 @@ class TopicDurability(msgspec.Struct, frozen=True, kw_only=True):
 
     replication_factor: int | None = None  # None: min(3, the brokers the cluster reports)
     min_insync_replicas: int | None = None  # None: min(2, the replication factor)
+
+
+class LeaseTimingError(ValueError):
+    """Lease timings that would let two binders bind at once; names the variables involved."""
+
+    def __init__(self, variables: tuple[str, ...], reason: str) -> None:
+        super().__init__(f"{', '.join(variables)}: {reason}")
+        self.variables = variables
+        self.reason = reason
+
+
+class LeaseTimings(msgspec.Struct, frozen=True, kw_only=True):
+    """The binder's leader election (kube-scheduler's 15 s / 10 s / 2 s by default).
+
+    A leader whose last renewal *started* at t stops binding by t + renew deadline + watchdog
+    period (its watchdog notices) + stop grace (its binds in flight are cancelled; a process whose
+    binds have not ended by then exits). A standby takes the Lease no sooner than `lease_seconds`
+    after it saw that renewal, which is after t. So that sum must be shorter than the lease:
+    checked here, whoever builds the timings."""
+
+    lease_seconds: int = 15  # whole seconds: the Lease stores an integer
+    renew_deadline_seconds: int = 10
+    retry_seconds: int = 2
+    watchdog_seconds: float = 0.5  # how often a leader checks when its last renewal started
+    stop_grace_seconds: float = 2.0  # cancelled binds must end within this, or the process exits
+
+    def __post_init__(self) -> None:
+        stops_by = self.renew_deadline_seconds + self.watchdog_seconds + self.stop_grace_seconds
+        if not stops_by < self.lease_seconds:
+            raise LeaseTimingError(
+                (LEADER_LEASE, LEADER_RENEW_DEADLINE, LEADER_WATCHDOG, LEADER_STOP_GRACE),
+                f"the lease ({self.lease_seconds} s) must be longer than renew deadline + watchdog + stop grace "
+                f"({self.renew_deadline_seconds} + {self.watchdog_seconds} + {self.stop_grace_seconds} "
+                f"= {stops_by} s), or a binder that lost the Lease may still bind when another takes it",
+            )
+        if not self.renew_deadline_seconds > 1.2 * self.retry_seconds:  # the election library's rule
+            raise LeaseTimingError(
+                (LEADER_RENEW_DEADLINE, LEADER_RETRY),
+                f"the renew deadline ({self.renew_deadline_seconds} s) must be longer than 1.2 x the retry period "
+                f"({self.retry_seconds} s)",
+            )
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -122,6 +173,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     leader_identity: str | None = None  # None: this host's name and process id
     leader_namespace: str = "default"  # where the Lease lives
     decision_key: Secret | None = None  # the seal's key; the binder and the cluster watcher need it
+    lease_timings: LeaseTimings = LeaseTimings()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -161,6 +213,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             leader_identity=_name_or_none(environ, LEADER_IDENTITY),
             leader_namespace=_name(environ, LEADER_NAMESPACE, "default"),
             decision_key=_decision_key(environ),
+            lease_timings=_lease_timings(environ),
         )
 
     def require_decision_key(self) -> bytes:
@@ -238,6 +291,20 @@ def _positive_seconds(environ: Mapping[str, str], variable: str, *, default: flo
     if not seconds > 0 or seconds == float("inf"):
         raise ConfigError(variable, f"must be a positive number of seconds, got {value!r}")
     return seconds
+
+
+def _lease_timings(environ: Mapping[str, str]) -> LeaseTimings:
+    default = LeaseTimings()
+    try:
+        return LeaseTimings(
+            lease_seconds=_positive_int(environ, LEADER_LEASE) or default.lease_seconds,
+            renew_deadline_seconds=_positive_int(environ, LEADER_RENEW_DEADLINE) or default.renew_deadline_seconds,
+            retry_seconds=_positive_int(environ, LEADER_RETRY) or default.retry_seconds,
+            watchdog_seconds=_positive_seconds(environ, LEADER_WATCHDOG, default=default.watchdog_seconds),
+            stop_grace_seconds=_positive_seconds(environ, LEADER_STOP_GRACE, default=default.stop_grace_seconds),
+        )
+    except LeaseTimingError as exc:
+        raise ConfigError(", ".join(exc.variables), exc.reason) from None
 
 
 def _port(environ: Mapping[str, str], variable: str) -> int:

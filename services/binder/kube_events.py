@@ -40,6 +40,21 @@ CACHE_SIZE = 4096
 EVENT_RETRY = BackoffPolicy(base_seconds=0.5, cap_seconds=5.0, max_attempts=5, deadline_seconds=30.0)
 MAX_RETRYING = 256
 MERGE_PATCH = "application/merge-patch+json"
+# kube-scheduler bounds the message of its FailedScheduling Events to the events API's note limit
+# (pkg/scheduler/schedule_one.go truncateMessage, validation.NoteLengthLimit = 1024 bytes): the
+# first 1020 bytes and " ...". client-go's recorders do not cut; the scheduler does, so we do.
+MESSAGE_LIMIT_BYTES = 1024
+TRUNCATED_SUFFIX = " ..."
+
+
+def truncate_message(message: str, limit: int = MESSAGE_LIMIT_BYTES) -> str:
+    """The message within `limit` UTF-8 bytes, cut as kube-scheduler cuts it, but on a character
+    boundary (Go slices bytes and may split a character; JSON here must stay valid UTF-8)."""
+    encoded = message.encode()
+    if len(encoded) <= limit:
+        return message
+    head = encoded[: limit - len(TRUNCATED_SUFFIX)].decode(errors="ignore")  # drops a split last character
+    return head + TRUNCATED_SUFFIX
 
 
 def scheduled_message(placement: PlacementEvent) -> str:
@@ -154,7 +169,7 @@ class EventRecorder:
 
     async def _record(self, placement: PlacementEvent, reason: str, event_type: str, message: str) -> bool:
         """One try now (so the Event is there before the outcome is published); retries in the background."""
-        key = (placement.uid, reason, message)
+        key = (placement.uid, reason, truncate_message(message))
         try:
             await self._write(placement, key, event_type)
         except Exception as exc:  # noqa: BLE001 — best effort by design; the binding stands

@@ -15,6 +15,15 @@ standby, seeing the Lease unchanged for 15 s, takes over, and both would bind. S
 call here ends within CALL_TIMEOUT_SECONDS, and a watchdog ends the leadership as soon as the
 Lease was last written by this binder more than the renew deadline ago, whatever the library
 is doing.
+
+Losing the Lease (the watchdog, or the library's on-stopped-leading) sets `lost` at once;
+`cancel_binds_on_loss` then cancels the placements' consumer, so the binds in flight end with
+their offsets uncommitted (the next leader binds them again), and exits the process, as
+kube-scheduler does on lost leadership, if they have not ended within the stop grace. The
+deadline counts from when the last renewal *started*, not from its reply: a slow reply must not
+stretch leadership past what the standbys assume. The timings are `LeaseTimings`
+(topoplace/config.py), which refuses any whose renew deadline + watchdog + stop grace is not
+shorter than the lease.
 """
 
 from __future__ import annotations
@@ -36,17 +45,15 @@ from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
+from topoplace.config import LeaseTimings
 from topoplace.supervise import StartOver
 
 log = logging.getLogger(__name__)
 
-LEASE_SECONDS = 15  # whole seconds: the Lease stores an integer
-RENEW_DEADLINE_SECONDS = 10
-RETRY_SECONDS = 2
 RELEASE_TIMEOUT_SECONDS = 2.0
 CALL_TIMEOUT_SECONDS = 2.0  # one read or write of the Lease
+DEFAULT_TIMINGS = LeaseTimings()  # kube-scheduler's: 15 s lease, 10 s renew deadline, 2 s retry
 CANCEL_RETRY_SECONDS = 0.5  # how long a cancelled campaign may take to end before it is cancelled again
-WATCHDOG_PERIOD_SECONDS = 0.5  # how often a leader checks when it last renewed
 UNREACHABLE = json.dumps({"code": 503}).encode()  # what the library reads off a failed read's body
 
 
@@ -71,7 +78,7 @@ class BoundedLeaseLock(LeaseLock):
         super().__init__(name, namespace, identity, api)
         self._call_timeout = call_timeout
         self._clock = clock
-        self.written_at: float | None = None  # our last create or renewal that the server accepted
+        self.written_at: float | None = None  # when our last create or renewal that the server accepted started
 
     async def get(self, name: str, namespace: str) -> tuple[bool, Any]:
         try:
@@ -83,10 +90,12 @@ class BoundedLeaseLock(LeaseLock):
             return False, refused
 
     async def create(self, name: str, namespace: str, election_record: LeaderElectionRecord) -> bool:
-        return self._written(await self._bounded(super().create(name, namespace, election_record)))
+        started = self._clock()
+        return self._written(started, await self._bounded(super().create(name, namespace, election_record)))
 
     async def update(self, name: str, namespace: str, updated_record: LeaderElectionRecord) -> bool:
-        return self._written(await self._bounded(super().update(name, namespace, updated_record)))
+        started = self._clock()
+        return self._written(started, await self._bounded(super().update(name, namespace, updated_record)))
 
     async def _bounded(self, call: Coroutine[Any, Any, bool]) -> bool:
         try:
@@ -96,9 +105,11 @@ class BoundedLeaseLock(LeaseLock):
             log.warning("binder.lease_call_failed", extra={"fields": {"error": f"{type(exc).__name__}: {exc}"}})
             return False
 
-    def _written(self, ok: bool) -> bool:
+    def _written(self, started: float, ok: bool) -> bool:
+        # The start, not the reply: the server may have applied the write at any moment in between,
+        # and a standby's lease clock starts when it sees it.
         if ok:
-            self.written_at = self._clock()
+            self.written_at = started
         return ok
 
 
@@ -124,25 +135,25 @@ class Leadership:
         name: str,
         namespace: str,
         identity: str,
-        lease_seconds: int = LEASE_SECONDS,
-        renew_deadline_seconds: int = RENEW_DEADLINE_SECONDS,
-        retry_seconds: int = RETRY_SECONDS,
+        timings: LeaseTimings = DEFAULT_TIMINGS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
         self.namespace = namespace
         self.identity = identity
+        self.timings = timings
         self.leading = asyncio.Event()
+        self.lost = asyncio.Event()  # set the moment leadership is lost: stop binding now
         self._api = api
         self._clock = clock
         self._lock = BoundedLeaseLock(name, namespace, identity, api, clock=clock)
-        self._renew_deadline = renew_deadline_seconds
+        self._renew_deadline = timings.renew_deadline_seconds
         self._expired = asyncio.Event()  # set by the watchdog: not renewed within the deadline
         self._config = Config(
             self._lock,
-            lease_seconds,
-            renew_deadline_seconds,
-            retry_seconds,
+            timings.lease_seconds,
+            timings.renew_deadline_seconds,
+            timings.retry_seconds,
             onstarted_leading=self._lead,
             onstopped_leading=self._stopped,
         )
@@ -152,6 +163,7 @@ class Leadership:
         """Campaign, then hold the Lease; raises LeadershipLost once it is lost (never returns)."""
         where = f"Lease {self.namespace}/{self.name}"
         self._expired.clear()
+        self.lost.clear()
         election = asyncio.ensure_future(LeaderElection(self._config).run())
         expired = asyncio.ensure_future(self._expired.wait())
         try:
@@ -166,6 +178,7 @@ class Leadership:
             if self._leading_task is not None:
                 self._leading_task.cancel()  # the library leaves it running when it is cancelled itself
             await _ended(election, expired)
+        self.lost.set()
         if election.done() and not election.cancelled() and (error := election.exception()) is not None:
             raise LeadershipLost(f"{where}: {type(error).__name__}: {error}") from error
         raise LeadershipLost(f"{where}: not renewed within {self._renew_deadline}s")
@@ -194,12 +207,41 @@ class Leadership:
         # The watchdog: until the library cancels this task (the Lease lost), or our last write of
         # the Lease is older than the renew deadline.
         while True:
-            await asyncio.sleep(WATCHDOG_PERIOD_SECONDS)  # a periodic check, not synchronisation
+            await asyncio.sleep(self.timings.watchdog_seconds)  # a periodic check, not synchronisation
             written = self._lock.written_at
             if written is None or self._clock() - written > self._renew_deadline:
+                self.lost.set()
+                self.leading.clear()
                 self._expired.set()
                 return
 
     async def _stopped(self) -> None:
+        self.lost.set()
         self.leading.clear()
         log.warning("binder.leadership_lost", extra={"fields": {"lease": f"{self.namespace}/{self.name}"}})
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process at once (no cleanup that could still bind), after the logs are out."""
+    logging.shutdown()
+    os._exit(code)
+
+
+async def cancel_binds_on_loss(
+    lost: asyncio.Event,
+    binds: asyncio.Task[Any],
+    *,
+    grace: float,
+    exit_process: Callable[[int], object] = exit_now,
+) -> None:
+    """When `lost` is set, cancel `binds` (the placements' consumer) at once; its offsets stay
+    uncommitted, so the next leader binds those placements again. Binds that have not ended
+    within `grace` (a handler that swallowed the cancellation) end with the process."""
+    await lost.wait()
+    if binds.done():
+        return
+    binds.cancel()
+    done, _ = await asyncio.wait({binds}, timeout=grace)
+    if not done:
+        log.critical("binder.binds_outlived_leadership", extra={"fields": {"grace_seconds": grace}})
+        exit_process(1)

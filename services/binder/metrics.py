@@ -77,3 +77,9 @@ LEDGER_BOUND_UNCONFIRMED = Counter(
     "topoplace_binder_ledger_bound_unconfirmed_total",
     "pods.lifecycle 'bound' reports ignored: the API watch does not have that pod bound on that node.",
 )
+REPORTS_SKIPPED = Counter(
+    "topoplace_binder_reports_skipped_total",
+    "Events and PodScheduled conditions not written because the pod is not the placement's to report on, "
+    "by why (not_seen, other_pod, other_scheduler, bound, terminating, pod_replaced).",
+    ["why"],
+)

@@ -33,7 +33,7 @@ from services.binder.gang import GangHandler
 from services.binder.handler import BindingSteps, PlacementHandler
 from services.binder.kube_events import EventRecorder
 from services.binder.kube_objects import NodeObject, PodObject
-from services.binder.leadership import Leadership, default_identity
+from services.binder.leadership import Leadership, cancel_binds_on_loss, default_identity
 from services.binder.ledger import DeviceLedger, LedgerNote
 from services.binder.metrics import (
     LEDGER_BOUND_UNCONFIRMED,
@@ -229,7 +229,7 @@ async def _run_streams(
         cluster = ClusterView(settings.scheduler_name, decision_key=decision_key)
         ledger = DeviceLedger(pod_gone=cluster.knows_gone, pod_bound_on=cluster.bound_on)
         events = EventRecorder(core, component=settings.scheduler_name)
-        reporter = PodReporter(events, ConditionWriter(core, sleep=asyncio.sleep))
+        reporter = PodReporter(events, ConditionWriter(core, sleep=asyncio.sleep), watch=cluster)
         allocated = AllocatedDevices()  # every ResourceClaim's devices: no device is allocated twice
         dra = client.ResourceV1Api(core.api_client)  # type: ignore[attr-defined]  # the stubs omit it
         claims = ClaimWriter(dra, request_timeout=policy.request_timeout_seconds, allocated=allocated)
@@ -277,6 +277,7 @@ async def _run_streams(
         )
         ledger_task: asyncio.Task[None] | None = None
         consumer_task: asyncio.Task[None] | None = None
+        guard: asyncio.Task[None] | None = None
         stopped = asyncio.create_task(stop.wait())
         try:
             if await _until(stopped, watch_tasks, *[asyncio.create_task(w.synced.wait()) for w in watches]):
@@ -288,16 +289,25 @@ async def _run_streams(
                     supervisor.running()
                     log.info("binder.ledger_ready", extra={"fields": {"pods": ledger.pod_count()}})
                     consumer_task = asyncio.create_task(consumer.run(decide), name="binder-placements")
+                    if leadership is not None:  # a lost Lease cancels the binds in flight at once
+                        guard = asyncio.create_task(
+                            cancel_binds_on_loss(
+                                leadership.lost, consumer_task, grace=settings.lease_timings.stop_grace_seconds
+                            ),
+                            name="binder-lease-guard",
+                        )
                     await asyncio.wait({stopped, *loops, consumer_task}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopped.cancel()
+            if guard is not None and leadership is not None and leadership.lost.is_set():
+                await guard  # the binds are cancelled (or the process has ended) before anything else
             await consumer.stop()
             await follower.stop()
             await reporter.drain()  # Events and conditions in flight still go out
             await events.close()  # Events still retrying are given up with the run
             # The Lease goes last: no placement is taken once another binder may hold it.
             await _reap(ledger_task, consumer_task, *watch_tasks)
-            await _reap(*elected)
+            await _reap(guard, *elected)
 
 
 def _leadership(settings: Settings, core: client.CoreV1Api) -> Leadership | None:
@@ -308,6 +318,7 @@ def _leadership(settings: Settings, core: client.CoreV1Api) -> Leadership | None
         name=f"{settings.scheduler_name}-binder",
         namespace=settings.leader_namespace,
         identity=settings.leader_identity or default_identity(),
+        timings=settings.lease_timings,
     )
 
 

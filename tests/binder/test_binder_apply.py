@@ -48,7 +48,7 @@ class Harness:
         self.ledger = ledger or DeviceLedger()
         self.producer = RecordingProducer()
         self.reporter = PodReporter(
-            EventRecorder(core, component="topoplace"), ConditionWriter(core, policy=POLICY, sleep=no_sleep)
+            EventRecorder(core, component="topoplace"), ConditionWriter(core, policy=POLICY, sleep=no_sleep), watch=None
         )
         self.steps = BindingSteps(
             ledger=self.ledger, binder=PodBinder(core, policy=POLICY, sleep=no_sleep), reporter=self.reporter

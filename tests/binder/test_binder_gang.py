@@ -49,7 +49,9 @@ class GangHarness:
         self.ledger = watched.ledger if watched is not None else DeviceLedger()
         self.producer = RecordingProducer()
         self.reporter = PodReporter(
-            EventRecorder(core, component="topoplace"), ConditionWriter(core, policy=POLICY, sleep=no_sleep)
+            EventRecorder(core, component="topoplace"),
+            ConditionWriter(core, policy=POLICY, sleep=no_sleep),
+            watch=None if watched is None else watched.cluster,
         )
         steps = BindingSteps(
             ledger=self.ledger,

@@ -13,11 +13,14 @@ from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from services.binder.leadership import Leadership, LeadershipLost
+from topoplace.config import LeaseTimings
 from topoplace.kubeapi import KubeApiServer
 from topoplace.supervise import is_transient_outage
 
 # Short, so that losing a Lease takes about two seconds, not ten.
-FAST = {"lease_seconds": 3, "renew_deadline_seconds": 2, "retry_seconds": 1}
+FAST = LeaseTimings(
+    lease_seconds=3, renew_deadline_seconds=2, retry_seconds=1, watchdog_seconds=0.1, stop_grace_seconds=0.5
+)
 
 
 # A Lease name no real binder uses: nothing else that campaigns on a server can meet it.
@@ -25,7 +28,7 @@ LEASE = f"topoplace-binder-test-{uuid.uuid4().hex[:8]}"
 
 
 def candidate(api: client.ApiClient, identity: str) -> Leadership:
-    return Leadership(api, name=LEASE, namespace="default", identity=identity, **FAST)
+    return Leadership(api, name=LEASE, namespace="default", identity=identity, timings=FAST)
 
 
 async def stopped(running: asyncio.Task[object]) -> None:
@@ -107,4 +110,4 @@ async def test_a_leader_whose_renewals_hang_stops_before_its_lease_can_run_out(
     written = first._lock.written_at
     assert written is not None and not first.leading.is_set()
     # A standby could take the Lease only once it had not changed for lease_seconds.
-    assert stopped_at < written + FAST["lease_seconds"]
+    assert stopped_at < written + FAST.lease_seconds

@@ -55,7 +55,7 @@ async def test_bind_span_joins_the_pod_trace_with_http_children(
     core = client.CoreV1Api(api)
     tracer = trace.get_tracer("test")
     producer = RecordingProducer()
-    reporter = PodReporter(EventRecorder(core, component="topoplace"))
+    reporter = PodReporter(EventRecorder(core, component="topoplace"), watch=None)
     steps = BindingSteps(ledger=DeviceLedger(), binder=PodBinder(core), reporter=reporter)
     handler = PlacementHandler(steps=steps, producer=producer, tracer=tracer)
     pod = kube_api.store.create(

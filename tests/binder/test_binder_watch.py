@@ -58,7 +58,7 @@ class Harness:
     def __init__(self, core: client.CoreV1Api, watched: WatchedCluster) -> None:
         self.ledger = watched.ledger
         self.producer = RecordingProducer()
-        self.reporter = PodReporter(EventRecorder(core, component="topoplace"))
+        self.reporter = PodReporter(EventRecorder(core, component="topoplace"), watch=watched.cluster)
         steps = BindingSteps(
             ledger=self.ledger,
             binder=PodBinder(core, decision_key=TEST_KEY),

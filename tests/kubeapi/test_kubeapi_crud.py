@@ -100,14 +100,48 @@ async def test_replace_with_stale_resource_version_is_409(core: CoreApi) -> None
     assert (await core.read_namespaced_pod("r", "default")).metadata.labels == {"v": "1"}
 
 
-async def test_replace_keeps_uid_and_ignores_status(kube_client: client.ApiClient, core: CoreApi) -> None:
+async def test_replace_ignores_status(kube_client: client.ApiClient, core: CoreApi) -> None:
     pod = await core.create_namespaced_pod("default", pod_body("s"))
     body = kube_client.sanitize_for_serialization(pod)
-    body["metadata"]["uid"] = "forged"
     body["status"] = {"phase": "Succeeded"}
     updated = await core.replace_namespaced_pod("s", "default", body)
     assert updated.metadata.uid == pod.metadata.uid
     assert updated.status.phase == "Pending"
+
+
+async def test_replace_with_another_uid_is_409_precondition_failed(
+    kube_client: client.ApiClient, core: CoreApi
+) -> None:
+    pod = await core.create_namespaced_pod("default", pod_body("u", labels={"v": "1"}))
+    body = kube_client.sanitize_for_serialization(pod)
+    body["metadata"]["uid"] = "uid-of-a-deleted-pod"
+    body["metadata"]["labels"] = {"v": "2"}
+    with pytest.raises(ApiException) as err:
+        await core.replace_namespaced_pod("u", "default", body)
+    assert err.value.status == 409
+    assert status_of(err.value)["message"] == (
+        'Operation cannot be fulfilled on pods "u": Precondition failed: '
+        f"UID in precondition: uid-of-a-deleted-pod, UID in object meta: {pod.metadata.uid}"
+    )
+    assert (await core.read_namespaced_pod("u", "default")).metadata.labels == {"v": "1"}
+
+
+@pytest.mark.parametrize("subresource", ["", "status"])
+async def test_patch_with_another_uid_is_422_and_changes_nothing(core: CoreApi, subresource: str) -> None:
+    pod = await core.create_namespaced_pod("default", pod_body("pu"))
+    patch = {"metadata": {"uid": "uid-of-a-deleted-pod"}, "status": {"conditions": [{"type": "X", "status": "True"}]}}
+    patch_call = core.patch_namespaced_pod_status if subresource else core.patch_namespaced_pod
+    with pytest.raises(ApiException) as err:
+        await patch_call("pu", "default", patch)
+    assert err.value.status == 422
+    assert status_of(err.value)["message"] == (
+        'Pod "pu" is invalid: metadata.uid: Invalid value: "uid-of-a-deleted-pod": field is immutable'
+    )
+    after = await core.read_namespaced_pod("pu", "default")
+    assert after.metadata.resource_version == pod.metadata.resource_version
+    # The pod's own uid is no obstacle: that is how a write is aimed at one incarnation of a name.
+    patch["metadata"]["uid"] = pod.metadata.uid
+    await core.patch_namespaced_pod_status("pu", "default", patch)
 
 
 async def test_strategic_merge_patch_of_annotations(core: CoreApi) -> None:

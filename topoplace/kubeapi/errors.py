@@ -74,6 +74,11 @@ def stale_version(plural: str, name: str) -> ApiError:
     )
 
 
+def uid_precondition_failed(plural: str, name: str, wanted: str, actual: str) -> ApiError:
+    """409: a write whose uid precondition names another object (storage.Preconditions.Check's words)."""
+    return conflict(plural, name, f"Precondition failed: UID in precondition: {wanted}, UID in object meta: {actual}")
+
+
 def invalid(kind: str, name: str, field: str, detail: str, *, reason: str = "FieldValueInvalid") -> ApiError:
     """422: `<Kind> "<name>" is invalid: <field>: <detail>`, the real server's wording."""
     return ApiError(

@@ -27,6 +27,7 @@ from topoplace.kubeapi.errors import (
     invalid,
     not_found,
     stale_version,
+    uid_precondition_failed,
 )
 from topoplace.kubeapi.resources import ResourceType
 from topoplace.kubeapi.selectors import Selector
@@ -217,6 +218,10 @@ class ObjectStore:
         if rtype.namespaced and meta.get("namespace") and meta["namespace"] != namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
         old = self.get(rtype, name, namespace)
+        # A PUT body's uid is a precondition, checked first, as the real server's storage checks it
+        # (storage.Preconditions from rest.DefaultUpdatedObjectInfo): 409, not a silent overwrite.
+        if meta.get("uid") and meta["uid"] != old["metadata"]["uid"]:
+            raise uid_precondition_failed(rtype.plural, name, meta["uid"], old["metadata"]["uid"])
         if meta.get("resourceVersion") and meta["resourceVersion"] != old["metadata"]["resourceVersion"]:
             raise stale_version(rtype.plural, name)
         return self._update(rtype, old, obj, status_only)
@@ -246,6 +251,11 @@ class ObjectStore:
             raise invalid(rtype.kind, name, "metadata", "Required value")
         if meta.get("name") != name:
             raise invalid(rtype.kind, name, "metadata.name", "Invalid value: field is immutable")
+        # A uid in a patch is checked as the real server checks it: a PATCH carries no storage
+        # precondition, but rest.BeforeUpdate validates metadata.uid as immutable (422), so a patch
+        # meant for a pod that was deleted and re-created under its name changes nothing.
+        if meta.get("uid") and meta["uid"] != old["metadata"]["uid"]:
+            raise invalid(rtype.kind, name, "metadata.uid", f'Invalid value: "{meta["uid"]}": field is immutable')
         # a resourceVersion inside the patch is a precondition, as on the real server
         if meta.get("resourceVersion") != old["metadata"]["resourceVersion"]:
             raise stale_version(rtype.plural, name)
@@ -289,12 +299,7 @@ class ObjectStore:
             raise invalid("Binding", name, "target.name", "Required value")
         pod = self.get(resources.PODS, name, namespace)
         if meta.get("uid") and meta["uid"] != pod["metadata"]["uid"]:
-            raise conflict(
-                "pods",
-                name,
-                f"Precondition failed: UID in precondition: {meta['uid']}, "
-                f"UID in object meta: {pod['metadata']['uid']}",
-            )
+            raise uid_precondition_failed("pods", name, meta["uid"], pod["metadata"]["uid"])
         if meta.get("resourceVersion") and meta["resourceVersion"] != pod["metadata"]["resourceVersion"]:
             raise stale_version("pods", name)
         if pod["metadata"].get("deletionTimestamp"):
