@@ -134,7 +134,9 @@ async def run_demo(options: DemoOptions, settings: Settings, console: Console) -
             )
             children.append(kube_api)
             env["TOPOPLACE_KUBE_API_URL"] = url
-            console.print(f"test Kubernetes API server at {url}; while the demo runs, kubectl shows its cluster:")
+            console.print(
+                f"test Kubernetes API server at {url}; while the demo runs, kubectl shows its cluster:", soft_wrap=True
+            )
             console.print(f"  {kubectl_command(url)}", markup=False, highlight=False, soft_wrap=True)
             demo_settings = Settings.from_env(env)
             api = await api_client(demo_settings)
