@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
 from pathlib import Path
 
@@ -204,7 +205,9 @@ async def test_get_hypernodes_and_podgroups_by_name_and_short_name(kubectl: Kube
     assert as_yaml == "4"
 
 
-async def test_the_demos_kubectl_command_shows_its_cluster(kube_api: KubeApiServer, kube_client: object) -> None:
+async def test_the_demos_kubectl_command_shows_its_cluster(
+    kube_api: KubeApiServer, kube_client: object, tmp_path: Path
+) -> None:
     from topoplace.demo import cluster as demo_cluster
     from topoplace.demo.runner import kubectl_command, seed_cluster
 
@@ -213,10 +216,25 @@ async def test_the_demos_kubectl_command_shows_its_cluster(kube_api: KubeApiServ
     command = shlex.split(kubectl_command(kube_api.url))
     assert command[0] == "kubectl"
     proc = await asyncio.create_subprocess_exec(
-        KUBECTL or "kubectl", *command[1:], stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        KUBECTL or "kubectl",
+        *command[1:],
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "KUBECACHEDIR": str(tmp_path / "cache")},  # no other server's cache on this port
     )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
     shown = out.decode()
     assert all(f"node/{node.name} " in shown for node in cluster.nodes)
     assert "hypernode.topology.volcano.sh/" in shown
+
+
+async def test_apply_creates_then_patches_what_changed(kubectl: Kubectl, kube_api: KubeApiServer) -> None:
+    pod = NODE_AND_POD.split("---")[1]
+    assert (await kubectl.ok("apply", "-f", "-", stdin=pod)).strip() == "pod/trainer created"
+    assert (await kubectl.ok("apply", "-f", "-", stdin=pod)).strip() == "pod/trainer unchanged"
+    changed = pod.replace("image: busybox", "image: busybox:1.36")
+    assert (await kubectl.ok("apply", "-f", "-", stdin=changed)).strip() == "pod/trainer configured"
+    stored = kube_api.store.get("pods", "trainer", "default")
+    assert stored["spec"]["containers"][0]["image"] == "busybox:1.36"
+    assert "kubectl.kubernetes.io/last-applied-configuration" in stored["metadata"]["annotations"]
