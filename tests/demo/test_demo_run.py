@@ -23,6 +23,9 @@ def test_demo_accounts_for_every_pod_and_traces_them_through_all_services(tmp_pa
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # the one kubectl command that shows its cluster, on a line of its own (tests/kubeapi runs it)
+    shown = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("kubectl --")]
+    assert len(shown) == 1 and shown[0].startswith("kubectl --kubeconfig /dev/null --server http://127.0.0.1:")
     demo = json.loads((tmp_path / "report.json").read_text())
     summary = demo["summary"]
     pods = 24 + sum(gang.members for gang in workload.GANGS)

@@ -60,6 +60,12 @@ async def seed_cluster(api: k8s.ApiClient, cluster: demo_cluster.DemoCluster) ->
     await resource.create_namespaced_resource_claim_template(NAMESPACE, body=template)  # type: ignore[arg-type]
 
 
+def kubectl_command(url: str) -> str:
+    """The one kubectl command that shows the demo's cluster: no kubeconfig, so no credentials or
+    namespace of the user's own clusters go to the test API server."""
+    return f"kubectl --kubeconfig /dev/null --server {url} get nodes,hypernodes,podgroups,pods -A -o wide"
+
+
 async def wait_ready(url: str, *, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     async with aiohttp.ClientSession() as session:
@@ -130,7 +136,10 @@ async def run_demo(options: DemoOptions, settings: Settings, console: Console) -
             )
             children.append(kube_api)
             env["TOPOPLACE_KUBE_API_URL"] = url
-            console.print(f"test Kubernetes API server at {url}")
+            console.print(
+                f"test Kubernetes API server at {url}; while the demo runs, kubectl shows its cluster:", soft_wrap=True
+            )
+            console.print(f"  {kubectl_command(url)}", markup=False, highlight=False, soft_wrap=True)
             demo_settings = Settings.from_env(env)
             api = await api_client(demo_settings)
             async with api:

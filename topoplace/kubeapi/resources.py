@@ -16,6 +16,13 @@ class ResourceType(msgspec.Struct, frozen=True, kw_only=True):
     custom: bool = False  # a CRD: no strategic merge patch, like the real server
     # more versions served from the same objects (a CRD with several served versions of one schema)
     other_versions: tuple[str, ...] = ()
+    # what discovery tells clients: kubectl resolves `po` and `all` with these, as on a real cluster
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
 
     @property
     def api_version(self) -> str:
@@ -66,6 +73,8 @@ PODS = ResourceType(
         "status.podIP",
         "status.nominatedNodeName",
     },
+    short_names=("po",),
+    categories=("all",),
 )
 NODES = ResourceType(
     plural="nodes",
@@ -75,6 +84,7 @@ NODES = ResourceType(
     namespaced=False,
     has_status=True,
     field_labels=_META | {"spec.unschedulable"},
+    short_names=("no",),
 )
 _EVENT_FIELDS = _META | {
     "involvedObject.kind",
@@ -97,6 +107,7 @@ CORE_EVENTS = ResourceType(
     namespaced=True,
     has_status=False,
     field_labels=_EVENT_FIELDS,
+    short_names=("ev",),
 )
 EVENTS_V1 = ResourceType(
     plural="events",
@@ -106,6 +117,7 @@ EVENTS_V1 = ResourceType(
     namespaced=True,
     has_status=False,
     field_labels=_META | {"reason", "type", "reportingController", "regarding.kind", "regarding.name"},
+    short_names=("ev",),
 )
 HYPERNODES = ResourceType(
     plural="hypernodes",
@@ -116,6 +128,7 @@ HYPERNODES = ResourceType(
     has_status=True,
     field_labels=_META,
     custom=True,
+    short_names=("hn",),
 )
 
 PODGROUPS = ResourceType(
@@ -127,6 +140,7 @@ PODGROUPS = ResourceType(
     has_status=True,
     field_labels=_META,
     custom=True,
+    short_names=("pg", "podgroup-v1beta1"),
 )
 # Kueue serves Topology as v1beta2 (the storage version) and v1beta1, one schema.
 TOPOLOGIES = ResourceType(

@@ -11,18 +11,22 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from topoplace.kubeapi import resources
+from topoplace.kubeapi import discovery, fieldcheck, media, resources
 from topoplace.kubeapi.controllers import GarbageCollector, ResourceClaimController
 from topoplace.kubeapi.errors import ApiError, bad_request, success_status
 from topoplace.kubeapi.faults import FaultInjector, FaultPlan, FaultReport
+from topoplace.kubeapi.openapi import OpenApiV3
 from topoplace.kubeapi.resources import ResourceType
 from topoplace.kubeapi.selectors import Selector, parse_selector
-from topoplace.kubeapi.store import Change, ObjectStore, Subscription, visible_change
+from topoplace.kubeapi.store import Change, ObjectStore, Subscription
+from topoplace.kubeapi.tables import TablePrinter
+from topoplace.kubeapi.views import View, WatchEvents, table_printer, table_response
 
 log = logging.getLogger(__name__)
 
 _encoder = msgspec.json.Encoder()
 _TRUE = ("true", "True", "1")
+_WARNINGS = web.RequestKey("warnings", list[str])  # the Warning headers of the answer (fieldValidation=Warn)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -30,8 +34,11 @@ def _json(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=_encoder.encode(body), status=status, content_type="application/json")
 
 
-async def _read_body(request: web.Request) -> Any:
+async def _read_body(request: web.Request, rtype: ResourceType | None = None) -> Any:
+    """The JSON body; for a write of `rtype`, checked as its `fieldValidation` directive asks."""
     raw = await request.read()
+    if rtype is not None:
+        request[_WARNINGS] = fieldcheck.check(rtype, request.query.get("fieldValidation", ""), raw)
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
@@ -42,7 +49,13 @@ async def _read_body(request: web.Request) -> Any:
 async def _status_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every failure leaves as a Kubernetes Status object, as clients expect."""
     try:
-        return await handler(request)
+        if request.query.get("dryRun") and request.method in ("POST", "PUT", "PATCH", "DELETE"):
+            # not supported: refusing beats writing for real what the client meant to try
+            raise bad_request("dryRun is not supported by this server")
+        resp = await handler(request)
+        for warning in request.get(_WARNINGS, ()):
+            resp.headers.add("Warning", '299 - "' + warning.replace('"', '\\"') + '"')
+        return resp
     except ApiError as exc:
         return _json(exc.status(), exc.code)
     except web.HTTPNotFound:
@@ -50,28 +63,6 @@ async def _status_errors(request: web.Request, handler: Handler) -> web.StreamRe
     except web.HTTPMethodNotAllowed:
         err = ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         return _json(err.status(), 405)
-
-
-class _View:
-    """A resource type as one of its served versions shows it: objects are stored in the type's
-    own version; another served version of the same schema only changes their apiVersion."""
-
-    def __init__(self, rtype: ResourceType, version: str) -> None:
-        self.rtype = rtype
-        self.version = version
-        self.api_version = rtype.api_version_of(version)
-        self.is_storage = version == rtype.version
-
-    def out(self, obj: dict[str, Any]) -> dict[str, Any]:
-        return obj if self.is_storage else {**obj, "apiVersion": self.api_version}
-
-    def list_body(self, items: list[dict[str, Any]], revision: int) -> dict[str, Any]:
-        return {
-            "kind": f"{self.rtype.kind}List",
-            "apiVersion": self.api_version,
-            "metadata": {"resourceVersion": str(revision)},
-            "items": items if self.is_storage else [self.out(o) for o in items],
-        }
 
 
 class KubeApiServer:
@@ -140,19 +131,20 @@ class KubeApiServer:
 
     def _add_routes(self, app: web.Application) -> None:
         r = app.router
-        r.add_get("/version", self._version)
+        discovery.add_routes(r, self.served)
+        OpenApiV3(self.served).add_routes(r)
         r.add_get("/healthz", self._ok)
         r.add_get("/readyz", self._ok)
         r.add_get("/livez", self._ok)
         r.add_get("/debug/faults", self._debug_faults)
         for rtype in self.served:
             for version in rtype.versions:
-                self._add_resource_routes(r, _View(rtype, version))
+                self._add_resource_routes(r, View(rtype, version))
         if resources.PODS in self.served:
             r.add_post("/api/v1/namespaces/{namespace}/pods/{name}/binding", self._bind)
             r.add_post("/api/v1/namespaces/{namespace}/bindings", self._bind)
 
-    def _add_resource_routes(self, r: web.UrlDispatcher, view: _View) -> None:
+    def _add_resource_routes(self, r: web.UrlDispatcher, view: View) -> None:
         on, rtype = functools.partial, view.rtype
         base = rtype.base_path_of(view.version)
         if rtype.namespaced:
@@ -178,9 +170,6 @@ class KubeApiServer:
         plan = self.faults.plan if self.faults is not None else None
         return _json({"plan": plan, "considered": report.considered, "injected": report.injected})
 
-    async def _version(self, request: web.Request) -> web.Response:
-        return _json({"major": "1", "minor": "31", "gitVersion": "v1.31.0-topoplace", "platform": "linux/amd64"})
-
     async def _ok(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
@@ -190,37 +179,40 @@ class KubeApiServer:
     def _namespace(request: web.Request, rtype: ResourceType) -> str | None:
         return request.match_info.get("namespace") if rtype.namespaced else None
 
-    async def _create(self, view: _View, request: web.Request) -> web.Response:
-        body = await _read_body(request)
+    async def _create(self, view: View, request: web.Request) -> web.Response:
+        body = await _read_body(request, view.rtype)
         obj = self.store.create(view.rtype, body, namespace=self._namespace(request, view.rtype))
         return _json(view.out(obj), 201)
 
-    async def _get(self, view: _View, request: web.Request) -> web.Response:
+    async def _get(self, view: View, request: web.Request) -> web.Response:
+        printer = table_printer(view, request)
         obj = self.store.get(view.rtype, request.match_info["name"], self._namespace(request, view.rtype))
+        if printer is not None:
+            return table_response(printer, [view.out(obj)], obj["metadata"]["resourceVersion"])
         return _json(view.out(obj))
 
-    async def _replace(self, view: _View, status_only: bool, request: web.Request) -> web.Response:
+    async def _replace(self, view: View, status_only: bool, request: web.Request) -> web.Response:
         obj = self.store.replace(
             view.rtype,
             request.match_info["name"],
-            await _read_body(request),
+            await _read_body(request, view.rtype),
             namespace=self._namespace(request, view.rtype),
             status_only=status_only,
         )
         return _json(view.out(obj))
 
-    async def _patch(self, view: _View, status_only: bool, request: web.Request) -> web.Response:
+    async def _patch(self, view: View, status_only: bool, request: web.Request) -> web.Response:
         obj = self.store.patch(
             view.rtype,
             request.match_info["name"],
             request.headers.get("Content-Type", ""),
-            await _read_body(request),
+            await _read_body(request, view.rtype),
             namespace=self._namespace(request, view.rtype),
             status_only=status_only,
         )
         return _json(view.out(obj))
 
-    async def _delete(self, view: _View, request: web.Request) -> web.Response:
+    async def _delete(self, view: View, request: web.Request) -> web.Response:
         rtype = view.rtype
         obj = self.store.delete(rtype, request.match_info["name"], namespace=self._namespace(request, rtype))
         if rtype is resources.NODES:
@@ -230,7 +222,7 @@ class KubeApiServer:
             return _json(body)
         return _json(view.out(obj))
 
-    async def _delete_collection(self, view: _View, request: web.Request) -> web.Response:
+    async def _delete_collection(self, view: View, request: web.Request) -> web.Response:
         selector = self._selector(view.rtype, request)
         deleted = self.store.delete_collection(view.rtype, self._namespace(request, view.rtype), selector)
         return _json(view.list_body(deleted, self.store.revision))
@@ -250,24 +242,28 @@ class KubeApiServer:
         q = request.query
         return parse_selector(q.get("labelSelector", ""), q.get("fieldSelector", ""), rtype.field_labels)
 
-    async def _collection_get(self, view: _View, in_namespace: bool, request: web.Request) -> web.StreamResponse:
+    async def _collection_get(self, view: View, in_namespace: bool, request: web.Request) -> web.StreamResponse:
         namespace = request.match_info["namespace"] if in_namespace else None
         selector = self._selector(view.rtype, request)
+        printer = table_printer(view, request)
         if request.query.get("watch") in _TRUE:
-            return await self._watch(view, namespace, selector, request)
+            return await self._watch(view, namespace, selector, request, printer)
         items, revision = self.store.list(view.rtype, namespace, selector)
+        if printer is not None:
+            return table_response(printer, [view.out(o) for o in items], str(revision))
         return _json(view.list_body(items, revision))
 
     # --- watch ----------------------------------------------------------------------------------
 
     async def _watch(
-        self, view: _View, namespace: str | None, selector: Selector, request: web.Request
+        self, view: View, namespace: str | None, selector: Selector, request: web.Request, printer: TablePrinter | None
     ) -> web.StreamResponse:
         q = request.query
         since = _parse_revision(q.get("resourceVersion", ""))
         timeout = _parse_seconds(q.get("timeoutSeconds", ""))
         bookmarks = q.get("allowWatchBookmarks") in _TRUE
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        content_type = media.content_type(printer.variant) if printer is not None else media.JSON
+        resp = web.StreamResponse(status=200, headers={"Content-Type": content_type})
         resp.enable_chunked_encoding()
         try:
             initial, sub = self.store.subscribe(view.rtype, namespace, since)
@@ -279,7 +275,7 @@ class KubeApiServer:
             return resp
         try:
             await resp.prepare(request)
-            await self._stream(resp, view, selector, initial, sub, timeout, bookmarks)
+            await self._stream(resp, WatchEvents(view, selector, printer), initial, sub, timeout, bookmarks)
             await resp.write_eof()
         except ConnectionResetError:
             pass  # the client went away; nothing to clean up but the subscription
@@ -290,8 +286,7 @@ class KubeApiServer:
     async def _stream(
         self,
         resp: web.StreamResponse,
-        view: _View,
-        selector: Selector,
+        events: WatchEvents,
         initial: list[Change],
         sub: Subscription,
         timeout: float | None,
@@ -299,13 +294,14 @@ class KubeApiServer:
     ) -> None:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        await _write_changes(resp, initial, selector, view)
+        view = events.view
+        await events.write(resp, initial)
         while not (sub.closed or sub.overflowed):
             sub.wakeup.clear()
             if sub.pending:
                 batch = list(sub.pending)
                 sub.pending.clear()
-                await _write_changes(resp, batch, selector, view)
+                await events.write(resp, batch)
                 continue
             remaining = None if deadline is None else deadline - loop.time()
             if remaining is not None and remaining <= 0:
@@ -324,17 +320,6 @@ class KubeApiServer:
                         "metadata": {"resourceVersion": str(self.store.revision)},
                     }
                     await resp.write(_encoder.encode({"type": "BOOKMARK", "object": mark}) + b"\n")
-
-
-async def _write_changes(resp: web.StreamResponse, changes: list[Change], selector: Selector, view: _View) -> None:
-    lines: list[bytes] = []
-    for change in changes:
-        kind = visible_change(change, selector)
-        if kind is not None:
-            encoded = change.object_json() if view.is_storage else _encoder.encode(view.out(change.obj))
-            lines.append(b'{"type":"' + kind.encode() + b'","object":' + encoded + b"}\n")
-    if lines:
-        await resp.write(b"".join(lines))
 
 
 def _parse_revision(text: str) -> int | None:
