@@ -7,7 +7,9 @@ from typing import Any
 
 import msgspec
 
-from schemas.annotations import DECISION
+from schemas.annotations import DECISION, DEVICES, encode_devices
+from schemas.events import DeviceAssignment
+from schemas.seal import SEAL, DecisionKey
 from topoplace.chaos.checker import ClusterObjects, judge
 from topoplace.chaos.hostile import OVERSIZED_BYTES, REGEX_NODE, control_plane_node, oversized_pod, regex_hypernode
 
@@ -32,8 +34,8 @@ def pod(name: str, *, scheduler: str = "topoplace", node_name: str = "", uid: st
     }
 
 
-def kinds(objects: ClusterObjects) -> list[tuple[str, str]]:
-    return sorted((v.kind, v.subject) for v in judge(objects).violations)
+def kinds(objects: ClusterObjects, key: DecisionKey | None = None) -> list[tuple[str, str]]:
+    return sorted((v.kind, v.subject) for v in judge(objects, key).violations)
 
 
 NO_SCHEDULE = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
@@ -97,3 +99,29 @@ def test_the_hostile_objects_are_what_the_attacks_need() -> None:
     assert control_plane["spec"]["taints"][0]["effect"] == "NoSchedule"
     members = regex_hypernode()["spec"]["members"]
     assert members[0]["selector"]["regexMatch"]["pattern"].startswith("^(\\w+-?)+")
+
+
+def test_with_the_runs_key_a_pods_devices_are_what_its_seal_says_not_its_edited_annotation() -> None:
+    key = DecisionKey(b"k" * 32)
+    gpus = {"cpu": "8", "pods": "110", "nvidia.com/gpu": "2"}
+    gpu_node = {"metadata": {"name": "n"}, "spec": {}, "status": {"allocatable": gpus, "capacity": gpus}}
+
+    def sealed(name: str, index: int, *, edited_to: int | None = None) -> Any:
+        body = pod(name, node_name="n")
+        devices = (DeviceAssignment(index=index),)
+        body["metadata"]["annotations"] = {
+            SEAL: key.seal(body["metadata"]["uid"], "n", f"d-{name}", devices),
+            DEVICES: encode_devices((DeviceAssignment(index=index if edited_to is None else edited_to),)),
+        }
+        return body
+
+    # The tenant rewrote a's annotation to b's device: the seal still says device 0, so nothing collides.
+    objects = ClusterObjects(pods=(sealed("a", 0, edited_to=1), sealed("b", 1)), nodes=(gpu_node,))
+    assert kinds(objects, key) == []
+    # Read from the annotations alone (no key), the edit looks like a device held twice.
+    assert ("device_conflict", "n/1") in [(v.kind, v.subject) for v in judge(objects).violations]
+    # A pod of ours bound with devices but no seal: a broken annotation, its devices not counted.
+    unsealed = pod("c", node_name="n")
+    unsealed["metadata"]["annotations"] = {DEVICES: encode_devices((DeviceAssignment(index=1),))}
+    found = [(v.kind, v.subject) for v in judge(ClusterObjects(pods=(unsealed,), nodes=(gpu_node,)), key).violations]
+    assert found == [("bad_annotation", "default/c")]

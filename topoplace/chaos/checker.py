@@ -15,6 +15,9 @@ Reads nothing but the API server's objects (pods, nodes, Volcano PodGroups) and 
   earlier decision (the gang did not fit, then capacity freed and it was placed), so the member is
   still in flight, and unconverged, until it is bound or told a newer reason;
 - no pod annotated with a device the node does not have, or with another node (`unknown_device`);
+  a pod's devices are what the binder's seal says (`schemas/seal.py`, with the run's key), as the
+  services read them: a tenant's edit of `topoplace.io/devices` after the bind is no device taken;
+  a pod of ours with devices but no valid seal is `bad_annotation`;
 - no pod of another scheduler touched: given a node, a PodScheduled condition or an Event by
   topoplace (`foreign_pod_touched`); no other scheduler runs in a chaos cluster;
 - no pod of ours bound to a node whose NoSchedule / NoExecute taints it does not tolerate, or whose
@@ -35,7 +38,9 @@ import aiohttp
 import msgspec
 
 from schemas.annotations import DECISION, DEVICES, NODE, SCHEDULER_NAME, decode_devices
+from schemas.events import DeviceAssignment
 from schemas.quantity import parse_quantity
+from schemas.seal import SEAL, DecisionKey
 from services.collector.watch_gangs import VOLCANO_GROUP_ANNOTATION
 from topoplace.demo.cluster import DEVICE_RESOURCE
 
@@ -169,7 +174,25 @@ def _sliced(slices: tuple[Obj, ...]) -> dict[str, int]:
     return counts
 
 
-def judge(objects: ClusterObjects) -> Verdict:
+def _devices_of(pod: Obj, node: str, key: DecisionKey | None) -> tuple[tuple[DeviceAssignment, ...] | None, str]:
+    """The devices a bound pod holds, and why its annotations are wrong if they are.
+
+    With the run's key, from the binder's seal, as every service reads them (a tenant's edit of
+    `topoplace.io/devices` changes nothing); without one, from the annotation itself."""
+    annotations = pod["metadata"].get("annotations") or {}
+    if key is not None:
+        sealed = key.check(pod["metadata"].get("uid", ""), node, annotations)
+        return sealed.devices, (f"{SEAL}: {sealed.problem}" if sealed.problem else "")
+    if DEVICES not in annotations:
+        return None, ""
+    try:
+        return decode_devices(annotations[DEVICES]), ""
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        return None, f"{DEVICES}: {exc}"
+
+
+def judge(objects: ClusterObjects, key: DecisionKey | None = None) -> Verdict:
+    """`key`: the run's seal key; a pod's devices are then read from its seal (see `_devices_of`)."""
     nodes = {n["metadata"]["name"]: n for n in objects.nodes}
     sliced = _sliced(objects.slices)
     mine = [p for p in objects.pods if p.get("spec", {}).get("schedulerName") == SCHEDULER_NAME]
@@ -197,12 +220,10 @@ def judge(objects: ClusterObjects) -> Verdict:
         on_node[node_name].append(_key(pod))
         for resource, milli in _requests(pod).items():
             requested[node_name][resource] += milli
-        if DEVICES not in annotations:
-            continue
-        try:
-            devices = decode_devices(annotations[DEVICES])
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            violations.append(Violation(kind="bad_annotation", subject=_key(pod), detail=f"{DEVICES}: {exc}"))
+        devices, problem = _devices_of(pod, node_name, key)
+        if problem:
+            violations.append(Violation(kind="bad_annotation", subject=_key(pod), detail=problem))
+        if devices is None:
             continue
         if annotations.get(NODE, node_name) != node_name:
             violations.append(

@@ -24,6 +24,7 @@ import aiohttp
 import msgspec
 
 from schemas.annotations import SCHEDULER_NAME
+from schemas.seal import DecisionKey
 from services.collector.watch_gangs import VOLCANO_GROUP_ANNOTATION
 from topoplace.broker import EmbeddedBroker, ensure_topics
 from topoplace.chaos import checker
@@ -32,6 +33,7 @@ from topoplace.chaos.api_calls import delete as _delete
 from topoplace.chaos.hostile import HostileActor, HostileTally
 from topoplace.chaos.report import ChaosReport
 from topoplace.chaos.schedule import BROKER_RESTART, KILLABLE, FaultEvent, schedule
+from topoplace.config import DECISION_KEY
 from topoplace.demo import cluster as demo_cluster
 from topoplace.demo import dra, processes, workload
 from topoplace.demo.runner import wait_nodes_published
@@ -236,6 +238,10 @@ class ChaosRun:
         env = {**self.env, "TOPOPLACE_LEADER_IDENTITY": name}
         service.running, _ = await processes.start(name, list(service.args), env=env, log_dir=self.work)
 
+    def _key(self) -> DecisionKey:
+        """The key this run's services seal and read devices with (processes.with_run_key)."""
+        return DecisionKey(self.env[DECISION_KEY].strip().encode())  # as topoplace.config reads it
+
     def _exited(self, name: str) -> bool:
         running = self.services[name].running
         return running is not None and running.process is not None and running.process.returncode is not None
@@ -347,7 +353,7 @@ class ChaosRun:
         deadline = time.monotonic() + self.options.converge_timeout_s
         seen: list[checker.Violation] = []
         while True:
-            verdict = checker.judge(await checker.read_cluster(self.url))
+            verdict = checker.judge(await checker.read_cluster(self.url), self._key())
             seen += verdict.violations
             if not verdict.unconverged:
                 return verdict, time.monotonic(), seen
