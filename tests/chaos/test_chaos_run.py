@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from topoplace.chaos.harness import ChaosOptions, run_chaos
+from topoplace.chaos.hostile import ATTACKS
 from topoplace.chaos.report import ChaosReport
 from topoplace.chaos.schedule import PROCESS_FAULTS
 from topoplace.kubeapi.faults import KINDS as API_FAULT_KINDS
@@ -32,9 +33,7 @@ def check(report: ChaosReport, logs: Path, *, process_faults: tuple[str, ...]) -
     )
     assert report.deleted > 0
     # The hostile tenant and producer ran beside the faults, every attack at least once.
-    attacks = ("regex_hypernode", "oversized_pod", "squatter_pod", "parked_flood", "annotation_edit")
-    forged = ("forged_placement", "forged_lifecycle", "forged_topology", "forged_binding")
-    assert not [kind for kind in (*attacks, *forged) if report.hostile.get(kind, 0) < 1], report.hostile
+    assert not [kind for kind in ATTACKS if report.hostile.get(kind, 0) < 1], report.hostile
     assert report.bound + report.unschedulable == report.pods - report.deleted
 
 

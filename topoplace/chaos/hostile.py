@@ -51,6 +51,19 @@ OVERSIZED_BYTES = 1_100_000
 MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
 
 
+ATTACKS = (
+    "regex_hypernode",
+    "oversized_pod",
+    "squatter_pod",
+    "parked_flood",
+    "annotation_edit",
+    "forged_placement",
+    "forged_lifecycle",
+    "forged_topology",
+    "forged_binding",
+)
+
+
 class HostileTally(msgspec.Struct, kw_only=True):
     """What the hostile actor did, by kind (chaos-report.json)."""
 
@@ -59,6 +72,21 @@ class HostileTally(msgspec.Struct, kw_only=True):
 
     def count(self, kind: str, n: int = 1) -> None:
         self.done[kind] = self.done.get(kind, 0) + n
+
+    def missing(self) -> list[str]:
+        return [kind for kind in ATTACKS if not self.done.get(kind)]
+
+
+async def _started_producer(bootstrap: str) -> AIOKafkaProducer | None:
+    """A producer, or None while the broker is away (a scheduled restart): the next round tries again."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=5_000)
+    try:
+        await producer.start()
+    except Exception:
+        with contextlib.suppress(Exception):
+            await producer.stop()
+        return None
+    return producer
 
 
 def _pod(name: str, *, scheduler: str, requests: dict[str, str], **spec: Any) -> dict[str, Any]:
@@ -148,19 +176,22 @@ class HostileActor:
         self._excluded: dict[str, str] = {}  # name -> uid: pods of ours no node may take
         self.tally = HostileTally()
 
-    async def run(self, stop: asyncio.Event, *, round_s: float = 2.0) -> HostileTally:
+    async def run(self, stop: asyncio.Event, *, round_s: float = 1.0, linger_s: float = 60.0) -> HostileTally:
+        """Rounds until `stop`; then on, for at most `linger_s`, until every attack was made at least once
+        (edits and forged bindings need pods already bound)."""
         await self._tenant_objects()
-        producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, request_timeout_ms=5_000)
+        producer: AIOKafkaProducer | None = None
+        stopped_at: float | None = None
         try:
-            await producer.start()
-        except Exception:  # the broker may be restarting (a scheduled fault): forge over the API only
-            producer = None
-        try:
-            while not stop.is_set():
-                with contextlib.suppress(Exception):  # a fault of the run, never the attacker's stop
+            while True:
+                if stop.is_set():
+                    stopped_at = stopped_at or time.monotonic()
+                    if not self.tally.missing() or time.monotonic() - stopped_at > linger_s:
+                        break
+                producer = producer or await _started_producer(self._bootstrap)
+                with contextlib.suppress(Exception):  # a fault of the run (API, broker), never the attacker's stop
                     await self._round(producer)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), round_s)  # the round's period, or the stop
+                await asyncio.sleep(round_s)  # the attacker's pace, not synchronisation
         finally:
             if producer is not None:
                 with contextlib.suppress(Exception):
