@@ -1,6 +1,6 @@
-"""Bounded chaos runs: 500+ pods, every process fault and every API fault kind at least once; the
-checker, reading only the API server, finds every pod bound or unschedulable with a reason and no
-violation. Select them alone with `pytest -m chaos`."""
+"""Bounded chaos runs: 500+ pods, every process fault and every API fault kind at least once, a hostile
+tenant and topic producer beside them; the checker, reading only the API server, finds every pod bound or
+unschedulable with a reason, no violation, and every service alive. Select them alone with `pytest -m chaos`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from topoplace.chaos.harness import ChaosOptions, run_chaos
+from topoplace.chaos.hostile import ATTACKS
 from topoplace.chaos.report import ChaosReport
 from topoplace.chaos.schedule import PROCESS_FAULTS
 from topoplace.kubeapi.faults import KINDS as API_FAULT_KINDS
@@ -31,6 +32,8 @@ def check(report: ChaosReport, logs: Path, *, process_faults: tuple[str, ...]) -
         f"{report.unconverged} pods neither bound nor unschedulable ({', '.join(report.unconverged_samples)}); {where}"
     )
     assert report.deleted > 0
+    # The hostile tenant and producer ran beside the faults, every attack at least once.
+    assert not [kind for kind in ATTACKS if report.hostile.get(kind, 0) < 1], report.hostile
     assert report.bound + report.unschedulable == report.pods - report.deleted
 
 

@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--placers", type=int, default=defaults.placers)
     parser.add_argument("--binders", type=int, default=defaults.binders)
     parser.add_argument("--no-process-faults", action="store_true", help="API faults only")
+    parser.add_argument("--no-hostile", action="store_true", help="no hostile tenant or topic producer")
     parser.add_argument("--work-dir", type=Path, default=defaults.work_dir, help="service logs")
     parser.add_argument("--report", type=Path, default=Path("chaos-report.json"))
     args = parser.parse_args(argv)
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         placers=args.placers,
         binders=args.binders,
         process_faults=not args.no_process_faults,
+        hostile=not args.no_hostile,
         work_dir=args.work_dir,
     )
     result = asyncio.run(run_chaos(options))

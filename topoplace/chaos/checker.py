@@ -14,7 +14,15 @@ Reads nothing but the API server's objects (pods, nodes, Volcano PodGroups) and 
   Unschedulable reason written no later than its gang's first binding is *stale*: it answers an
   earlier decision (the gang did not fit, then capacity freed and it was placed), so the member is
   still in flight, and unconverged, until it is bound or told a newer reason;
-- no pod annotated with a device the node does not have, or with another node (`unknown_device`).
+- no pod annotated with a device the node does not have, or with another node (`unknown_device`);
+  a pod's devices are what the binder's seal says (`schemas/seal.py`, with the run's key), as the
+  services read them: a tenant's edit of `topoplace.io/devices` after the bind is no device taken;
+  a pod of ours with devices but no valid seal is `bad_annotation`;
+- no pod of another scheduler touched: given a node, a PodScheduled condition or an Event by
+  topoplace (`foreign_pod_touched`); no other scheduler runs in a chaos cluster;
+- no pod of ours bound to a node whose NoSchedule / NoExecute taints it does not tolerate, or whose
+  labels its nodeSelector does not match (`bound_against_rules`), judged here by an implementation
+  of its own, not the services'.
 The verdict is pure: `judge(objects)`; `read_cluster` fetches the objects over plain HTTP.
 """
 
@@ -29,8 +37,10 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from schemas.annotations import DEVICES, NODE, SCHEDULER_NAME, decode_devices
+from schemas.annotations import DECISION, DEVICES, NODE, SCHEDULER_NAME, decode_devices
+from schemas.events import DeviceAssignment
 from schemas.quantity import parse_quantity
+from schemas.seal import SEAL, DecisionKey
 from services.collector.watch_gangs import VOLCANO_GROUP_ANNOTATION
 from topoplace.demo.cluster import DEVICE_RESOURCE
 
@@ -44,6 +54,9 @@ VIOLATION_KINDS = (
     "gang_partly_bound",
     "unknown_device",
     "bad_annotation",
+    "foreign_pod_touched",
+    "bound_against_rules",
+    "service_dead",
 )
 
 
@@ -58,6 +71,7 @@ class ClusterObjects(msgspec.Struct, frozen=True, kw_only=True):
     nodes: tuple[Obj, ...]
     podgroups: tuple[Obj, ...] = ()
     slices: tuple[Obj, ...] = ()  # DRA ResourceSlices: a DRA node's devices are there, not in allocatable
+    events: tuple[Obj, ...] = ()  # core/v1 Events
 
 
 class Verdict(msgspec.Struct, frozen=True, kw_only=True):
@@ -160,7 +174,25 @@ def _sliced(slices: tuple[Obj, ...]) -> dict[str, int]:
     return counts
 
 
-def judge(objects: ClusterObjects) -> Verdict:
+def _devices_of(pod: Obj, node: str, key: DecisionKey | None) -> tuple[tuple[DeviceAssignment, ...] | None, str]:
+    """The devices a bound pod holds, and why its annotations are wrong if they are.
+
+    With the run's key, from the binder's seal, as every service reads them (a tenant's edit of
+    `topoplace.io/devices` changes nothing); without one, from the annotation itself."""
+    annotations = pod["metadata"].get("annotations") or {}
+    if key is not None:
+        sealed = key.check(pod["metadata"].get("uid", ""), node, annotations)
+        return sealed.devices, (f"{SEAL}: {sealed.problem}" if sealed.problem else "")
+    if DEVICES not in annotations:
+        return None, ""
+    try:
+        return decode_devices(annotations[DEVICES]), ""
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        return None, f"{DEVICES}: {exc}"
+
+
+def judge(objects: ClusterObjects, key: DecisionKey | None = None) -> Verdict:
+    """`key`: the run's seal key; a pod's devices are then read from its seal (see `_devices_of`)."""
     nodes = {n["metadata"]["name"]: n for n in objects.nodes}
     sliced = _sliced(objects.slices)
     mine = [p for p in objects.pods if p.get("spec", {}).get("schedulerName") == SCHEDULER_NAME]
@@ -188,12 +220,10 @@ def judge(objects: ClusterObjects) -> Verdict:
         on_node[node_name].append(_key(pod))
         for resource, milli in _requests(pod).items():
             requested[node_name][resource] += milli
-        if DEVICES not in annotations:
-            continue
-        try:
-            devices = decode_devices(annotations[DEVICES])
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            violations.append(Violation(kind="bad_annotation", subject=_key(pod), detail=f"{DEVICES}: {exc}"))
+        devices, problem = _devices_of(pod, node_name, key)
+        if problem:
+            violations.append(Violation(kind="bad_annotation", subject=_key(pod), detail=problem))
+        if devices is None:
             continue
         if annotations.get(NODE, node_name) != node_name:
             violations.append(
@@ -243,6 +273,8 @@ def judge(objects: ClusterObjects) -> Verdict:
                 )
 
     violations += _gang_violations(mine, objects.podgroups, stale)
+    violations += foreign_pods_touched(objects.pods, objects.events)
+    violations += bound_against_rules(mine, nodes)
     return Verdict(
         pods=len(mine),
         bound=bound,
@@ -274,6 +306,65 @@ def _gang_violations(pods: list[Obj], podgroups: tuple[Obj, ...], stale: set[str
     return out
 
 
+def foreign_pods_touched(pods: tuple[Obj, ...], events: tuple[Obj, ...]) -> list[Violation]:
+    """Pods of other schedulers that topoplace bound (its Binding writes the decision annotation), told
+    PodScheduled=False or gave an Event. A pod created with `spec.nodeName` and a device annotation of its
+    own (a squatter) is no violation: nobody bound it."""
+    foreign = {
+        pod["metadata"].get("uid", ""): pod
+        for pod in pods
+        if pod.get("spec", {}).get("schedulerName") != SCHEDULER_NAME
+    }
+    out = []
+    for pod in (foreign[uid] for uid in sorted(foreign)):
+        decided = DECISION in (pod["metadata"].get("annotations") or {})
+        # PodScheduled=True is the API server's and the kubelet's once a pod runs; False is a scheduler's word.
+        refused = (_pod_scheduled(pod) or {}).get("status") == "False"
+        if refused or decided:
+            detail = "bound by topoplace" if decided else "a PodScheduled=False condition"
+            out.append(Violation(kind="foreign_pod_touched", subject=_key(pod), detail=detail))
+    for event in events:
+        involved = event.get("involvedObject") or event.get("regarding") or {}
+        source = (event.get("source") or {}).get("component") or event.get("reportingComponent") or ""
+        if involved.get("uid") in foreign and "topoplace" in source:
+            pod = foreign[involved["uid"]]
+            out.append(Violation(kind="foreign_pod_touched", subject=_key(pod), detail=f"Event {event.get('reason')}"))
+    return out
+
+
+def _tolerates(taint: Obj, tolerations: list[Obj]) -> bool:
+    """The core/v1 toleration rule: empty key with Exists matches every taint; an empty effect every effect."""
+    for toleration in tolerations:
+        if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+            continue
+        operator = toleration.get("operator") or "Equal"
+        if operator == "Exists" and (not toleration.get("key") or toleration["key"] == taint.get("key")):
+            return True
+        same_value = (toleration.get("value") or "") == (taint.get("value") or "")
+        if operator == "Equal" and toleration.get("key") == taint.get("key") and same_value:
+            return True
+    return False
+
+
+def bound_against_rules(mine: list[Obj], nodes: dict[str, Obj]) -> list[Violation]:
+    out = []
+    for pod in mine:
+        node = nodes.get(pod["spec"].get("nodeName") or "")
+        if node is None or not _live(pod):
+            continue
+        labels = node["metadata"].get("labels") or {}
+        for key, value in sorted((pod["spec"].get("nodeSelector") or {}).items()):
+            if labels.get(key) != value:
+                detail = f"on {node['metadata']['name']}, whose labels lack nodeSelector {key}={value}"
+                out.append(Violation(kind="bound_against_rules", subject=_key(pod), detail=detail))
+        tolerations = pod["spec"].get("tolerations") or []
+        for taint in (node.get("spec") or {}).get("taints") or ():
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(taint, tolerations):
+                detail = f"on {node['metadata']['name']}, untolerated taint {taint.get('key')}:{taint.get('effect')}"
+                out.append(Violation(kind="bound_against_rules", subject=_key(pod), detail=detail))
+    return out
+
+
 async def read_cluster(base_url: str, *, attempts: int = 50) -> ClusterObjects:
     """Pods, nodes and PodGroups from the API server, each list retried through injected faults."""
     timeout = aiohttp.ClientTimeout(total=10)
@@ -282,7 +373,10 @@ async def read_cluster(base_url: str, *, attempts: int = 50) -> ClusterObjects:
         nodes = await _list(session, f"{base_url}/api/v1/nodes", attempts)
         podgroups = await _list(session, f"{base_url}{PODGROUPS}", attempts)
         slices = await _list(session, f"{base_url}{RESOURCE_SLICES}", attempts)
-    return ClusterObjects(pods=tuple(pods), nodes=tuple(nodes), podgroups=tuple(podgroups), slices=tuple(slices))
+        events = await _list(session, f"{base_url}/api/v1/events", attempts)
+    return ClusterObjects(
+        pods=tuple(pods), nodes=tuple(nodes), podgroups=tuple(podgroups), slices=tuple(slices), events=tuple(events)
+    )
 
 
 async def _list(session: aiohttp.ClientSession, url: str, attempts: int) -> list[Obj]:

@@ -24,11 +24,16 @@ import aiohttp
 import msgspec
 
 from schemas.annotations import SCHEDULER_NAME
+from schemas.seal import DecisionKey
 from services.collector.watch_gangs import VOLCANO_GROUP_ANNOTATION
 from topoplace.broker import EmbeddedBroker, ensure_topics
 from topoplace.chaos import checker
+from topoplace.chaos.api_calls import create as _create
+from topoplace.chaos.api_calls import delete as _delete
+from topoplace.chaos.hostile import HostileActor, HostileTally
 from topoplace.chaos.report import ChaosReport
 from topoplace.chaos.schedule import BROKER_RESTART, KILLABLE, FaultEvent, schedule
+from topoplace.config import DECISION_KEY
 from topoplace.demo import cluster as demo_cluster
 from topoplace.demo import dra, processes, workload
 from topoplace.demo.runner import wait_nodes_published
@@ -62,6 +67,9 @@ class ChaosOptions(msgspec.Struct, frozen=True, kw_only=True):
     # probability: freed devices keep the placers and binders working once the cluster is full.
     churn: float = 0.5
     churn_after: int = 150
+    # A hostile tenant and topic producer beside the faults (hostile.py): forged messages, a huge pod,
+    # a catastrophic HyperNode pattern, annotation edits after bind, a flood of unplaceable pods.
+    hostile: bool = True
     work_dir: Path = Path(".chaos")
 
 
@@ -93,38 +101,6 @@ def _gang_manifests(options: ChaosOptions) -> list[tuple[dict[str, Any], list[di
     return gangs
 
 
-async def _delete(session: aiohttp.ClientSession, url: str, *, tries: int = 100) -> None:
-    """DELETE until gone; 404 means an earlier try was applied and its reply lost."""
-    last = ""
-    for _ in range(tries):
-        try:
-            async with session.delete(url) as response:
-                if response.status in (200, 202, 404):
-                    return
-                last = f"HTTP {response.status}"
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            last = f"{type(exc).__name__}: {exc}"
-        await asyncio.sleep(0.05)  # an injected fault: the next try draws again
-    raise RuntimeError(f"could not delete {url}: {last}")
-
-
-async def _create(session: aiohttp.ClientSession, url: str, body: dict[str, Any], *, tries: int = 100) -> None:
-    """POST until created; 409 means an earlier try was applied and its reply lost."""
-    last = ""
-    for _ in range(tries):
-        try:
-            async with session.post(url, json=body) as response:
-                if response.status in (200, 201, 409):
-                    return
-                last = f"HTTP {response.status}: {(await response.text())[:200]}"
-                if response.status not in (429, 500, 503):
-                    break
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            last = f"{type(exc).__name__}: {exc}"
-        await asyncio.sleep(0.05)  # an injected fault: the next try draws again
-    raise RuntimeError(f"could not create {url}: {last}")
-
-
 class ChaosRun:
     def __init__(self, options: ChaosOptions) -> None:
         self.options = options
@@ -136,6 +112,7 @@ class ChaosRun:
         self.url = ""
         self.faults: dict[str, int] = {}
         self.deleted = 0
+        self.died: list[checker.Violation] = []  # services found exited when nothing had stopped them
 
     async def run(self) -> ChaosReport:
         started = time.monotonic()
@@ -215,10 +192,19 @@ class ChaosRun:
             plan = schedule(seed=o.seed, window_s=window_s, rounds=o.rounds) if o.process_faults else ()
             plan = tuple(e for e in plan if e.kind.removeprefix("kill:") in self.services or e.kind == BROKER_RESTART)
             fault_task = asyncio.create_task(self._carry_out(plan))
+            stop_hostile = asyncio.Event()
+            hostile = HostileActor(
+                session=session, bootstrap=bootstrap, nodes=[n.name for n in cluster.nodes], seed=o.seed
+            )
+            hostile_task = asyncio.create_task(hostile.run(stop_hostile)) if o.hostile else None
             await self._submit(session, pods, gangs)
             await fault_task
+            stop_hostile.set()
+            tally = await hostile_task if hostile_task is not None else HostileTally()
+        submitted += tally.pods
         quiet_since = time.monotonic()
         verdict, converged_at, seen = await self._converge()
+        seen += self._dead_services()
         api = await self._api_faults()
         considered = api.pop("considered", 0)
         all_violations = {(v.kind, v.subject): v for v in (*seen, *verdict.violations)}
@@ -242,6 +228,7 @@ class ChaosRun:
             converged=converged_at is not None,
             time_to_converge_s=None if converged_at is None else round(converged_at - quiet_since, 2),
             duration_s=round(time.monotonic() - started, 2),
+            hostile=tally.done,
         )
 
     async def _start(self, name: str) -> None:
@@ -251,8 +238,30 @@ class ChaosRun:
         env = {**self.env, "TOPOPLACE_LEADER_IDENTITY": name}
         service.running, _ = await processes.start(name, list(service.args), env=env, log_dir=self.work)
 
+    def _key(self) -> DecisionKey:
+        """The key this run's services seal and read devices with (processes.with_run_key)."""
+        return DecisionKey(self.env[DECISION_KEY].strip().encode())  # as topoplace.config reads it
+
+    def _exited(self, name: str) -> bool:
+        running = self.services[name].running
+        return running is not None and running.process is not None and running.process.returncode is not None
+
+    def _dead_services(self) -> list[checker.Violation]:
+        """Every service must be running at the end, and none may have exited unless killed."""
+        dead = list(self.died)
+        for name, service in self.services.items():
+            process = service.running.process if service.running is not None else None
+            if process is None or process.returncode is not None:
+                exit_code = None if process is None else process.returncode
+                detail = f"not running at the end (exit {exit_code}); see {self.work}/{name}.log"
+                dead.append(checker.Violation(kind="service_dead", subject=name, detail=detail))
+        return dead
+
     async def _kill(self, name: str) -> None:
         running = self.services[name].running
+        if self._exited(name) and not self.services[name].restart_pending:
+            detail = f"exited before its scheduled kill; see {self.work}/{name}.log"
+            self.died.append(checker.Violation(kind="service_dead", subject=name, detail=detail))
         if running is not None and running.process is not None and running.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(running.process.pid, signal.SIGKILL)
@@ -344,7 +353,7 @@ class ChaosRun:
         deadline = time.monotonic() + self.options.converge_timeout_s
         seen: list[checker.Violation] = []
         while True:
-            verdict = checker.judge(await checker.read_cluster(self.url))
+            verdict = checker.judge(await checker.read_cluster(self.url), self._key())
             seen += verdict.violations
             if not verdict.unconverged:
                 return verdict, time.monotonic(), seen

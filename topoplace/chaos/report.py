@@ -26,6 +26,7 @@ class ChaosReport(msgspec.Struct, kw_only=True):
     converged: bool = False
     time_to_converge_s: float | None = None  # from the last fault and the last submission to convergence
     duration_s: float = 0.0
+    hostile: dict[str, int] = {}  # what the hostile tenant and producer did, by kind
 
     @property
     def ok(self) -> bool:

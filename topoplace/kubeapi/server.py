@@ -109,7 +109,8 @@ class KubeApiServer:
 
     async def start(self) -> str:
         middlewares = [_status_errors] if self.faults is None else [self.faults.middleware, _status_errors]
-        app = web.Application(middlewares=middlewares)
+        # The real API server takes request bodies up to 3 MiB (its MaxRequestBodyBytes); aiohttp's default is 1 MiB.
+        app = web.Application(middlewares=middlewares, client_max_size=3 * 1024 * 1024)
         self._add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
