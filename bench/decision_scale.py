@@ -26,10 +26,10 @@ import numpy as np
 
 import engine
 from bench.realistic_cluster import gpu_pod, random_pod, realistic_nodes, with_pod, without_pod
+from bench.reference_loop import place_reference
 from engine import Decision, Mode, PodRequest, Snapshot
-from engine.cache import clear_all
-from engine.reference_loop import place_reference
-from engine.vendors import registry
+from engine.core.cache import clear_all
+from engine.node.vendors import registry
 
 
 class ScaleSettings(msgspec.Struct, frozen=True, kw_only=True):

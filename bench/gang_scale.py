@@ -32,11 +32,11 @@ import numpy as np
 import engine
 from bench.realistic_cluster import gpu_pod, realistic_nodes, with_pod, without_pod
 from engine import ClusterIndex, Decision, Mode, NodeState, PodRequest
-from engine.cache import clear_all
-from engine.gang import GangDecision, GangRequest, place_gang
-from engine.network import HyperNode, NetworkTree, build_tree
-from engine.network.objects import HyperNodeSpec, Member, MemberType, ObjectMeta, exact_member
-from engine.vendors import registry
+from engine.cluster.network import HyperNode, NetworkTree, build_tree
+from engine.core.cache import clear_all
+from engine.core.hypernodes import HyperNodeSpec, Member, MemberType, ObjectMeta, exact_member
+from engine.decide.gang import GangDecision, GangRequest, place_gang
+from engine.node.vendors import registry
 
 TIER_SIZES = (7_500, 2_000, 450, 50)  # tiers 1..4, for 10,000 nodes
 IDLE_BY_BLOCK = ((200, 0.20), (200, 0.35), (200, 0.50))  # share of entirely idle nodes per superspine

@@ -24,11 +24,12 @@ from math import comb
 import msgspec
 
 from bench.results import Figure
-from engine import Allocation, Mode, NodeState, PodRequest, cache, choose_devices
-from engine.search import brute_force
-from engine.vendor import NodeScratch, Unfit
-from engine.vendors.nvidia import plugin
-from engine.vendors.nvidia_links import pair_table
+from engine import Allocation, Mode, NodeState, PodRequest, choose_devices
+from engine.core import cache
+from engine.node.search import brute_force
+from engine.node.vendor import NodeScratch, Unfit
+from engine.node.vendors.nvidia import plugin
+from engine.node.vendors.nvidia.links import pair_table
 from schemas.topology import Device, Link, PcieLevel, Vendor
 
 EXHAUSTIVE_LIMIT = 700_000  # sets; above this the exhaustive column is left empty

@@ -1,28 +1,26 @@
 """The topology engine: which node and which devices a pod gets, and why.
 
 Pure and deterministic: no I/O, no clock, no randomness; the same snapshot and
-request give the same decision. Read top-down:
+request give the same decision. Four levels, each a package that imports only
+the ones below it (import-linter's `layers` contract):
 
-    place()            this file: the cluster index of the snapshot, one decision over it
-    pod_decision.py    one pod: device answers per class of nodes, ranked, node rules, best first
-    index.py           the cluster index: nodes grouped into device classes, updated per node
-    node_rules.py      readiness, cordon, taints, affinity, resources (kube/ has the rules themselves)
-    loop.py            one node's answer: device filter, vendor search, node score (memoised)
-    vendor.py          the contract a vendor implements, the per-node scratch state
-    vendors/<name>.py  one module per vendor (nvidia, metax, neuron)
-    search.py          bounded branch-and-bound over pair scores
-    explain.py         reasons in a user's words
+    decide/     one decision: pod.py (class answers ranked, node rules, best first), node_rules.py,
+                kube/ (kube-scheduler's node filters), gang.py (a gang in one network domain)
+    cluster/    the cluster: index.py (nodes grouped into device classes), network/ (the network tree)
+    node/       one node: answer.py (the node answer every vendor shares), vendor.py (the contract),
+                vendors/<name>/ (nvidia, metax, neuron), search*.py, fragmentation.py, explain.py
+    core/       what all read: model.py, errors.py, quantities.py, node_key.py, cache.py, validate.py
+
+This file: place() = the cluster index of the snapshot, one decision over it.
 """
 
 from __future__ import annotations
 
 import msgspec
 
-from engine import cache
-from engine.fragmentation import reads_cpu
-from engine.index import ClusterIndex, NodeReads
-from engine.loop import NodeMiss, evaluate_node
-from engine.model import (
+from engine.cluster.index import ClusterIndex, NodeReads
+from engine.core import cache
+from engine.core.model import (
     Allocation,
     Decision,
     Mode,
@@ -33,9 +31,11 @@ from engine.model import (
     Snapshot,
     WorkloadClass,
 )
-from engine.pod_decision import place_indexed
-from engine.vendor import RequestError, SetCandidate
-from engine.vendors import registry
+from engine.decide.pod import place_indexed
+from engine.node.answer import NodeMiss, evaluate_node
+from engine.node.fragmentation import reads_cpu
+from engine.node.vendor import RequestError, SetCandidate
+from engine.node.vendors import registry
 
 __all__ = [
     "Allocation",

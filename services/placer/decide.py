@@ -24,7 +24,7 @@ import msgspec
 
 import engine
 from engine import Decision, Mode, PodRequest, Snapshot, WorkloadClass
-from engine.vendor import NodePolicy
+from engine.node.vendor import NodePolicy
 from schemas import topics
 from schemas.enforcement import Enforcement
 from schemas.events import (

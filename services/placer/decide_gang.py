@@ -22,8 +22,8 @@ import msgspec
 
 import engine
 from engine import Mode, WorkloadClass
-from engine.gang import GangDecision, GangRequest, MemberPlacement, place_gang
-from engine.vendors import registry
+from engine.decide.gang import GangDecision, GangRequest, MemberPlacement, place_gang
+from engine.node.vendors import registry
 from schemas.events import (
     GangPlacementEvent,
     PendingGangEvent,

@@ -33,13 +33,13 @@ from bench.realistic_cluster import (
     with_pod,
     without_pod,
 )
+from bench.reference_loop import place_reference
 from engine import Decision, Snapshot
-from engine.cache import clear_all
-from engine.gang import place_gang
-from engine.network import build_tree
-from engine.node_rules import PodRules
-from engine.reference_loop import place_reference
-from engine.vendors import registry
+from engine.cluster.network import build_tree
+from engine.core.cache import clear_all
+from engine.decide.gang import place_gang
+from engine.decide.node_rules import PodRules
+from engine.node.vendors import registry
 from schemas.events import DeviceAssignment
 
 

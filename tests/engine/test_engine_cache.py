@@ -18,13 +18,13 @@ from engine import (
     RequestError,
     Snapshot,
     WorkloadClass,
-    cache,
     choose_devices,
-    loop,
 )
-from engine import node_key as keys
-from engine import search as search_module
-from engine.cache import BoundedCache, IdentityCache, Interner
+from engine.core import cache
+from engine.core import node_key as keys
+from engine.core.cache import BoundedCache, IdentityCache, Interner
+from engine.node import answer as loop
+from engine.node import search as search_module
 from services.collector.topology_files import load_topology
 
 BOTH_MODES = pytest.mark.parametrize("mode", [Mode.DEFAULT, Mode.HAMI])
@@ -146,13 +146,13 @@ def test_a_changed_snapshot_is_answered_for_its_new_state() -> None:
 
 def test_identical_nodes_are_searched_once_and_keep_their_own_names(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    evaluate = loop._evaluate
+    evaluate = loop.evaluate
 
     def counting(*args: object) -> object:
         calls.append("x")
         return evaluate(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(loop, "_evaluate", counting)
+    monkeypatch.setattr(loop, "evaluate", counting)
     # an asymmetric pair gives every node a warning, which must carry that node's name
     links = (*both(0, 1, nvlinks=2), *both(2, 3, nvlinks=1)[:1], *both(3, 2, nvlinks=4)[:1])
     twins = [node(f"twin-{i}", [gpu(i) for i in range(4)], links, busy=[0]) for i in range(5)]
@@ -204,13 +204,13 @@ def test_a_card_held_differently_is_not_answered_from_its_twin(holder: Allocatio
 def test_choose_devices_computes_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
     # the per-node step is what bench.search_speed times: a repeat must not be a table lookup
     calls: list[str] = []
-    evaluate = loop._evaluate
+    evaluate = loop.evaluate
 
     def counting(*args: object) -> object:
         calls.append("x")
         return evaluate(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(loop, "_evaluate", counting)
+    monkeypatch.setattr(loop, "evaluate", counting)
     dgx = fixture_node("dgx", "dgx1-v100", busy=[1])
     first = choose_devices(dgx, pod(4))
     assert choose_devices(dgx, pod(4)) == first

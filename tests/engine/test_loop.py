@@ -7,7 +7,7 @@ import pytest
 from engine_builders import gpu, indices, matrix_links, node, place, pod, snapshot
 
 from engine import Decision, Mode
-from engine.kube.messages import fit_error_message
+from engine.decide.kube.messages import fit_error_message
 from schemas.topology import PcieLevel
 
 SYS, PIX = PcieLevel.SYS, PcieLevel.PIX
@@ -51,7 +51,8 @@ def test_unschedulable_counts_reasons_like_kube_scheduler() -> None:
     decision = place(snap, pod(2))
     assert decision.node is None
     assert decision.reason == (
-        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were not ready, 1 node(s) were unschedulable."
+        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were not ready, "
+        "1 node(s) were unschedulable."
     )
     by_node = {v.node: v.reason for v in decision.alternatives}
     assert by_node["c"].startswith("1 of 4 GPUs free, 2 requested: ")

@@ -5,6 +5,8 @@ Each expectation is derived in the comment next to it from the rules in docs/eng
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from engine_builders import fixture_node, gpu, indices, matrix_links, node, place, pod, snapshot
 
@@ -223,7 +225,8 @@ def test_no_link_data_still_places_with_score_zero() -> None:
 def test_search_cap_marks_the_decision_inexact(monkeypatch: pytest.MonkeyPatch) -> None:
     from engine_builders import dgx1_boards
 
-    import engine.vendors.nvidia as nvidia
+    # the module, not the package's `plugin` object of the same name
+    nvidia = importlib.import_module("engine.node.vendors.nvidia.plugin")
 
     monkeypatch.setattr(nvidia, "DEFAULT_CAP", 5)
     decision = place(snapshot(dgx1_boards(4, name="big")), pod(8, policy="topology-aware"))

@@ -6,8 +6,8 @@ import pytest
 from engine_builders import gpu, node, pod, snapshot
 
 from engine import PodRequest, RequestError, place
-from engine.vendor import NodePolicy
-from engine.vendors.nvidia import GpuPolicy, NvidiaRequest, plugin
+from engine.node.vendor import NodePolicy
+from engine.node.vendors.nvidia import GpuPolicy, NvidiaRequest, plugin
 
 
 def parse(request: PodRequest) -> NvidiaRequest:

@@ -10,7 +10,8 @@ from engine_builders import pod
 from random_clusters import random_cluster, random_pod
 
 import engine
-from engine import Mode, RequestError, cache, index_of
+from engine import Mode, RequestError, index_of
+from engine.core import cache
 
 
 @pytest.fixture(autouse=True)

@@ -15,11 +15,12 @@ from engine_builders import dgx1_boards, fixture_node, gpu, matrix_links, node, 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import Allocation, Mode, NodeState, PodRequest, cache
-from engine.loop import NodeFit, NodeMiss, evaluate_node
-from engine.search_table import SubsetTable, branch_and_bound_only, table_best, uniform_best
-from engine.vendors import registry
-from engine.vendors.nvidia import plugin
+from engine import Allocation, Mode, NodeState, PodRequest
+from engine.core import cache
+from engine.node.answer import NodeFit, NodeMiss, evaluate_node
+from engine.node.search_table import SubsetTable, branch_and_bound_only, table_best, uniform_best
+from engine.node.vendors import registry
+from engine.node.vendors.nvidia import plugin
 from schemas.topology import PcieLevel
 
 MACHINES = {

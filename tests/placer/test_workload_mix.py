@@ -7,7 +7,7 @@ import pytest
 from placer_builders import GPU, first_fit, pending, status, topology
 
 from engine import Decision, Mode, PodRequest, Snapshot, WorkloadClass
-from engine.vendor import NODE_POLICY
+from engine.node.vendor import NODE_POLICY
 from schemas.events import PendingPodEvent
 from services.placer.decide import Decider, decide, pod_request
 from services.placer.view import ClusterView

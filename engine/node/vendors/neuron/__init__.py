@@ -1,0 +1,5 @@
+"""AWS Neuron devices (Trainium, Inferentia): the plugin (plugin.py) and the instance families' rules (rules.py)."""
+
+from engine.node.vendors.neuron.plugin import NEURON, NEURONCORE, NOUSE_UUID, USE_UUID, NeuronPlugin, plugin
+
+__all__ = ["NEURON", "NEURONCORE", "NOUSE_UUID", "USE_UUID", "NeuronPlugin", "plugin"]
