@@ -4,8 +4,8 @@ Pure and deterministic: no I/O, no clock, no randomness; the same snapshot and
 request give the same decision. Four levels, each a package that imports only
 the ones below it (import-linter's `layers` contract):
 
-    decide/     one decision: pod.py (class answers ranked, node rules, best first), node_rules.py,
-                kube/ (kube-scheduler's node filters), gang.py (a gang in one network domain)
+    decide/     one decision: pod.py (claim.py, ranking.py, explanation.py), node_rules.py,
+                kube/ (kube-scheduler's node filters), gang/ (a gang in one network domain)
     cluster/    the cluster: index.py (nodes grouped into device classes), network/ (the network tree)
     node/       one node: answer.py (the node answer every vendor shares), vendor.py (the contract),
                 vendors/<name>/ (nvidia, metax, neuron), search*.py, fragmentation.py, explain.py

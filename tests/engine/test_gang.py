@@ -244,7 +244,7 @@ def test_a_member_already_holding_devices_counts_against_its_node() -> None:
 
 def test_kueue_slices_each_stay_within_their_level_under_a_required_block() -> None:
     from engine.core.model import GangInput
-    from engine.decide.gang_input import gang_request
+    from engine.decide.gang.input import gang_request
     from schemas.gangs import KUEUE_GROUP, KUEUE_REQUIRED, KUEUE_SLICE_REQUIRED, KUEUE_SLICE_SIZE, KUEUE_TOTAL
 
     levels = ("cloud/block", "cloud/rack", "kubernetes.io/hostname")

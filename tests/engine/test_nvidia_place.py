@@ -226,7 +226,7 @@ def test_search_cap_marks_the_decision_inexact(monkeypatch: pytest.MonkeyPatch) 
     from engine_builders import dgx1_boards
 
     # the module, not the package's `plugin` object of the same name
-    nvidia = importlib.import_module("engine.node.vendors.nvidia.plugin")
+    nvidia = importlib.import_module("engine.node.vendors.nvidia.search")
 
     monkeypatch.setattr(nvidia, "DEFAULT_CAP", 5)
     decision = place(snapshot(dgx1_boards(4, name="big")), pod(8, policy="topology-aware"))

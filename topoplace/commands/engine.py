@@ -142,7 +142,7 @@ def _place_gang(given: PlaceInput, mode: Mode, explain: bool) -> int:
     from engine import index_of
     from engine.cluster.network import build_tree
     from engine.decide.gang import place_gang
-    from engine.decide.gang_input import gang_request
+    from engine.decide.gang.input import gang_request
     from engine.node.vendors import registry
 
     assert given.gang is not None

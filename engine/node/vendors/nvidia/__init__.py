@@ -1,10 +1,15 @@
 """NVIDIA GPUs: HAMi's resources and annotations, the topology-aware choice, HAMi's own choice.
 
-plugin.py   the vendor plugin (request, filter, search, node score)
-links.py    the pair-score table of a node's GPUs (HAMi's device plugin scores)
+request.py        resources and annotations -> NvidiaRequest; the device assignment of a request
+plugin.py         the vendor plugin: device filter, search by mode, node score by policy
+search.py         default mode: the best-connected set (lookup or branch-and-bound), per NUMA node
+hami.py           mode hami: HAMi v2.7's walk, set choice and node usage score
+fragmentation.py  the fragmentation node policy: the node score, and the GPU a share fragments least
+links.py          the pair-score table of a node's GPUs (HAMi's device plugin scores)
 """
 
-from engine.node.vendors.nvidia.plugin import (
+from engine.node.vendors.nvidia.plugin import NvidiaPlugin, plugin
+from engine.node.vendors.nvidia.request import (
     GPU,
     GPU_POLICY,
     GPUCORES,
@@ -16,9 +21,7 @@ from engine.node.vendors.nvidia.plugin import (
     USE_TYPE,
     USE_UUID,
     GpuPolicy,
-    NvidiaPlugin,
     NvidiaRequest,
-    plugin,
 )
 
 __all__ = [

@@ -103,3 +103,9 @@ def pair_table(devices: Sequence[Device], links: Mapping[tuple[int, int], Link])
         scores=tuple(tuple(r) for r in rows),
         notes=tuple(notes),
     )
+
+
+def cut(table: PairTable, chosen: list[Device], idle: set[int]) -> int:
+    """The idle link score a set breaks: pair scores between its idle GPUs and the idle GPUs left behind."""
+    members = {d.index for d in chosen}
+    return sum(table.score(a, b) for a in sorted(members & idle) for b in sorted(idle - members))

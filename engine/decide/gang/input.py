@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.core.model import GangInput
-from engine.decide.gang import GangRequest
+from engine.decide.gang.request import GangRequest
 from schemas.errors import FieldError
 from schemas.gangs import kueue_group, kueue_policy, volcano_policy
 
