@@ -10,24 +10,25 @@ rules, as it did then.
 from __future__ import annotations
 
 from engine.core.model import Decision, Mode, NodeVerdict, PodRequest, Snapshot
+from engine.decide.engine import Engine
 from engine.decide.node_rules import pod_cpu_milli
 from engine.node.answer import (
     NodeFit,
     NodeMiss,
     check_unique,
-    outcomes,
     prefixed,
     with_workload,
 )
 from engine.node.explain import loser_reason, unschedulable_summary
 from engine.node.fragmentation import reads_cpu
-from engine.node.vendor import RequestError, VendorRegistry
+from engine.node.vendor import RequestError
 
 
-def place_reference(registry: VendorRegistry, snapshot: Snapshot, request: PodRequest, mode: Mode) -> Decision:
-    claimed = registry.claim(request)
+def place_reference(engine: Engine, snapshot: Snapshot, request: PodRequest, mode: Mode) -> Decision:
+    """Every node of `snapshot` asked by `engine`'s node answers, sorted by (-score, name)."""
+    claimed = engine.vendors.claim(request)
     if claimed is None:
-        known = ", ".join(p.name for p in registry.plugins)
+        known = ", ".join(p.name for p in engine.vendors.plugins)
         raise RequestError("requests", f"asks for no device resource of a known vendor ({known})")
     plugin, device_request = claimed
     cpu = pod_cpu_milli(request) if reads_cpu(snapshot.workload) else None
@@ -35,7 +36,8 @@ def place_reference(registry: VendorRegistry, snapshot: Snapshot, request: PodRe
     nodes = sorted(snapshot.nodes, key=lambda n: n.name)
     check_unique(nodes)
     # Nameless answers, shared by identical nodes; each node's name goes back in when reported.
-    results = zip([n.name for n in nodes], outcomes(plugin, device_request, nodes, mode), strict=True)
+    answers = engine.node_answers.outcomes(plugin, device_request, nodes, mode)
+    results = zip([n.name for n in nodes], answers, strict=True)
     fits: list[tuple[str, NodeFit]] = []
     misses: list[tuple[str, NodeMiss]] = []
     warnings: list[str] = []

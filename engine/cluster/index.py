@@ -18,12 +18,11 @@ updates) one for a whole snapshot.
 from __future__ import annotations
 
 import bisect
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
 
-from engine.core.cache import IdentityCache, Interner
+from engine.core.memo import IdentityCache, Interner
 from engine.core.model import Allocation, NodeState, Snapshot
 from engine.node.fragmentation import node_cpu
 from schemas import hami
@@ -43,25 +42,46 @@ class NodeReads(msgspec.Struct, frozen=True, kw_only=True):
     resources: bool = False
 
 
-_anonymous: IdentityCache[tuple[Device, ...], tuple[Device, ...]] = IdentityCache(ANONYMOUS_BOUND)
-_classes: Interner[tuple[object, ...]] = Interner(CLASS_BOUND)
+class DeviceClasses:
+    """Device class ids: equal keys, one id. An index's class ids are its own (indexes an engine makes share
+    the engine's, so its answers per class carry over between them); never reused (ids only grow)."""
+
+    def __init__(self) -> None:
+        self._anonymous: IdentityCache[tuple[Device, ...], tuple[Device, ...]] = IdentityCache(ANONYMOUS_BOUND)
+        self._classes: Interner[tuple[object, ...]] = Interner(CLASS_BOUND)
+
+    def anonymous_devices(self, devices: tuple[Device, ...]) -> tuple[Device, ...]:
+        """The devices without their UUIDs (memoised by identity: a node's tuple is shared across its updates)."""
+        found = self._anonymous.get(devices)
+        if found is None:
+            found = tuple(msgspec.structs.replace(d, uuid="") if d.uuid else d for d in devices)
+            self._anonymous.put(devices, found)
+        return found
+
+    def class_of(self, node: NodeState, reads: NodeReads) -> int:
+        """Equal for two nodes exactly when a vendor that does not read UUIDs cannot tell them apart."""
+        key: tuple[object, ...] = (
+            self.anonymous_devices(node.devices),
+            node.links,
+            node.machine_type,
+            tuple((k, node.labels.get(k)) for k in reads.labels),
+            tuple(sorted(_read_annotations(node, reads).items())),
+            tuple(_share(a) for a in node.allocations),
+            node_cpu(node) if reads.resources else None,
+        )
+        return self._classes.id_of(key)
+
+    def state_of(self, node: NodeState, reads: NodeReads) -> NodeState:
+        """The node as its class presents it to a vendor: no name, no UUIDs, no pod uids, only the read labels."""
+        return class_state(node, reads, self.anonymous_devices(node.devices))
 
 
-def anonymous_devices(devices: tuple[Device, ...]) -> tuple[Device, ...]:
-    """The devices without their UUIDs (memoised by identity: a node's tuple is shared across its updates)."""
-    found = _anonymous.get(devices)
-    if found is None:
-        found = tuple(msgspec.structs.replace(d, uuid="") if d.uuid else d for d in devices)
-        _anonymous.put(devices, found)
-    return found
-
-
-def class_state(node: NodeState, reads: NodeReads) -> NodeState:
-    """The node as its class presents it to a vendor: no name, no UUIDs, no pod uids, only the read labels."""
+def class_state(node: NodeState, reads: NodeReads, devices: tuple[Device, ...]) -> NodeState:
+    """`node` as its class presents it, with `devices` (its devices without UUIDs)."""
     return NodeState(
         name="",
         machine_type=node.machine_type,
-        devices=anonymous_devices(node.devices),
+        devices=devices,
         links=node.links,
         labels={k: node.labels[k] for k in reads.labels if k in node.labels},
         annotations=_read_annotations(node, reads),
@@ -83,20 +103,6 @@ def _read_annotations(node: NodeState, reads: NodeReads) -> dict[str, str]:
     return kept
 
 
-def class_of(node: NodeState, reads: NodeReads) -> int:
-    """Equal for two nodes exactly when a vendor that does not read UUIDs cannot tell them apart."""
-    key: tuple[object, ...] = (
-        anonymous_devices(node.devices),
-        node.links,
-        node.machine_type,
-        tuple((k, node.labels.get(k)) for k in reads.labels),
-        tuple(sorted(_read_annotations(node, reads).items())),
-        tuple(_share(a) for a in node.allocations),
-        node_cpu(node) if reads.resources else None,
-    )
-    return _classes.id_of(key)
-
-
 def _share(a: Allocation) -> tuple[int, int, int, str, str]:
     return (a.index, a.memory_mib, a.cores, a.qos, a.app_class)
 
@@ -104,18 +110,21 @@ def _share(a: Allocation) -> tuple[int, int, int, str, str]:
 class ClusterIndex:
     """Every node by name, sorted names, and the members of each device class (sorted by name)."""
 
-    def __init__(self, reads: NodeReads, nodes: Iterable[NodeState] = ()) -> None:
+    def __init__(
+        self, reads: NodeReads, nodes: Iterable[NodeState] = (), *, classes: DeviceClasses | None = None
+    ) -> None:
+        """`classes`: whose class ids to use (an engine's, shared by its indexes); a new set when None."""
         self.reads = reads
+        self.device_classes = classes if classes is not None else DeviceClasses()
         self._nodes: dict[str, NodeState] = {}
         self._class: dict[str, int] = {}
         self._members: dict[int, list[str]] = {}
         self._names: list[str] = []
         self._snapshot_nodes: tuple[NodeState, ...] | None = None
         # Classes in the order they gained their first node (again): rankings kept per request
-        # (decide/pod.py) read what is new since they last looked. Reset when it grows long.
+        # (decide/ranking.py) read what is new since they last looked. Reset when it grows long.
         self.class_log: list[int] = []
         self.log_epoch = 0
-        self.rankings: OrderedDict[int, object] = OrderedDict()  # per request id; owned by decide/pod.py
         for node in nodes:
             self.upsert(node)
 
@@ -127,7 +136,7 @@ class ClusterIndex:
         if before is node:
             return
         self._nodes[name] = node
-        new_class = class_of(node, self.reads)
+        new_class = self.device_classes.class_of(node, self.reads)
         if before is None:
             bisect.insort(self._names, name)
         else:
@@ -200,15 +209,27 @@ class ClusterIndex:
     def class_count(self) -> int:
         return len(self._members)
 
+    def class_state(self, class_id: int) -> NodeState:
+        """The class as it presents itself to a vendor (its first member, nameless)."""
+        return self.device_classes.state_of(self._nodes[self._members[class_id][0]], self.reads)
+
     # --- from a snapshot ---------------------------------------------------------------------
 
     @classmethod
-    def of(cls, snapshot: Snapshot, reads: NodeReads, previous: ClusterIndex | None = None) -> ClusterIndex:
+    def of(
+        cls,
+        snapshot: Snapshot,
+        reads: NodeReads,
+        previous: ClusterIndex | None = None,
+        *,
+        classes: DeviceClasses | None = None,
+    ) -> ClusterIndex:
         """An index of the snapshot's nodes; `previous` is updated in place when given (unchanged nodes cost
-        an identity check), else a new one is built. Raises ValueError on a node name given twice."""
+        an identity check), else a new one is built (with `classes`). Raises ValueError on a node name given
+        twice."""
         if previous is not None and previous._snapshot_nodes is snapshot.nodes and previous.reads == reads:
             return previous
-        index = previous if previous is not None and previous.reads == reads else cls(reads)
+        index = previous if previous is not None and previous.reads == reads else cls(reads, classes=classes)
         seen: set[str] = set()
         for node in snapshot.nodes:
             if node.name in seen:

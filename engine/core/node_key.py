@@ -4,14 +4,14 @@ Two nodes with equal keys get the same per-node answer (devices, scores,
 reasons) for the same request; only the node name in it differs, and the loop
 puts that back. Vendors therefore never read `node.name` or an allocation's
 `pod_uid` (see the contract in vendor.py). The keys are small integers from
-bounded interners (cache.py): cheap to hash, exact by construction.
+bounded interners of one engine's memo (memo.py): cheap to hash, exact by construction.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.core.cache import IdentityCache, Interner
+from engine.core.memo import IdentityCache, Interner, Memo
 from engine.core.model import NodeState
 from schemas.topology import Device, Link
 
@@ -27,84 +27,75 @@ UNKEYED_ALLOCATION_FIELDS = ("pod_uid",)
 TOPOLOGY_BOUND = 4_096  # distinct device / link tuples remembered
 NODE_BOUND = 32_768  # distinct node states remembered (a few snapshots of a 10,000-node cluster)
 
-_devices: Interner[tuple[Device, ...]] = Interner(TOPOLOGY_BOUND)
-_links: Interner[tuple[Link, ...]] = Interner(TOPOLOGY_BOUND)
-# Snapshots share their link tuples between nodes and decisions: identity finds them without hashing
-# (a device tuple hashes about as fast as an identity lookup, so it is interned by value only).
-_links_seen: IdentityCache[tuple[Link, ...], int] = IdentityCache(TOPOLOGY_BOUND)
-_states: Interner[tuple[object, ...]] = Interner(NODE_BOUND)
-_nodes_seen: IdentityCache[NodeState, int] = IdentityCache(NODE_BOUND)
 
+class NodeKeys:
+    """One engine's node keys: interners of device tuples, link tuples and node states."""
 
-def _links_id(links: tuple[Link, ...]) -> int:
-    found = _links_seen.get(links)
-    if found is None:
-        found = _links.id_of(links)
-        _links_seen.put(links, found)
-    return found
+    def __init__(self, memo: Memo) -> None:
+        self._devices: Interner[tuple[Device, ...]] = memo.interner(TOPOLOGY_BOUND)
+        self._links: Interner[tuple[Link, ...]] = memo.interner(TOPOLOGY_BOUND)
+        # Snapshots share their link tuples between nodes and decisions: identity finds them without hashing
+        # (a device tuple hashes about as fast as an identity lookup, so it is interned by value only).
+        self._links_seen: IdentityCache[tuple[Link, ...], int] = memo.identity(TOPOLOGY_BOUND)
+        self._states: Interner[tuple[object, ...]] = memo.interner(NODE_BOUND)
+        self._nodes_seen: IdentityCache[NodeState, int] = memo.identity(NODE_BOUND)
+        self._wiring: Interner[tuple[tuple[int, str, int], ...]] = memo.interner(TOPOLOGY_BOUND)
+        self._wiring_seen: IdentityCache[tuple[Device, ...], int] = memo.identity(4 * TOPOLOGY_BOUND)
 
-
-def topology_key(node: NodeState) -> tuple[int, int]:
-    """Equal for two nodes exactly when their devices and links are equal."""
-    return (_devices.id_of(node.devices), _links_id(node.links))
-
-
-_wiring: Interner[tuple[tuple[int, str, int], ...]] = Interner(TOPOLOGY_BOUND)
-_wiring_seen: IdentityCache[tuple[Device, ...], int] = IdentityCache(4 * TOPOLOGY_BOUND)
-
-
-def wiring_key(node: NodeState) -> tuple[int, int]:
-    """Equal for two nodes whose devices are wired alike: indices, vendors, NVSwitch links and links.
-
-    What pair scores depend on, and nothing else: UUIDs, models, memory and health do not change
-    how two devices are connected, so nodes that differ only there share their pair tables."""
-    found = _wiring_seen.get(node.devices)
-    if found is None:
-        found = _wiring.id_of(tuple((d.index, d.vendor.value, d.nvswitch_links) for d in node.devices))
-        _wiring_seen.put(node.devices, found)
-    return (found, _links_id(node.links))
-
-
-def node_key(node: NodeState) -> int:
-    """Equal for two nodes exactly when everything but the name and the pods' uids is equal."""
-    return node_keys((node,))[0]
-
-
-def node_keys(nodes: Sequence[NodeState]) -> list[int]:
-    """`node_key` of each node, in one pass."""
-    keys: list[int] = []
-    for node, found in zip(nodes, _nodes_seen.get_many(nodes), strict=True):
+    def _links_id(self, links: tuple[Link, ...]) -> int:
+        found = self._links_seen.get(links)
         if found is None:
-            found = _states.id_of(_state(node))
-            _nodes_seen.put(node, found)
-        keys.append(found)
-    return keys
+            found = self._links.id_of(links)
+            self._links_seen.put(links, found)
+        return found
 
+    def topology_key(self, node: NodeState) -> tuple[int, int]:
+        """Equal for two nodes exactly when their devices and links are equal."""
+        return (self._devices.id_of(node.devices), self._links_id(node.links))
 
-def _state(node: NodeState) -> tuple[object, ...]:
-    return (
-        _devices.id_of(node.devices),
-        _links_id(node.links),
-        node.machine_type,
-        tuple(node.labels.items()),  # insertion order kept: equal dicts in another order only miss
-        tuple(node.annotations.items()),
-        node.ready,
-        node.unschedulable,
-        tuple((a.index, a.memory_mib, a.cores, a.qos, a.app_class) for a in node.allocations),
-    )
+    def wiring_key(self, node: NodeState) -> tuple[int, int]:
+        """Equal for two nodes whose devices are wired alike: indices, vendors, NVSwitch links and links.
 
+        What pair scores depend on, and nothing else: UUIDs, models, memory and health do not change
+        how two devices are connected, so nodes that differ only there share their pair tables."""
+        found = self._wiring_seen.get(node.devices)
+        if found is None:
+            found = self._wiring.id_of(tuple((d.index, d.vendor.value, d.nvswitch_links) for d in node.devices))
+            self._wiring_seen.put(node.devices, found)
+        return (found, self._links_id(node.links))
 
-def sizes() -> dict[str, int]:
-    """Entries per table (for the bound tests)."""
-    return {
-        "devices": len(_devices),
-        "links": len(_links),
-        "links_seen": len(_links_seen),
-        "states": len(_states),
-        "nodes_seen": len(_nodes_seen),
-    }
+    def node_key(self, node: NodeState) -> int:
+        """Equal for two nodes exactly when everything but the name and the pods' uids is equal."""
+        return self.node_keys((node,))[0]
 
+    def node_keys(self, nodes: Sequence[NodeState]) -> list[int]:
+        """`node_key` of each node, in one pass."""
+        keys: list[int] = []
+        for node, found in zip(nodes, self._nodes_seen.get_many(nodes), strict=True):
+            if found is None:
+                found = self._states.id_of(self._state(node))
+                self._nodes_seen.put(node, found)
+            keys.append(found)
+        return keys
 
-def clear() -> None:
-    for table in (_devices, _links, _links_seen, _states, _nodes_seen, _wiring, _wiring_seen):
-        table.clear()
+    def _state(self, node: NodeState) -> tuple[object, ...]:
+        return (
+            self._devices.id_of(node.devices),
+            self._links_id(node.links),
+            node.machine_type,
+            tuple(node.labels.items()),  # insertion order kept: equal dicts in another order only miss
+            tuple(node.annotations.items()),
+            node.ready,
+            node.unschedulable,
+            tuple((a.index, a.memory_mib, a.cores, a.qos, a.app_class) for a in node.allocations),
+        )
+
+    def sizes(self) -> dict[str, int]:
+        """Entries per table (for the bound tests)."""
+        return {
+            "devices": len(self._devices),
+            "links": len(self._links),
+            "links_seen": len(self._links_seen),
+            "states": len(self._states),
+            "nodes_seen": len(self._nodes_seen),
+        }

@@ -7,7 +7,8 @@ import msgspec
 from engine.core.model import Mode, PodRequest, WorkloadClass
 from engine.decide.node_rules import pod_cpu_milli
 from engine.node.answer import NodeFit, with_workload
-from engine.node.vendor import DeviceRequest, NodeScore, SetChoice, VendorPlugin, VendorRegistry
+from engine.node.registry import Vendors
+from engine.node.vendor import DeviceRequest, NodeScore, SetChoice, VendorPlugin
 
 # A pod that asks for no device fits every node's devices with nothing to choose.
 NO_DEVICES = NodeFit(node="", choice=SetChoice(assignments=()), score=NodeScore(score=0.0))
@@ -21,7 +22,7 @@ class Claim(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def claim(
-    registry: VendorRegistry,
+    vendors: Vendors,
     request: PodRequest,
     mode: Mode,
     workload: tuple[WorkloadClass, ...],
@@ -31,9 +32,9 @@ def claim(
     """The pod's vendor and parsed request; `cpu`: the index reads each node's CPU, so the fragmentation
     policy weighs the pod's. A pod without devices is still scored by a vendor's fragmentation policy
     when the workload is known (FGD places CPU-only pods too); otherwise it asks nothing of the vendors."""
-    claimed = registry.claim(request)
+    claimed = vendors.claim(request)
     if claimed is None and workload and mode is Mode.DEFAULT:
-        claimed = registry.claim_host(request)
+        claimed = vendors.claim_host(request)
     if claimed is None:
         return Claim(plugin=None, request=None)
     plugin, device_request = claimed

@@ -19,21 +19,21 @@ from engine.decide.ranking import (
     Ranking,
     without_node_rules,
 )
-from engine.node.answer import NodeFit, NodeMiss, evaluate_node
+from engine.node.answer import NodeAnswers, NodeFit, NodeMiss
 from engine.node.explain import loser_reason
 from engine.node.vendor import NodeScore
 
 Explainer = Callable[[NodeState], str]
 
 
-def explainer(pod_claim: Claim, mode: Mode) -> Explainer:
+def explainer(answers: NodeAnswers, pod_claim: Claim, mode: Mode) -> Explainer:
     """A node's own reason for a device miss: its class answer names no UUIDs, the node's own does."""
     plugin, device_request = pod_claim.plugin, pod_claim.request
 
     def explain(node: NodeState) -> str:
         if plugin is None or device_request is None:
             return ""
-        result = evaluate_node(plugin, device_request, without_node_rules(node), mode)
+        result = answers.named(plugin, device_request, without_node_rules(node), mode)
         return result.unfit.reason if isinstance(result, NodeMiss) else ""
 
     return explain

@@ -10,6 +10,7 @@ pod into plain values and kept cheap per call.
 from __future__ import annotations
 
 from collections.abc import Collection
+from types import MappingProxyType
 
 from engine.core.model import NodeState, PodRequest
 from engine.decide.kube.filters import UNSCHEDULABLE_REASON, CompiledPodRules, NodeFacts, PodFacts
@@ -20,7 +21,7 @@ NOT_READY = "node(s) were not ready"
 # heaviest term, so a node nobody prefers but nobody avoids beats one the pod avoids.
 PREFER_NO_SCHEDULE_PENALTY = 100
 # A node's own words for the two reasons every node can give (kube's counted words stay in summaries).
-_WORDS = {NOT_READY: "not ready", UNSCHEDULABLE_REASON: "cordoned"}
+_WORDS = MappingProxyType({NOT_READY: "not ready", UNSCHEDULABLE_REASON: "cordoned"})
 
 
 def pod_facts(request: PodRequest, ignored: Collection[str]) -> PodFacts:
@@ -41,15 +42,32 @@ def pod_cpu_milli(request: PodRequest) -> int:
     return 0 if cpu is None else parse_requests({"cpu": cpu}, "requests")["cpu"]
 
 
-_facts_memo: dict[int, tuple[NodeState, NodeFacts]] = {}
+FACTS_BOUND = 65_536  # node states whose rule inputs an engine keeps
+
+
+class NodeFactsTable:
+    """The nodes' rule inputs, parsed once per node state (by identity, bounded): one per engine."""
+
+    def __init__(self) -> None:
+        self._facts: dict[int, tuple[NodeState, NodeFacts]] = {}
+
+    def of(self, node: NodeState) -> NodeFacts:
+        found = self._facts.get(id(node))
+        if found is not None and found[0] is node:
+            return found[1]
+        facts = node_facts(node)
+        if len(self._facts) >= FACTS_BOUND:
+            self._facts.clear()
+        self._facts[id(node)] = (node, facts)
+        return facts
+
+    def clear(self) -> None:
+        self._facts.clear()
 
 
 def node_facts(node: NodeState) -> NodeFacts:
-    """The node's rule inputs, parsed once per node state (memoised by identity, bounded)."""
-    found = _facts_memo.get(id(node))
-    if found is not None and found[0] is node:
-        return found[1]
-    facts = NodeFacts(
+    """The node's rule inputs, parsed now."""
+    return NodeFacts(
         name=node.name,
         labels=node.labels,
         taints=tuple(node.taints),
@@ -58,16 +76,15 @@ def node_facts(node: NodeState) -> NodeFacts:
         requested=parse_requests(node.requested, "requested"),
         pod_count=node.pods,
     )
-    if len(_facts_memo) >= 65_536:
-        _facts_memo.clear()
-    _facts_memo[id(node)] = (node, facts)
-    return facts
 
 
 class PodRules:
     """One pod's node-level rules."""
 
-    def __init__(self, request: PodRequest, ignored: Collection[str]) -> None:
+    def __init__(self, request: PodRequest, ignored: Collection[str], facts: NodeFactsTable | None = None) -> None:
+        """`ignored`: resources the vendors check (not the node rules); `facts`: the engine's parsed nodes
+        (a table of its own when None)."""
+        self.nodes = facts if facts is not None else NodeFactsTable()
         ignored = {*ignored, *request.dra_resources}
         self.facts = pod_facts(request, ignored)
         self.compiled = CompiledPodRules(self.facts, ignored)
@@ -80,12 +97,12 @@ class PodRules:
         """kube-scheduler's reasons the node is infeasible for the pod (the first failing rule's), or None."""
         if not node.ready:
             return [NOT_READY]
-        return self.compiled.first_failure(node_facts(node))
+        return self.compiled.first_failure(self.nodes.of(node))
 
     def preference(self, node: NodeState) -> float:
         """Added to the node's score: the weights of the preferred affinity terms it matches, less
         PREFER_NO_SCHEDULE_PENALTY per PreferNoSchedule taint the pod does not tolerate."""
-        facts = node_facts(node)
+        facts = self.nodes.of(node)
         score = self.compiled.preference_score(facts)
         if node.taints:
             score -= PREFER_NO_SCHEDULE_PENALTY * self.compiled.intolerable_taints(facts)

@@ -34,6 +34,7 @@ from engine.decide.explanation import (
     unschedulable_decision,
 )
 from engine.decide.node_rules import PodRules
+from engine.decide.parts import DecisionParts
 from engine.decide.ranking import (
     Group,
     best_of_groups,
@@ -42,12 +43,11 @@ from engine.decide.ranking import (
     groups_of,
 )
 from engine.node.answer import NodeFit
-from engine.node.vendor import VendorRegistry
 from schemas.events import DeviceAssignment
 
 
 def place_indexed(
-    registry: VendorRegistry,
+    parts: DecisionParts,
     index: ClusterIndex,
     request: PodRequest,
     mode: Mode = Mode.DEFAULT,
@@ -64,35 +64,36 @@ def place_indexed(
     of walking the ranking a little further.
 
     Raises RequestError(field, reason) when the request cannot be read."""
-    pod_claim = claim(registry, request, mode, workload, cpu=index.reads.resources)
-    rules = PodRules(request, registry.share_resources)
-    ranked = None if explain else fast_ranking(index, pod_claim, mode)
+    pod_claim = claim(parts.vendors, request, mode, workload, cpu=index.reads.resources)
+    rules = PodRules(request, parts.vendors.share_resources, parts.facts)
+    ranked = None if explain else fast_ranking(parts.classes, index, pod_claim, mode)
     groups: list[Group] = []
     if ranked is None:
-        groups = groups_of(index, pod_claim, mode)
+        groups = groups_of(parts.classes, index, pod_claim, mode)
         best = best_of_groups(index, groups, rules, allowed)
     else:
         best = fast_best(ranked, index, rules, allowed)
+    explain_node = explainer(parts.node, pod_claim, mode)
     if best is None:
-        groups = groups or groups_of(index, pod_claim, mode)
-        return unschedulable_decision(index, groups, rules, allowed, explainer(pod_claim, mode) if explain else None)
+        groups = groups or groups_of(parts.classes, index, pod_claim, mode)
+        return unschedulable_decision(index, groups, rules, allowed, explain_node if explain else None)
     total, name, group = best
     fit = group[0]
     assert isinstance(fit, NodeFit)
     node = index.node(name)
-    parts = dict(fit.choice.parts)
-    parts.update(fit.score.parts)
+    score_parts = dict(fit.choice.parts)
+    score_parts.update(fit.score.parts)
     preference = total - fit.score.score
     if preference:
-        parts["preference"] = preference
+        score_parts["preference"] = preference
     device_request = pod_claim.request
     return Decision(
         node=name,
         devices=_with_uuids(fit.choice.assignments, node),
         score=round(total, 6),
-        score_parts=parts,
+        score_parts=score_parts,
         alternatives=(
-            every_alternative(index, groups, rules, name, fit, total, explainer(pod_claim, mode))
+            every_alternative(index, groups, rules, name, fit, total, explain_node)
             if explain
             else best_runners_up(
                 index, fitting_in_order(index, ranked, groups), rules, allowed, name, fit, total, runners_up

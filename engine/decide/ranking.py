@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import msgspec
 
-from engine.cluster.index import ClusterIndex, class_state
-from engine.core.cache import BoundedCache
+from engine.cluster.index import ClusterIndex, DeviceClasses
+from engine.core.memo import BoundedCache, Memo
 from engine.core.model import Mode, NodeState
 from engine.decide.claim import NO_DEVICES, Claim
 from engine.decide.node_rules import PodRules
-from engine.node import answer as node_answer
-from engine.node.answer import NodeFit, NodeMiss, outcome, request_id_of
+from engine.node.answer import NodeAnswers, NodeFit, NodeMiss
 
 Answer = NodeFit | NodeMiss
 
@@ -34,9 +35,6 @@ CLASS_ANSWER_BOUND = 4_096  # answers of classes no node has any more, kept per 
 REQUEST_TABLES_BOUND = 256
 
 
-_class_answers: BoundedCache[int, dict[int, Answer]] = BoundedCache(REQUEST_TABLES_BOUND)
-
-
 # Nodes sharing one answer: a device class, or one node when the answer reads the node's own UUIDs.
 # A plain tuple (answer, member names): a decision builds one per class.
 Group = tuple[Answer, Sequence[str]]
@@ -45,11 +43,59 @@ Group = tuple[Answer, Sequence[str]]
 RANKINGS_PER_INDEX = 64  # request shapes whose ranking an index keeps
 
 
+class ClassAnswers:
+    """One engine's answers per device class, and its rankings.
+
+    Class ids are those of an index's DeviceClasses, so answers are kept per DeviceClasses (indexes the
+    engine makes share its own); rankings follow one index's class log, so they are kept per index.
+    Both go when their index (or class ids) go, and with `clear`."""
+
+    def __init__(self, memo: Memo, node: NodeAnswers) -> None:
+        self.memo = memo
+        self.node = node
+        self._tables: weakref.WeakKeyDictionary[DeviceClasses, BoundedCache[int, dict[int, Answer]]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._rankings: weakref.WeakKeyDictionary[ClusterIndex, OrderedDict[int, Ranking]] = weakref.WeakKeyDictionary()
+
+    def table(self, index: ClusterIndex, request_id: int) -> dict[int, Answer]:
+        """The request's answer per class id of `index` (pruned to the live classes when it grows long)."""
+        tables = self._tables.get(index.device_classes)
+        if tables is None:
+            tables = self._tables[index.device_classes] = self.memo.table(REQUEST_TABLES_BOUND)
+        table = tables.get(request_id)
+        if table is None:
+            table = {}
+            tables.put(request_id, table)
+        elif len(table) > 2 * index.class_count() + CLASS_ANSWER_BOUND:
+            for class_id in [c for c in table if not index.is_live(c)]:
+                del table[class_id]  # classes no node has any more: ids are never reused
+        return table
+
+    def ranking(self, index: ClusterIndex, request_id: int) -> Ranking:
+        """The request's ranking over `index` (the most recently used RANKINGS_PER_INDEX are kept)."""
+        rankings = self._rankings.get(index)
+        if rankings is None:
+            rankings = self._rankings[index] = OrderedDict()
+        ranking = rankings.get(request_id)
+        if ranking is None:
+            ranking = Ranking()
+        rankings[request_id] = ranking
+        rankings.move_to_end(request_id)
+        while len(rankings) > RANKINGS_PER_INDEX:
+            rankings.popitem(last=False)
+        return ranking
+
+    def clear(self) -> None:
+        self._tables.clear()
+        self._rankings.clear()
+
+
 class Ranking:
     """One request's fitting classes of one index, best first, kept current from the index's class log.
 
     Classes whose last node left stay in the list until a walk meets them (then they go); a class
-    that comes back is put back. The answers themselves are the global per-request table."""
+    that comes back is put back. The answers themselves are the engine's per-request table."""
 
     __slots__ = ("epoch", "listed", "position", "ranked")
 
@@ -80,32 +126,27 @@ class Ranking:
         self.listed.discard(class_id)
 
 
-def fast_ranking(index: ClusterIndex, pod_claim: Claim, mode: Mode) -> tuple[Ranking, dict[int, Answer]] | None:
+def fast_ranking(
+    answers: ClassAnswers, index: ClusterIndex, pod_claim: Claim, mode: Mode
+) -> tuple[Ranking, dict[int, Answer]] | None:
     """The request's ranking, brought up to date, and its answer table; None when the request
     cannot be ranked this way (no memo tables, UUID-reading requests, pods without devices)."""
     plugin, device_request = pod_claim.plugin, pod_claim.request
     if plugin is None or device_request is None or device_request.reads_uuids:
         return None
-    request_id = request_id_of(plugin, device_request, mode)
+    request_id = answers.node.request_id_of(plugin, device_request, mode)
     if request_id is None:
         return None
-    table = _answer_table(index, request_id)
+    table = answers.table(index, request_id)
+    evaluate = answers.node.evaluate
 
     def answer_of(class_id: int) -> Answer:
         answer = table.get(class_id)
         if answer is None:
-            members = index.members(class_id)
-            state = class_state(index.node(members[0]), index.reads)
-            answer = table[class_id] = node_answer.evaluate(plugin, device_request, state, mode)
+            answer = table[class_id] = evaluate(plugin, device_request, index.class_state(class_id), mode)
         return answer
 
-    ranking = index.rankings.get(request_id)
-    if not isinstance(ranking, Ranking):
-        ranking = Ranking()
-    index.rankings[request_id] = ranking
-    index.rankings.move_to_end(request_id)
-    while len(index.rankings) > RANKINGS_PER_INDEX:
-        index.rankings.popitem(last=False)
+    ranking = answers.ranking(index, request_id)
     ranking.sync(index, answer_of)
     return ranking, table
 
@@ -135,37 +176,26 @@ def fast_best(
     return best
 
 
-def _answer_table(index: ClusterIndex, request_id: int) -> dict[int, Answer]:
-    table = _class_answers.get(request_id)
-    if table is None:
-        table = {}
-        _class_answers.put(request_id, table)
-    elif len(table) > 2 * index.class_count() + CLASS_ANSWER_BOUND:
-        for class_id in [c for c in table if not index.is_live(c)]:
-            del table[class_id]  # classes no node has any more: ids are never reused
-    return table
-
-
-def groups_of(index: ClusterIndex, pod_claim: Claim, mode: Mode) -> list[Group]:
+def groups_of(answers: ClassAnswers, index: ClusterIndex, pod_claim: Claim, mode: Mode) -> list[Group]:
+    """Every class (or node, for a UUID-reading request) with its answer."""
     plugin, device_request = pod_claim.plugin, pod_claim.request
     if plugin is None or device_request is None:
         return [(NO_DEVICES, members) for _, members in index.classes()]
-    request_id = request_id_of(plugin, device_request, mode)
+    node_answers = answers.node
+    request_id = node_answers.request_id_of(plugin, device_request, mode)
     if device_request.reads_uuids:
         # The answer depends on the node's own UUIDs: one node, one answer.
         return [
-            (outcome(plugin, device_request, without_node_rules(node), mode, request_id), (node.name,))
+            (node_answers.outcome(plugin, device_request, without_node_rules(node), mode, request_id), (node.name,))
             for node in index.nodes()
         ]
-    table = _answer_table(index, request_id) if request_id is not None else None
+    table = answers.table(index, request_id) if request_id is not None else None
     groups: list[Group] = []
     get = table.get if table is not None else (lambda _: None)
     for class_id, members in index.classes():
         answer = get(class_id)
         if answer is None:
-            answer = node_answer.evaluate(
-                plugin, device_request, class_state(index.node(members[0]), index.reads), mode
-            )
+            answer = node_answers.evaluate(plugin, device_request, index.class_state(class_id), mode)
             if table is not None:
                 table[class_id] = answer
         groups.append((answer, members))

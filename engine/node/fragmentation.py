@@ -28,7 +28,6 @@ Equal scores go to the node whose name sorts first (the engine's rule).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 
@@ -100,7 +99,6 @@ def level(delta: float) -> int:
     return math.trunc(LEVELS / (1.0 + math.exp(exponent)))
 
 
-@functools.lru_cache(maxsize=64)  # asked per node answer; a cluster has one workload at a time
 def heavy_ratio(workload: tuple[WorkloadClass, ...]) -> float | None:
     """The workload's weighted median of milli-CPU per whole GPU over its GPU classes (None: no CPU known)."""
     ratios = sorted((c.cpu_milli * MILLI / (c.gpus * c.milli), c.weight) for c in workload if c.gpus and c.cpu_milli)

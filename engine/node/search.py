@@ -35,13 +35,13 @@ from collections.abc import Sequence
 
 import msgspec
 
-from engine.core import cache
-from engine.core.cache import BoundedCache
+from engine.core.limits import SEARCH_CAP
 from engine.node.search_blocks import BlockBound
 
-DEFAULT_CAP = 20_000  # branches expanded per search; ~0.5 s of Python at 72 devices
+DEFAULT_CAP = SEARCH_CAP  # branches expanded per search (an engine's Limits.search_cap)
 FIRST_PASS = 2_000  # branches tried with the cheap bound before the inner bounds are computed
 RUNNERS_UP = 3
+SOLVED_BOUND = 8_192  # solved problems an engine keeps (problem_key)
 
 
 class Found(msgspec.Struct, frozen=True):
@@ -254,17 +254,19 @@ def best_subset(
     n = len(weights)
     if not 0 <= k <= n:
         raise ValueError(f"cannot choose {k} of {n} devices")
-    # Nodes of one machine type with different loads often pose the very same problem
-    # (every pair NV18 behind one NVSwitch): the answer depends on these inputs only.
-    return cache.remembered(
-        _solved,
-        lambda: (tuple(tuple(row) for row in weights), k, _frozen(cut_degree), _frozen(idle), cap),
-        lambda: _solve(weights, k, cut_degree, idle, cap),
-    )
+    return _solve(weights, k, cut_degree, idle, cap)
 
 
-SOLVED_BOUND = 8_192
-_solved: BoundedCache[tuple[object, ...], SearchResult] = BoundedCache(SOLVED_BOUND)
+def problem_key(
+    weights: Sequence[Sequence[int]],
+    k: int,
+    cut_degree: Sequence[int] | None,
+    idle: Sequence[bool] | None,
+    cap: int,
+) -> tuple[object, ...]:
+    """Everything `best_subset`'s answer depends on: nodes of one machine type with different loads often
+    pose the very same problem (every pair NV18 behind one NVSwitch), so callers memoise by it."""
+    return (tuple(tuple(row) for row in weights), k, _frozen(cut_degree), _frozen(idle), cap)
 
 
 def _frozen(values: Sequence[int] | Sequence[bool] | None) -> tuple[int | bool, ...] | None:

@@ -30,8 +30,7 @@ sets its branch-and-bound happened to evaluate, which depend on its pruning).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from operator import add
 
 import msgspec
@@ -155,21 +154,3 @@ def uniform_best(score: int, k: int, idle: Sequence[bool], idle_count: int | Non
     ranked.sort()
     found = [Found(positions, internal, cut) for cut, positions in ranked[: RUNNERS_UP + 1]]
     return SearchResult(best=found[0], runners_up=tuple(found[1:]), exact=True, expanded=len(ranked))
-
-
-_state = {"fast": True}  # a dict, not a global statement: one switch per process, as cache.py's
-
-
-def fast_enabled() -> bool:
-    return _state["fast"]
-
-
-@contextmanager
-def branch_and_bound_only() -> Iterator[None]:
-    """Every set search inside the block takes search.py's branch-and-bound (tests compare the paths)."""
-    before = _state["fast"]
-    _state["fast"] = False
-    try:
-        yield
-    finally:
-        _state["fast"] = before

@@ -15,10 +15,12 @@ The engine places a pod in one loop shared by every vendor (see
 
 A vendor is an object with the four methods of `VendorPlugin` plus two
 attributes (`vendor`, `name`). It is *registered*, not subclassed: the
-package `engine/node/vendors/<vendor>/` defines its plugin and
-`engine/node/vendors/__init__.py` lists the packages in a fixed
-order (the order decides which vendor reads a pod that asks for two kinds of
-devices: the first one that claims it).
+package `engine/node/vendors/<vendor>/` exports `Plugin`, its plugin class,
+made once per engine with the engine's `VendorContext` (memo, node keys,
+limits: where a vendor keeps what it memoises), and
+`engine/node/vendors/__init__.py` lists the packages in a fixed order (the
+order decides which vendor reads a pod that asks for two kinds of devices:
+the first one that claims it). See registry.py.
 
 Writing a vendor
 ----------------
@@ -72,7 +74,7 @@ rule (device index, node name).
 The answer for one node must depend only on the node's state, never on its
 name or on the uids of the pods holding its devices (`node.name`,
 `Allocation.pod_uid`): identical nodes share one answer, computed once and
-kept in bounded tables between decisions (node_key.py, cache.py). Per-node
+kept in the engine's bounded tables between decisions (node_key.py, memo.py). Per-node
 warnings go through `scratch.warn`; the loop prefixes the node's name.
 """
 
@@ -85,11 +87,8 @@ from typing import Protocol
 
 import msgspec
 
-from engine.core import cache
-from engine.core.cache import BoundedCache
 from engine.core.errors import RequestError
 from engine.core.model import Mode, NodeState, PodRequest, WorkloadClass
-from engine.core.node_key import topology_key
 from schemas.events import DeviceAssignment
 from schemas.topology import Device, Link, Vendor
 
@@ -218,8 +217,9 @@ class NodeScratch:
     warnings: list[str] = field(default_factory=list)
 
     @classmethod
-    def build(cls, node: NodeState, mode: Mode) -> NodeScratch:
-        devices, links = _topology_maps(node)
+    def build(cls, node: NodeState, mode: Mode, maps: TopologyMaps | None = None) -> NodeScratch:
+        """`maps`: the node's devices and links by index, when the caller keeps them (a twin's are equal)."""
+        devices, links = maps if maps is not None else topology_maps(node)
         loads = _loads(node, devices)
         return cls(node=node, mode=mode, devices=devices, loads=loads, links=links)
 
@@ -232,17 +232,11 @@ class NodeScratch:
         return tuple(i for i, d in self.devices.items() if d.vendor is vendor and d.healthy and self.loads[i].idle)
 
 
-TopologyMaps = tuple[Mapping[int, Device], Mapping[tuple[int, int], Link]]
-TOPOLOGY_MAPS_BOUND = 1_024
 # Read-only (typed Mapping) and a function of the node's devices and links alone: shared by its twins.
-_topology_maps_table: BoundedCache[tuple[int, int], TopologyMaps] = BoundedCache(TOPOLOGY_MAPS_BOUND)
+TopologyMaps = tuple[Mapping[int, Device], Mapping[tuple[int, int], Link]]
 
 
-def _topology_maps(node: NodeState) -> TopologyMaps:
-    return cache.remembered(_topology_maps_table, lambda: topology_key(node), lambda: _build_topology_maps(node))
-
-
-def _build_topology_maps(node: NodeState) -> TopologyMaps:
+def topology_maps(node: NodeState) -> TopologyMaps:
     devices = {d.index: d for d in sorted(node.devices, key=lambda d: d.index)}
     links = {(link.src, link.dst): link for link in node.links}
     return devices, links
@@ -293,48 +287,3 @@ class VendorPlugin(Protocol):
     ) -> SetChoice | Unfit: ...
 
     def node_score(self, scratch: NodeScratch, request: DeviceRequest, choice: SetChoice) -> NodeScore: ...
-
-
-class VendorRegistry:
-    """Plugins in registration order; the first whose parse_request claims a pod reads it."""
-
-    def __init__(self) -> None:
-        self._plugins: list[VendorPlugin] = []
-
-    def register(self, plugin: VendorPlugin) -> VendorPlugin:
-        if any(p.name == plugin.name for p in self._plugins):
-            raise ValueError(f"vendor plugin {plugin.name!r} is registered twice")
-        self._plugins.append(plugin)
-        return plugin
-
-    @property
-    def plugins(self) -> tuple[VendorPlugin, ...]:
-        return tuple(self._plugins)
-
-    @property
-    def share_resources(self) -> frozenset[str]:
-        """Resources the vendors check per device that nodes do not report (HAMi's memory and core shares)."""
-        return frozenset(r for p in self._plugins for r in getattr(p, "share_resources", ()))
-
-    @property
-    def node_reads(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(labels, annotations) of a node that some vendor reads: part of a node's device class."""
-        labels = sorted({k for p in self._plugins for k in getattr(p, "node_labels_read", ())})
-        annotations = sorted({k for p in self._plugins for k in getattr(p, "node_annotations_read", ())})
-        return tuple(labels), tuple(annotations)
-
-    def claim(self, request: PodRequest) -> tuple[VendorPlugin, DeviceRequest] | None:
-        for plugin in self._plugins:
-            parsed = plugin.parse_request(request)
-            if parsed is not None:
-                return plugin, parsed
-        return None
-
-    def claim_host(self, request: PodRequest) -> tuple[VendorPlugin, DeviceRequest] | None:
-        """The first vendor that scores nodes for a pod asking none of its devices (see the contract)."""
-        for plugin in self._plugins:
-            parse = getattr(plugin, "parse_host_request", None)
-            parsed = parse(request) if parse is not None else None
-            if parsed is not None:
-                return plugin, parsed
-        return None

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from network_builders import hn, node, sub, volcano_example
 
-from engine import Allocation, NodeState, PodRequest, RequestError, WorkloadClass, new_index
+from engine import Allocation, NodeState, PodRequest, RequestError, WorkloadClass, new_index, place_gang
 from engine.cluster.network import build_tree
-from engine.decide.gang import GangDecision, GangRequest, place_gang
+from engine.decide.gang import GangDecision, GangRequest
 from engine.node.vendors import registry
 from schemas.events import NetworkConstraint, SubGroupPolicy, TopologyMode
 

@@ -139,9 +139,8 @@ def _place_gang(given: PlaceInput, mode: Mode, explain: bool) -> int:
     """A gang's decision: {gang, placed, hypernode, tier, pods: [{name, node, devices, score}], reason}."""
     import msgspec
 
-    from engine import index_of
+    from engine import index_of, place_gang
     from engine.cluster.network import build_tree
-    from engine.decide.gang import place_gang
     from engine.decide.gang.input import gang_request
     from engine.node.vendors import registry
 

@@ -21,6 +21,8 @@ answer depends only on what the cluster says, not on the placer's memory.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from engine.cluster.index import ClusterIndex
 from engine.cluster.network import NetworkTree, aggregate
 from engine.core.model import Mode, WorkloadClass
@@ -29,11 +31,13 @@ from engine.decide.gang.plan import MAX_PLANNED, Plan, plan_in
 from engine.decide.gang.request import GangDecision, GangRequest
 from engine.decide.gang.slots import node_slots, shapes_of
 from engine.decide.gang.tiers import limit_of, most_slots, pin_of, tier_candidates
-from engine.node.vendor import VendorRegistry
+
+if TYPE_CHECKING:  # the parts import the gang's slot tables: a type only, to keep the import one way
+    from engine.decide.parts import DecisionParts
 
 
 def place_gang(
-    registry: VendorRegistry,
+    parts: DecisionParts,
     index: ClusterIndex,
     tree: NetworkTree,
     gang: GangRequest,
@@ -49,9 +53,9 @@ def place_gang(
     if not pending:
         return decision_of(gang, tree, index, [], {}, running, placed=True, reason="every member is running")
     mode_hard, max_tier = limit_of(tree, gang.network, "network")
-    shapes = shapes_of(registry, pending, mode, workload)
+    shapes = shapes_of(parts.slots, parts.vendors, parts.facts, pending, mode, workload)
     pin = pin_of(tree, running, mode_hard, max_tier)
-    per_node, fits, misses = node_slots(index, tree, shapes)
+    per_node, fits, misses = node_slots(parts.slots, index, tree, shapes)
     totals = {key: aggregate(tree, values) for key, values in per_node.items()}
     need = {shape.key: len(shape.members) for shape in shapes}
     planned = 0

@@ -7,18 +7,19 @@ memoised per class), capped by the node's free resources and pod count and its n
 
 from __future__ import annotations
 
+import weakref
+
 import msgspec
 
-from engine.cluster.index import ClusterIndex, class_state
+from engine.cluster.index import ClusterIndex, DeviceClasses
 from engine.cluster.network import NetworkTree
-from engine.core import cache
-from engine.core.cache import BoundedCache
+from engine.core.memo import BoundedCache, Memo
 from engine.core.model import Allocation, Mode, NodeState, PodRequest, WorkloadClass
 from engine.decide.claim import NO_DEVICES, Claim, claim
-from engine.decide.node_rules import PodRules, node_facts
-from engine.node import answer as node_answer
-from engine.node.answer import NodeFit, request_id_of
-from engine.node.vendor import RequestError, VendorRegistry
+from engine.decide.node_rules import NodeFactsTable, PodRules
+from engine.node.answer import NodeAnswers, NodeFit
+from engine.node.registry import Vendors
+from engine.node.vendor import RequestError
 
 SLOT_BOUND = 16_384
 
@@ -26,7 +27,10 @@ SLOT_BOUND = 16_384
 class Shape:
     """Members that ask for the same thing: one request read once, its fits per device class remembered."""
 
-    def __init__(self, key: bytes, request: PodRequest, pod_claim: Claim, rules: PodRules, mode: Mode) -> None:
+    def __init__(
+        self, tables: SlotTables, key: bytes, request: PodRequest, pod_claim: Claim, rules: PodRules, mode: Mode
+    ) -> None:
+        self.tables = tables
         self.key = key
         self.request = request
         self.claim = pod_claim
@@ -34,6 +38,7 @@ class Shape:
         self.mode = mode
         self.members: list[PodRequest] = []
         plugin, device_request = pod_claim.plugin, pod_claim.request
+        request_id_of = tables.node.request_id_of
         self.request_id = request_id_of(plugin, device_request, mode) if plugin and device_request else None
         self.resources = {r: v for r, v in rules.facts.requests.items() if v > 0}
 
@@ -44,16 +49,18 @@ class Shape:
         if plugin is None or device_request is None:
             return Fits(fits=(NO_DEVICES,) * cap)
         key = None
+        table = self.tables.fits_table(index)
         if self.request_id is not None and not device_request.reads_uuids:
             key = (self.request_id, class_id, cap)
-            found = _slots.get(key)
+            found = table.get(key)
             if found is not None:
                 return found
-        state = class_state(node, index.reads) if key is not None else node
+        state = index.device_classes.state_of(node, index.reads) if key is not None else node
         fits: list[NodeFit] = []
         miss = ""
+        evaluate = self.tables.node.evaluate
         while len(fits) < cap:
-            answer = node_answer.evaluate(plugin, device_request, state, self.mode)
+            answer = evaluate(plugin, device_request, state, self.mode)
             if not isinstance(answer, NodeFit):
                 miss = answer.unfit.summary
                 break
@@ -61,14 +68,14 @@ class Shape:
             state = msgspec.structs.replace(state, allocations=state.allocations + _held(answer, device_request))
         out = Fits(fits=tuple(fits), miss=miss if not fits else "")
         if key is not None:
-            _slots.put(key, out)
+            table.put(key, out)
         return out
 
     def resource_slots(self, node: NodeState, cap: int) -> int:
         """Members the node's free resources and pod count still take (all of them when not reported)."""
         if node.allocatable is None:
             return cap
-        facts = node_facts(node)
+        facts = self.rules.nodes.of(node)
         allocatable = facts.allocatable or {}
         free = allocatable.get("pods", 0) - facts.pod_count * 1000
         slots = min(cap, max(0, free // 1000))
@@ -83,9 +90,6 @@ class Shape:
 class Fits(msgspec.Struct, frozen=True, kw_only=True):
     fits: tuple[NodeFit, ...]
     miss: str = ""  # kube-style summary when no member fits
-
-
-_slots: BoundedCache[tuple[int, int, int], Fits] = BoundedCache(SLOT_BOUND)
 
 
 def _held(fit: NodeFit, device_request: object) -> tuple[Allocation, ...]:
@@ -104,19 +108,25 @@ def _shape_key(request: PodRequest) -> bytes:
 
 
 def shapes_of(
-    registry: VendorRegistry, pending: list[PodRequest], mode: Mode, workload: tuple[WorkloadClass, ...]
+    tables: SlotTables,
+    vendors: Vendors,
+    facts: NodeFactsTable,
+    pending: list[PodRequest],
+    mode: Mode,
+    workload: tuple[WorkloadClass, ...],
 ) -> list[Shape]:
+    """The pending members grouped by shape, the largest group first (then by first name)."""
     by_key: dict[bytes, Shape] = {}
     for pod in pending:
         key = _shape_key(pod)
         shape = by_key.get(key)
         if shape is None:
             try:
-                pod_claim = claim(registry, pod, mode, workload)
-                rules = PodRules(pod, registry.share_resources)
+                pod_claim = claim(vendors, pod, mode, workload)
+                rules = PodRules(pod, vendors.share_resources, facts)
             except RequestError as exc:
                 raise RequestError(f"pods[{pod.name}].{exc.field}", exc.reason) from None
-            shape = by_key[key] = Shape(key, pod, pod_claim, rules, mode)
+            shape = by_key[key] = Shape(tables, key, pod, pod_claim, rules, mode)
         shape.members.append(pod)
     return sorted(by_key.values(), key=lambda s: (-len(s.members), s.members[0].name))
 
@@ -132,7 +142,26 @@ class NodeSlots(msgspec.Struct, frozen=True):
 NODE_SLOTS_BOUND = 65_536
 
 
-_node_slots_memo: BoundedCache[tuple[bytes, int], NodeSlots] = BoundedCache(NODE_SLOTS_BOUND, recency=False)
+class SlotTables:
+    """One engine's gang slots: a class's successive fits per (request, class, cap), kept per set of class
+    ids (an index's own), and what each node state takes of a shape."""
+
+    def __init__(self, memo: Memo, node: NodeAnswers) -> None:
+        self.memo = memo
+        self.node = node
+        self._fits: weakref.WeakKeyDictionary[DeviceClasses, BoundedCache[tuple[int, int, int], Fits]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.node_slots: BoundedCache[tuple[bytes, int], NodeSlots] = memo.table(NODE_SLOTS_BOUND, recency=False)
+
+    def fits_table(self, index: ClusterIndex) -> BoundedCache[tuple[int, int, int], Fits]:
+        table = self._fits.get(index.device_classes)
+        if table is None:
+            table = self._fits[index.device_classes] = self.memo.table(SLOT_BOUND)
+        return table
+
+    def clear(self) -> None:
+        self._fits.clear()
 
 
 def _slots_of(index: ClusterIndex, shape: Shape, node: NodeState, cap: int) -> NodeSlots:
@@ -146,7 +175,7 @@ def _slots_of(index: ClusterIndex, shape: Shape, node: NodeState, cap: int) -> N
 
 
 def node_slots(
-    index: ClusterIndex, tree: NetworkTree, shapes: list[Shape]
+    tables: SlotTables, index: ClusterIndex, tree: NetworkTree, shapes: list[Shape]
 ) -> tuple[dict[bytes, list[int]], dict[tuple[bytes, str], tuple[NodeFit, ...]], list[str]]:
     """Per shape, the members each tree node takes (in tree order), the fits behind them, and for the
     first shape every node's reason when it takes none (kube-scheduler's summaries)."""
@@ -155,12 +184,13 @@ def node_slots(
     misses: list[str] = []
     get = index.get
     nodes = [get(name) for name in tree.nodes]
-    remembered = cache.enabled()
+    remembered = tables.memo.enabled
+    memo = tables.node_slots
     for number, shape in enumerate(shapes):
         cap = len(shape.members)
         prefix = shape.key + cap.to_bytes(4, "little")
         keys = [(prefix, id(node)) for node in nodes]
-        found = _node_slots_memo.get_many(keys) if remembered else [None] * len(keys)
+        found = memo.get_many(keys) if remembered else [None] * len(keys)
         values: list[int] = []
         append = values.append
         for name, node, key, hit in zip(tree.nodes, nodes, keys, found, strict=True):
@@ -172,7 +202,7 @@ def node_slots(
             if hit is None or hit.node is not node:
                 hit = _slots_of(index, shape, node, cap)
                 if remembered:
-                    _node_slots_memo.put(key, hit)
+                    memo.put(key, hit)
             if hit.fits:
                 fits[(shape.key, name)] = hit.fits
             elif number == 0:

@@ -23,6 +23,7 @@ Node score (higher = better, see docs/vendors-metax-neuron.md):
 from __future__ import annotations
 
 from engine.core.model import Mode, PodRequest
+from engine.node.registry import VendorContext
 from engine.node.vendor import (
     DeviceRequest,
     NodePolicy,
@@ -70,6 +71,10 @@ class MetaxPlugin:
     name = "metax"
     share_resources = (VCORE, VMEMORY)
     node_annotations_read = (metax_gpu.LOSSES_ANNOTATION, metax_gpu.SCORES_ANNOTATION)
+
+    def __init__(self, context: VendorContext) -> None:
+        """Made once per engine; nothing of this vendor is memoised beyond the engine's node answers."""
+        self.context = context
 
     def parse_request(self, request: PodRequest) -> MetaxRequest | None:
         return parse_metax_request(request)
@@ -321,6 +326,3 @@ def _hami_node_score(scratch: NodeScratch, request: MetaxRequest, chosen: tuple[
     weight = 1.0 if request.kind is MetaxKind.GPU else float(HAMI_VENDOR_WEIGHT)
     parts["hami_usage"] = round(usage, 6)
     return NodeScore(score=round(base + weight * term, 6), parts=parts)
-
-
-plugin = MetaxPlugin()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from engine.core.model import Mode, PodRequest
 from engine.core.quantities import optional_int, split_list
+from engine.node.registry import VendorContext
 from engine.node.vendor import (
     NODE_POLICY,
     DeviceRequest,
@@ -104,6 +105,10 @@ class NeuronPlugin:
     vendor = Vendor.NEURON
     name = "neuron"
     node_labels_read = (INSTANCE_TYPE_LABEL,)
+
+    def __init__(self, context: VendorContext) -> None:
+        """Made once per engine; nothing of this vendor is memoised beyond the engine's node answers."""
+        self.context = context
 
     def parse_request(self, request: PodRequest) -> NeuronRequest | None:
         return parse_neuron_request(request)
@@ -293,6 +298,3 @@ def _runners_up(
         if len(out) == RUNNERS_UP:
             break
     return tuple(out)
-
-
-plugin = NeuronPlugin()

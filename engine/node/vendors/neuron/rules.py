@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from types import MappingProxyType
 
 import msgspec
 
@@ -43,7 +44,7 @@ TRAINIUM_BLOCK_SIZES = (1, 4, 8, 16)
 
 # NeuronCores per Neuron device by instance generation (AWS Neuron architecture docs:
 # Inferentia 4, Inferentia2 2, Trainium 2, Trainium2 8 physical = 4 logical at the default LNC=2).
-CORES_PER_DEVICE = {"inf1": 4, "inf2": 2, "trn1": 2, "trn1n": 2, "trn2": 4, "trn2u": 4}
+CORES_PER_DEVICE = MappingProxyType({"inf1": 4, "inf2": 2, "trn1": 2, "trn1n": 2, "trn2": 4, "trn2u": 4})
 
 
 class Family(enum.StrEnum):

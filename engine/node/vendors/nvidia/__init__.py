@@ -8,7 +8,8 @@ fragmentation.py  the fragmentation node policy: the node score, and the GPU a s
 links.py          the pair-score table of a node's GPUs (HAMi's device plugin scores)
 """
 
-from engine.node.vendors.nvidia.plugin import NvidiaPlugin, plugin
+from engine.node.vendors.nvidia.plugin import NvidiaPlugin
+from engine.node.vendors.nvidia.plugin import NvidiaPlugin as Plugin  # what the registry reads
 from engine.node.vendors.nvidia.request import (
     GPU,
     GPU_POLICY,
@@ -22,6 +23,7 @@ from engine.node.vendors.nvidia.request import (
     USE_UUID,
     GpuPolicy,
     NvidiaRequest,
+    parse_nvidia_request,
 )
 
 __all__ = [
@@ -35,8 +37,9 @@ __all__ = [
     "NUMA_BIND",
     "USE_TYPE",
     "USE_UUID",
+    "parse_nvidia_request",
     "GpuPolicy",
     "NvidiaPlugin",
     "NvidiaRequest",
-    "plugin",
+    "Plugin",
 ]

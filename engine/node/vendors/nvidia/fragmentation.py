@@ -13,7 +13,6 @@ from engine.node.fragmentation import (
     NodeCpu,
     PodShape,
     fragmentation,
-    heavy_ratio,
     level,
     node_cpu,
     tie,
@@ -83,7 +82,9 @@ def _share_milli(request: NvidiaRequest, device: Device) -> int:
     return min(MILLI, max(memory, request.cores * MILLI // 100))
 
 
-def fragmentation_score(scratch: NodeScratch, request: NvidiaRequest, choice: SetChoice) -> NodeScore:
+def fragmentation_score(
+    scratch: NodeScratch, request: NvidiaRequest, choice: SetChoice, heavy: float | None
+) -> NodeScore:
     """FGD's level of the fragmentation change, then the tie term (fragmentation.py)."""
     cpu = _policy_cpu(scratch, request)
     before = fragmentation(_shares_after(scratch, request, ()), request.workload, _cpu_free(cpu, request, placed=False))
@@ -97,7 +98,7 @@ def fragmentation_score(scratch: NodeScratch, request: NvidiaRequest, choice: Se
     )
     busy = any(not scratch.loads[d.index].idle for d in gpus)
     free_after = sum(s.milli for s in after_shares)
-    tie_term = tie(pod, cpu, len(gpus), free_after, busy, heavy_ratio(request.workload))
+    tie_term = tie(pod, cpu, len(gpus), free_after, busy, heavy)
     frag_level = level(delta)
     return NodeScore(
         score=round(frag_level + tie_term, DIGITS),

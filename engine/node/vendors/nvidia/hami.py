@@ -16,7 +16,7 @@ from engine.node.vendors.nvidia.request import (
     assignment_of,
     type_mismatch,
 )
-from engine.node.vendors.nvidia.search import search_sets
+from engine.node.vendors.nvidia.search import SetSearch
 from schemas.topology import Device, Vendor
 
 HAMI_WEIGHT = 10  # HAMi's util.Weight in its usage scores
@@ -57,7 +57,7 @@ def hami_walk_order(scratch: NodeScratch, request: NvidiaRequest) -> list[Device
 
 
 def hami_search(
-    scratch: NodeScratch, request: NvidiaRequest, candidates: tuple[Device, ...], table: PairTable
+    sets: SetSearch, scratch: NodeScratch, request: NvidiaRequest, candidates: tuple[Device, ...], table: PairTable
 ) -> SetChoice | Unfit:
     usable = {d.index for d in candidates}
     k = request.count
@@ -88,7 +88,7 @@ def hami_search(
         return _hami_choice(request, picked, table, walked)
     if k == 1:
         return _hami_choice(request, [_hami_worst_single(picked, table)], table, walked)
-    result = search_sets(scratch, table, [table.position(d.index) for d in picked], k, None)
+    result = sets.best_sets(scratch, table, [table.position(d.index) for d in picked], k, None)
     if not result.exact:
         scratch.warn(f"search bound hit after {result.expanded} branches: best set found, not proven optimal")
     chosen = [picked[p] for p in result.best.positions]

@@ -10,19 +10,22 @@ scores 0 and is reported as asymmetric.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 import msgspec
 
 from schemas.topology import Device, Link, PcieLevel
 
-PCIE_SCORE: dict[PcieLevel, int] = {
-    PcieLevel.SYS: 10,
-    PcieLevel.NODE: 20,
-    PcieLevel.PHB: 30,
-    PcieLevel.PXB: 40,
-    PcieLevel.PIX: 50,
-    PcieLevel.SAME_BOARD: 60,
-}
+PCIE_SCORE: Mapping[PcieLevel, int] = MappingProxyType(
+    {
+        PcieLevel.SYS: 10,
+        PcieLevel.NODE: 20,
+        PcieLevel.PHB: 30,
+        PcieLevel.PXB: 40,
+        PcieLevel.PIX: 50,
+        PcieLevel.SAME_BOARD: 60,
+    }
+)
 NVLINK_SCORE = 100
 MAX_NVLINKS = 18  # NVML's link-type table ends at 18 (H100 / B200)
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from math import comb
 
-from engine.core.model import Mode, PodRequest
+from engine.core.memo import BoundedCache
+from engine.core.model import Mode, PodRequest, WorkloadClass
+from engine.node.fragmentation import heavy_ratio
+from engine.node.registry import VendorContext
 from engine.node.vendor import (
     DeviceRequest,
     NodePolicy,
@@ -35,7 +38,7 @@ from engine.node.vendors.nvidia.request import (
     parse_nvidia_request,
     type_mismatch,
 )
-from engine.node.vendors.nvidia.search import default_search, node_pair_table
+from engine.node.vendors.nvidia.search import SetSearch, default_search
 from schemas import hami
 from schemas.topology import Device, Vendor
 
@@ -44,9 +47,8 @@ CORDONED = f"cordoned by {hami.DEVICE_CORDON}"
 
 # Node score weights (default mode), see docs/engine.md.
 FILL_WEIGHT = 20.0  # one PCIe level is 10, one NVLink 100: packing never outweighs an NVLink
-
-
 REMAINDER_WEIGHT = 10.0
+HEAVY_BOUND = 64  # workloads whose CPU-per-GPU median is kept
 
 
 class NvidiaPlugin:
@@ -54,6 +56,12 @@ class NvidiaPlugin:
     name = "nvidia"
     share_resources = (GPUMEM, GPUMEM_PERCENTAGE, GPUCORES)
     node_annotations_read = (hami.DEVICE_CORDON,)
+
+    def __init__(self, context: VendorContext) -> None:
+        """Made once per engine: its set search and the workload medians keep their tables in the engine's memo."""
+        self._memo = context.memo
+        self._sets = SetSearch(context)
+        self._heavy: BoundedCache[tuple[WorkloadClass, ...], tuple[float | None]] = context.memo.table(HEAVY_BOUND)
 
     # --- request (request.py) -------------------------------------------------------------
 
@@ -101,12 +109,12 @@ class NvidiaPlugin:
 
     def search(self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]) -> SetChoice | Unfit:
         assert isinstance(request, NvidiaRequest)
-        table = node_pair_table(scratch)
+        table = self._sets.pair_table(scratch)
         for note in table.notes:
             scratch.warn(note)
         if scratch.mode is Mode.HAMI:
-            return hami_search(scratch, request, candidates, table)
-        return default_search(scratch, request, candidates, table)
+            return hami_search(self._sets, scratch, request, candidates, table)
+        return default_search(self._sets, scratch, request, candidates, table)
 
     # --- node score ---------------------------------------------------------------------
 
@@ -117,7 +125,7 @@ class NvidiaPlugin:
             score = usage if request.node_policy is NodePolicy.BINPACK else 3 * HAMI_WEIGHT - usage
             return NodeScore(score=round(score, 6), parts={"hami_usage": round(usage, 6)})
         if fragmentation_applies(request):
-            return fragmentation_score(scratch, request, choice)
+            return fragmentation_score(scratch, request, choice, self._heavy_ratio(request.workload))
         k = len(choice.assignments)
         link = choice.set_score / comb(k, 2) if k >= 2 else 0.0
         fill = _fill_after(scratch, request, choice)
@@ -131,6 +139,11 @@ class NvidiaPlugin:
             score=round(score, 6),
             parts={"link": round(link, 6), "fill": round(fill_term, 6), "remainder": round(remainder, 6)},
         )
+
+    def _heavy_ratio(self, workload: tuple[WorkloadClass, ...]) -> float | None:
+        """The workload's CPU-per-GPU median, asked per node answer: kept per workload (a cluster has one at a time)."""
+        found = self._memo.remembered(self._heavy, lambda: workload, lambda: (heavy_ratio(workload),))
+        return found[0]
 
 
 def _fill_after(scratch: NodeScratch, request: NvidiaRequest, choice: SetChoice) -> float:
@@ -148,6 +161,3 @@ def _fill_after(scratch: NodeScratch, request: NvidiaRequest, choice: SetChoice)
             cores += 100 if request.whole else request.cores
         total += min(1.0, max(memory / d.memory_mib if d.memory_mib else 0.0, cores / d.cores if d.cores else 0.0))
     return total / len(gpus)
-
-
-plugin = NvidiaPlugin()

@@ -7,11 +7,9 @@ bounded branch-and-bound (engine/node/search.py); pair tables are kept per wirin
 
 from __future__ import annotations
 
-from engine.core import cache
-from engine.core.cache import BoundedCache
-from engine.core.node_key import wiring_key
-from engine.node import search_table
-from engine.node.search import DEFAULT_CAP, SearchResult, best_subset
+from engine.core.memo import BoundedCache
+from engine.node.registry import VendorContext
+from engine.node.search import SOLVED_BOUND, SearchResult, best_subset, problem_key
 from engine.node.search_table import TABLE_DEVICES, SubsetTable, table_best, uniform_best
 from engine.node.vendor import (
     NodeScratch,
@@ -31,16 +29,68 @@ from schemas.topology import Device, Vendor
 
 # Pair tables depend on the node's devices and links only: one per distinct topology.
 PAIR_TABLE_BOUND = 1_024
+# ~5 MB per 16-GPU topology once every request size was asked; a fleet has a few machine types.
+TOPOLOGY_SETS_BOUND = 32
 
 
-_pair_tables: BoundedCache[tuple[int, int], PairTable] = BoundedCache(PAIR_TABLE_BOUND)
+class SetSearch:
+    """The set search of one engine's NVIDIA plugin, and what it keeps: pair tables and subset tables per
+    wiring, solved branch-and-bound problems (all in the engine's memo, bounded)."""
+
+    def __init__(self, context: VendorContext) -> None:
+        self.memo = context.memo
+        self.keys = context.keys
+        self.limits = context.limits
+        self._pair_tables: BoundedCache[tuple[int, int], PairTable] = self.memo.table(PAIR_TABLE_BOUND)
+        self._topology_sets: BoundedCache[tuple[int, int], _TopologySets] = self.memo.table(TOPOLOGY_SETS_BOUND)
+        self._solved: BoundedCache[tuple[object, ...], SearchResult] = self.memo.table(SOLVED_BOUND)
+
+    def pair_table(self, scratch: NodeScratch) -> PairTable:
+        node = scratch.node
+        return self.memo.remembered(self._pair_tables, lambda: self.keys.wiring_key(node), lambda: _pairs(scratch))
+
+    def best_sets(
+        self, scratch: NodeScratch, table: PairTable, members: list[int], k: int, idle_positions: list[int] | None
+    ) -> SearchResult:
+        """The best k of `members` (pair-table positions, in preference order) by search.py's key.
+
+        `idle_positions`: the node's idle GPUs whose links the remainder keeps (None: no remainder term).
+        Uniform nodes and nodes of at most TABLE_DEVICES GPUs are answered by lookup (search_table.py,
+        unless the limits say otherwise); larger ones by the bounded branch-and-bound, which is also the
+        reference for both."""
+        if self.limits.table_search:
+            node = scratch.node
+            sets = self.memo.remembered(
+                self._topology_sets, lambda: self.keys.wiring_key(node), lambda: _TopologySets(table)
+            )
+            if sets.uniform is not None:
+                idle = set(idle_positions or ())
+                count = len(idle) if idle_positions is not None else None
+                return uniform_best(sets.uniform, k, [p in idle for p in members], count)
+            if len(table.indices) <= TABLE_DEVICES:
+                idle_mask = sum(1 << p for p in idle_positions) if idle_positions is not None else None
+                return table_best(sets.table(), k, members, idle_mask)
+        weights = [[table.scores[p][q] for q in members] for p in members]
+        if idle_positions is None:
+            return self._best_subset(weights, k, None, None)
+        idle = set(idle_positions)
+        is_idle = [p in idle for p in members]
+        cut_degree = [sum(table.scores[p][q] for q in idle_positions if q != p) if is_idle[x] else 0
+                      for x, p in enumerate(members)]  # fmt: skip
+        return self._best_subset(weights, k, cut_degree, is_idle)
+
+    def _best_subset(
+        self, weights: list[list[int]], k: int, cut_degree: list[int] | None, idle: list[bool] | None
+    ) -> SearchResult:
+        cap = self.limits.search_cap
+        return self.memo.remembered(
+            self._solved,
+            lambda: problem_key(weights, k, cut_degree, idle, cap),
+            lambda: best_subset(weights, k, cut_degree=cut_degree, idle=idle, cap=cap),
+        )
 
 
-def node_pair_table(scratch: NodeScratch) -> PairTable:
-    return cache.remembered(_pair_tables, lambda: wiring_key(scratch.node), lambda: _build_pair_table(scratch))
-
-
-def _build_pair_table(scratch: NodeScratch) -> PairTable:
+def _pairs(scratch: NodeScratch) -> PairTable:
     gpus = tuple(d for d in scratch.devices.values() if d.vendor is Vendor.NVIDIA)
     return pair_table(gpus, scratch.links)
 
@@ -53,7 +103,7 @@ def usage_ratio(scratch: NodeScratch, device: Device) -> float:
 
 
 def default_search(
-    scratch: NodeScratch, request: NvidiaRequest, candidates: tuple[Device, ...], table: PairTable
+    sets: SetSearch, scratch: NodeScratch, request: NvidiaRequest, candidates: tuple[Device, ...], table: PairTable
 ) -> SetChoice | Unfit:
     k = request.count
     # Device preference, the last tie-break: binpack = fullest first, spread = emptiest first.
@@ -67,7 +117,7 @@ def default_search(
         # FGD's device step: which GPU takes a share changes the node's fragmentation; whole idle
         # GPUs are interchangeable to the measure, so they keep the topology-aware choice.
         device = least_fragmenting(scratch, request, ordered, table, idle)
-        return _best_in_group(scratch, request, [device], table, idle, protect)
+        return _best_in_group(sets, scratch, request, [device], table, idle, protect)
     groups = _numa_groups(ordered) if request.numa_bind else [(None, ordered)]
     best: tuple[tuple[int, int, int], SetChoice] | None = None
     sizes: list[str] = []
@@ -75,7 +125,7 @@ def default_search(
         sizes.append(f"NUMA {numa}: {len(group)}")
         if len(group) < k:
             continue
-        choice = _best_in_group(scratch, request, group, table, idle, protect)
+        choice = _best_in_group(sets, scratch, request, group, table, idle, protect)
         key = (int(choice.set_score), -int(choice.parts["remainder_loss"]), -(numa if numa is not None else -1))
         if best is None or key > best[0]:
             best = (key, choice)
@@ -93,6 +143,7 @@ def _numa_groups(devices: list[Device]) -> list[tuple[int | None, list[Device]]]
 
 
 def _best_in_group(
+    sets: SetSearch,
     scratch: NodeScratch,
     request: NvidiaRequest,
     group: list[Device],
@@ -103,7 +154,7 @@ def _best_in_group(
     k = request.count
     pos = [table.position(d.index) for d in group]
     idle_positions = [table.position(i) for i in sorted(idle)]
-    result = search_sets(scratch, table, pos, k, idle_positions if protect else None)
+    result = sets.best_sets(scratch, table, pos, k, idle_positions if protect else None)
     chosen = sorted((group[p] for p in result.best.positions), key=lambda d: d.index)
     idle_before = table.set_score(sorted(idle))
     if not result.exact:
@@ -145,40 +196,6 @@ class _TopologySets:
         if self._table is None:
             self._table = SubsetTable(self.pairs.scores)
         return self._table
-
-
-# ~5 MB per 16-GPU topology once every request size was asked; a fleet has a few machine types.
-TOPOLOGY_SETS_BOUND = 32
-
-
-_topology_sets: BoundedCache[tuple[int, int], _TopologySets] = BoundedCache(TOPOLOGY_SETS_BOUND)
-
-
-def search_sets(
-    scratch: NodeScratch, table: PairTable, members: list[int], k: int, idle_positions: list[int] | None
-) -> SearchResult:
-    """The best k of `members` (pair-table positions, in preference order) by search.py's key.
-
-    `idle_positions`: the node's idle GPUs whose links the remainder keeps (None: no remainder term).
-    Uniform nodes and nodes of at most TABLE_DEVICES GPUs are answered by lookup (search_table.py);
-    larger ones by the bounded branch-and-bound, which is also the reference for both."""
-    if search_table.fast_enabled():
-        sets = cache.remembered(_topology_sets, lambda: wiring_key(scratch.node), lambda: _TopologySets(table))
-        if sets.uniform is not None:
-            idle = set(idle_positions or ())
-            count = len(idle) if idle_positions is not None else None
-            return uniform_best(sets.uniform, k, [p in idle for p in members], count)
-        if len(table.indices) <= TABLE_DEVICES:
-            idle_mask = sum(1 << p for p in idle_positions) if idle_positions is not None else None
-            return table_best(sets.table(), k, members, idle_mask)
-    weights = [[table.scores[p][q] for q in members] for p in members]
-    if idle_positions is None:
-        return best_subset(weights, k, cap=DEFAULT_CAP)
-    idle = set(idle_positions)
-    is_idle = [p in idle for p in members]
-    cut_degree = [sum(table.scores[p][q] for q in idle_positions if q != p) if is_idle[x] else 0
-                  for x, p in enumerate(members)]  # fmt: skip
-    return best_subset(weights, k, cut_degree=cut_degree, idle=is_idle, cap=DEFAULT_CAP)
 
 
 def _why_lost(best_internal: int, best_cut: int, internal: int, cut: int) -> str:

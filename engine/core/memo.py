@@ -1,4 +1,4 @@
-"""Bounded memo tables: what the engine computed once and may reuse, bit for bit.
+"""Bounded memo tables: what an engine computed once and may reuse, bit for bit.
 
 Everything kept here is a pure function of immutable inputs (a node's devices
 and links, its load, the parsed request), so a hit returns exactly what a
@@ -6,9 +6,10 @@ recomputation would: decisions do not depend on what was cached before.
 Every table is bounded (least recently used entries go first, or the oldest
 for keys slow to hash), so a long-lived placer cannot grow without limit.
 
-`disabled()` turns every table off for its block (tests compare the two
-paths). The tables are per process and not locked: the engine is called from
-one thread.
+A `Memo` is one engine's set of tables: it makes them, switches them on or off
+together (`enabled`: off = every answer computed afresh, the reference path
+tests compare with) and empties them together. Nothing here is shared between
+engines; an engine is called from one thread, so nothing is locked.
 """
 
 from __future__ import annotations
@@ -17,48 +18,56 @@ import itertools
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 T = TypeVar("T")
 
-_state = {"enabled": True}  # a dict, not a global statement: one mutable switch per process
-_tables: weakref.WeakSet[BoundedCache[Any, Any]] = weakref.WeakSet()
 
+class Memo:
+    """One engine's memo tables: made here, on or off together, emptied together."""
 
-def enabled() -> bool:
-    return _state["enabled"]
+    def __init__(self, *, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.ids: Iterator[int] = itertools.count(1)  # one id sequence for every interner of this memo
+        self._tables: weakref.WeakSet[BoundedCache[Any, Any]] = weakref.WeakSet()
 
+    def table(self, bound: int, *, recency: bool = True) -> BoundedCache[Any, Any]:
+        """A new bounded table of this memo (emptied by `clear`)."""
+        table: BoundedCache[Any, Any] = BoundedCache(bound, recency=recency)
+        self._tables.add(table)
+        return table
 
-@contextmanager
-def disabled() -> Iterator[None]:
-    """Compute everything afresh inside the block (the unoptimised path)."""
-    before = _state["enabled"]
-    _state["enabled"] = False
-    try:
-        yield
-    finally:
-        _state["enabled"] = before
+    def interner(self, bound: int) -> Interner[Any]:
+        interner: Interner[Any] = Interner(bound, ids=self.ids)
+        self._tables.add(interner.entries)
+        return interner
 
+    def identity(self, bound: int) -> IdentityCache[Any, Any]:
+        cache: IdentityCache[Any, Any] = IdentityCache(bound)
+        self._tables.add(cache.entries)
+        return cache
 
-def remembered(table: BoundedCache[K, V], key: Callable[[], K], compute: Callable[[], V]) -> V:
-    """`compute()`, kept in `table` under `key()`; with the tables off, computed afresh and no key built."""
-    if not enabled():
-        return compute()
-    at = key()
-    found = table.get(at)
-    if found is None:
-        found = compute()
-        table.put(at, found)
-    return found
+    def remembered(self, table: BoundedCache[K, V], key: Callable[[], K], compute: Callable[[], V]) -> V:
+        """`compute()`, kept in `table` under `key()`; with the memo off, computed afresh and no key built."""
+        if not self.enabled:
+            return compute()
+        at = key()
+        found = table.get(at)
+        if found is None:
+            found = compute()
+            table.put(at, found)
+        return found
 
+    def entries(self) -> int:
+        """Entries in all tables of this memo (0: nothing remembered)."""
+        return sum(len(table) for table in list(self._tables))
 
-def clear_all() -> None:
-    """Empty every table (tests start from a cold engine)."""
-    for table in list(_tables):
-        table.clear()
+    def clear(self) -> None:
+        """Empty every table of this memo (a cold engine)."""
+        for table in list(self._tables):
+            table.clear()
 
 
 class BoundedCache(Generic[K, V]):
@@ -74,7 +83,6 @@ class BoundedCache(Generic[K, V]):
         self.bound = bound
         self.recency = recency
         self._entries: OrderedDict[K, V] = OrderedDict()
-        _tables.add(self)
 
     def get(self, key: K) -> V | None:
         value = self._entries.get(key)
@@ -116,23 +124,23 @@ class Interner(Generic[K]):
     An id is never given to a second value (ids only grow), so a key built from
     ids stays exact after its value was evicted and interned again."""
 
-    _ids = itertools.count(1)  # shared: ids are unique across interners too
-
-    def __init__(self, bound: int) -> None:
-        self._table: BoundedCache[K, int] = BoundedCache(bound, recency=False)
+    def __init__(self, bound: int, *, ids: Iterator[int] | None = None) -> None:
+        """`ids`: the id sequence, shared by the interners of one memo (their ids are then unique across them)."""
+        self.entries: BoundedCache[K, int] = BoundedCache(bound, recency=False)
+        self._ids = ids if ids is not None else itertools.count(1)
 
     def id_of(self, value: K) -> int:
-        found = self._table.get(value)
+        found = self.entries.get(value)
         if found is None:
             found = next(self._ids)
-            self._table.put(value, found)
+            self.entries.put(value, found)
         return found
 
     def __len__(self) -> int:
-        return len(self._table)
+        return len(self.entries)
 
     def clear(self) -> None:
-        self._table.clear()
+        self.entries.clear()
 
 
 class IdentityCache(Generic[T, V]):
@@ -142,24 +150,24 @@ class IdentityCache(Generic[T, V]):
     lives; a lookup also checks `is`, so a reused id after eviction is a miss."""
 
     def __init__(self, bound: int) -> None:
-        self._table: BoundedCache[int, tuple[T, V]] = BoundedCache(bound, recency=False)
+        self.entries: BoundedCache[int, tuple[T, V]] = BoundedCache(bound, recency=False)
 
     def get(self, obj: T) -> V | None:
-        entry = self._table.get(id(obj))
+        entry = self.entries.get(id(obj))
         if entry is None or entry[0] is not obj:
             return None
         return entry[1]
 
     def get_many(self, objs: Sequence[T]) -> list[V | None]:
-        entries = self._table.get_many(id(obj) for obj in objs)
+        entries = self.entries.get_many(id(obj) for obj in objs)
         pairs = zip(objs, entries, strict=True)
         return [None if entry is None or entry[0] is not obj else entry[1] for obj, entry in pairs]
 
     def put(self, obj: T, value: V) -> None:
-        self._table.put(id(obj), (obj, value))
+        self.entries.put(id(obj), (obj, value))
 
     def __len__(self) -> int:
-        return len(self._table)
+        return len(self.entries)
 
     def clear(self) -> None:
-        self._table.clear()
+        self.entries.clear()
