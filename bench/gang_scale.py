@@ -9,7 +9,7 @@ The cluster: blocks of 200 nodes (one superspine each) cycle through 20 %, 35 % 
 entirely idle nodes, the rest half busy; so a 64-member gang of 8-GPU pods fits under
 some superspines and not others, and under no lower hypernode.
 
-- `place_gang` (the engine): timed cold (memo tables emptied, a new index) and warm (a
+- `place_gang` (the engine): timed cold (a new engine, a new index) and warm (a
   stream of gangs on one index, each gang's members applied to their nodes and upserted,
   the oldest gang leaving once three are placed).
 - Volcano's gradient search, reimplemented plainly (volcano-sh/volcano, the allocate
@@ -29,14 +29,11 @@ from collections import deque
 import msgspec
 import numpy as np
 
-import engine
 from bench.realistic_cluster import gpu_pod, realistic_nodes, with_pod, without_pod
-from engine import ClusterIndex, Decision, Mode, NodeState, PodRequest
-from engine.cache import clear_all
-from engine.gang import GangDecision, GangRequest, place_gang
-from engine.network import HyperNode, NetworkTree, build_tree
-from engine.network.objects import HyperNodeSpec, Member, MemberType, ObjectMeta, exact_member
-from engine.vendors import registry
+from engine import ClusterIndex, Decision, Engine, Mode, NodeState, PodRequest
+from engine.cluster.network import HyperNode, NetworkTree, build_tree
+from engine.core.hypernodes import HyperNodeSpec, Member, MemberType, ObjectMeta, exact_member
+from engine.decide.gang import GangDecision, GangRequest
 
 TIER_SIZES = (7_500, 2_000, 450, 50)  # tiers 1..4, for 10,000 nodes
 IDLE_BY_BLOCK = ((200, 0.20), (200, 0.35), (200, 0.50))  # share of entirely idle nodes per superspine
@@ -128,15 +125,15 @@ class VolcanoResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def volcano_gradient_search(
-    index: ClusterIndex, tree: NetworkTree, gang: GangRequest, mode: Mode = Mode.DEFAULT
+    placer: Engine, index: ClusterIndex, tree: NetworkTree, gang: GangRequest, mode: Mode = Mode.DEFAULT
 ) -> VolcanoResult:
-    """Every hypernode of a tier dry-run, lowest tier first; the first tier with a success wins."""
+    """Every hypernode of a tier dry-run by `placer`, lowest tier first; the first tier with a success wins."""
     tried = 0
     for tier in tree.tiers:
         found: list[tuple[float, str]] = []
         for hypernode in tree.hypernodes_at(tier):
             tried += 1
-            score = _dry_run(index, tree.nodes_under(hypernode), gang.pods, mode)
+            score = _dry_run(placer, index, tree.nodes_under(hypernode), gang.pods, mode)
             if score is not None:
                 found.append((-score, hypernode))
         if found:
@@ -144,16 +141,18 @@ def volcano_gradient_search(
     return VolcanoResult(hypernode=None, tier=None, hypernodes_tried=tried)
 
 
-def _dry_run(index: ClusterIndex, names: tuple[str, ...], pods: tuple[PodRequest, ...], mode: Mode) -> float | None:
+def _dry_run(
+    placer: Engine, index: ClusterIndex, names: tuple[str, ...], pods: tuple[PodRequest, ...], mode: Mode
+) -> float | None:
     """The members' summed score when all of them fit on `names`, one after the other; None when one does not."""
-    local = engine.new_index()
+    local = placer.new_index()
     for name in names:
         node = index.get(name)
         if node is not None:
             local.upsert(node)
     total = 0.0
     for pod in pods:
-        decision = engine.place_in(local, pod, mode)
+        decision = placer.place_in(local, pod, mode)
         if decision.node is None:
             return None
         local.upsert(with_pod(local.node(decision.node), decision, pod.uid))
@@ -171,22 +170,22 @@ def measure(settings: GangSettings, mode: Mode = Mode.DEFAULT) -> GangScaleRun:
 
     cold_ms = []
     for j in range(settings.cold):
-        clear_all()
-        index = engine.new_index()
+        placer = Engine()
+        index = placer.new_index()
         for node in nodes:
             index.upsert(node)
         started = time.perf_counter()
-        place_gang(registry, index, tree, gang_request(f"cold-{j}", settings.pods), mode)
+        placer.place_gang(index, tree, gang_request(f"cold-{j}", settings.pods), mode)
         cold_ms.append(_ms(started))
 
-    clear_all()
-    index = engine.new_index()
+    placer = Engine()
+    index = placer.new_index()
     for node in nodes:
         index.upsert(node)
     live: deque[list[tuple[str, str]]] = deque()
     # One untimed gang first: the engine meets every node state once (that is the cold figure);
     # warm is the steady state of a placer whose cluster changes a few nodes per decision.
-    place_gang(registry, index, tree, gang_request("warm-up", settings.pods), mode)
+    placer.place_gang(index, tree, gang_request("warm-up", settings.pods), mode)
     warm_ms: list[float] = []
     volcano_ms: list[float] = []
     tiers_used: list[int | None] = []
@@ -196,12 +195,12 @@ def measure(settings: GangSettings, mode: Mode = Mode.DEFAULT) -> GangScaleRun:
     for j in range(settings.warm):
         gang = gang_request(f"gang-{j:03d}", settings.pods)
         started = time.perf_counter()
-        decision = place_gang(registry, index, tree, gang, mode)
+        decision = placer.place_gang(index, tree, gang, mode)
         warm_ms.append(_ms(started))
         tiers_used.append(decision.tier)
         if j < settings.volcano:
             started = time.perf_counter()
-            baseline = volcano_gradient_search(index, tree, gang, mode)
+            baseline = volcano_gradient_search(placer, index, tree, gang, mode)
             volcano_ms.append(_ms(started))
             volcano_tiers.append(baseline.tier)
             tried += baseline.hypernodes_tried

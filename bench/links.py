@@ -17,7 +17,7 @@ from itertools import combinations
 
 import numpy as np
 
-from engine.vendors.nvidia_links import NVLINK_SCORE, PCIE_SCORE
+from engine.node.vendors.nvidia.links import NVLINK_SCORE, PCIE_SCORE
 from schemas.topology import Link, PcieLevel
 
 

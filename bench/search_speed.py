@@ -24,11 +24,12 @@ from math import comb
 import msgspec
 
 from bench.results import Figure
-from engine import Allocation, Mode, NodeState, PodRequest, cache, choose_devices
-from engine.search import brute_force
-from engine.vendor import NodeScratch, Unfit
-from engine.vendors.nvidia import plugin
-from engine.vendors.nvidia_links import pair_table
+from engine import Allocation, Engine, Limits, Mode, NodeState, PodRequest
+from engine.node.registry import VendorContext
+from engine.node.search import brute_force
+from engine.node.vendor import NodeScratch, Unfit
+from engine.node.vendors.nvidia import NvidiaPlugin, parse_nvidia_request
+from engine.node.vendors.nvidia.links import pair_table
 from schemas.topology import Device, Link, PcieLevel, Vendor
 
 EXHAUSTIVE_LIMIT = 700_000  # sets; above this the exhaustive column is left empty
@@ -157,12 +158,14 @@ def _exhaustive(node: NodeState, k: int) -> tuple[tuple[int, ...], float]:
 
 def _step(node: NodeState, k: int, repeats: int) -> tuple[float, float, float]:
     """Median ms of the NVIDIA search step, cold and warm, and the chosen set's score."""
-    claimed = plugin.parse_request(_request(k))
+    claimed = parse_nvidia_request(_request(k))
     assert claimed is not None
+    cold_plugin = NvidiaPlugin(VendorContext.fresh(Limits(caches=False)))
+    warm_plugin = NvidiaPlugin(VendorContext.fresh())
     held = {a.index for a in node.allocations}
     candidates = tuple(d for d in sorted(node.devices, key=lambda d: d.index) if d.index not in held)
 
-    def once() -> tuple[float, float]:
+    def once(plugin: NvidiaPlugin) -> tuple[float, float]:
         scratch = NodeScratch.build(node, Mode.DEFAULT)
         started = time.perf_counter()
         choice = plugin.search(scratch, claimed, candidates)
@@ -170,10 +173,9 @@ def _step(node: NodeState, k: int, repeats: int) -> tuple[float, float, float]:
         assert not isinstance(choice, Unfit)
         return elapsed, choice.set_score
 
-    with cache.disabled():
-        cold = [once() for _ in range(repeats)]
-    once()  # builds the tables the warm runs reuse
-    warm = [once() for _ in range(max(repeats, 20))]
+    cold = [once(cold_plugin) for _ in range(repeats)]
+    once(warm_plugin)  # builds the tables the warm runs reuse
+    warm = [once(warm_plugin) for _ in range(max(repeats, 20))]
     return statistics.median(t for t, _ in cold), statistics.median(t for t, _ in warm), warm[0][1]
 
 
@@ -194,9 +196,10 @@ def measure(label: str, node: NodeState, k: int, repeats: int, exhaustive_limit:
     request = _request(k)
     times = []
     choice = None
+    placer = Engine()
     for _ in range(repeats):
         started = time.perf_counter()
-        choice = choose_devices(node, request, Mode.DEFAULT)
+        choice = placer.choose_devices(node, request, Mode.DEFAULT)
         times.append((time.perf_counter() - started) * 1000)
     assert choice is not None
     free = len(node.devices) - len(node.allocations)

@@ -1,6 +1,6 @@
 """topoplace's engine as a policy of the trace replay.
 
-Every node choice comes from the real engine (`engine.place`).
+Every node choice comes from the real engine (`Engine.place`).
 Calling it over all 1,213 nodes for each of ~8,000 pods would take over an hour
 in Python, so the replay uses two exact shortcuts:
 
@@ -36,14 +36,12 @@ from bench.trace_policies import PolicyFactory
 from bench.trace_topology import TraceMachine, trace_machine
 from engine import (
     Allocation,
+    Engine,
     Mode,
     NodeState,
     PodRequest,
     Snapshot,
     WorkloadClass,
-    new_index,
-    place,
-    place_in,
 )
 
 DeviceShares = tuple[tuple[int, ...], ...]  # per device: the milli-GPU of each share held on it
@@ -117,6 +115,7 @@ class TopoplaceTracePolicy:
     def __init__(self, state: ClusterState, classes: Sequence[PodClass], mode: Mode = Mode.DEFAULT) -> None:
         self.state = state
         self.mode = mode
+        self.engine = Engine()  # its memo tables last the replay
         self.name = "topoplace" if mode is Mode.DEFAULT else f"topoplace-{mode.value}"
         self.machines = [
             trace_machine(state.models[m], int(c)) for m, c in zip(state.model, state.gpu_count, strict=True)
@@ -138,7 +137,7 @@ class TopoplaceTracePolicy:
         machine = self.machines[node]
         shares = key[0][1]
         snapshot = Snapshot(nodes=(node_state("n", machine, shares),))
-        decision = place(snapshot, engine_request(pod, machine), self.mode)
+        decision = self.engine.place(snapshot, engine_request(pod, machine), self.mode)
         self.engine_calls += 1
         if decision.node is None:
             verdict = EngineVerdict(False, 0.0, ())
@@ -180,7 +179,7 @@ def topoplace_factory(mode: Mode) -> PolicyFactory:
 class EngineTracePolicy:
     """The engine's `fragmentation` node policy, every decision a real one over the whole cluster.
 
-    The replay's cluster lives in an engine index that reads each node's CPU (`new_index(cpu=True)`);
+    The replay's cluster lives in an engine index that reads each node's CPU (`Engine.new_index(cpu=True)`);
     every pod, CPU-only pods included, is one `place_in` call with its CPU, memory and GPU request,
     and the engine filters nodes itself (CPU, memory, GPU model, pod slots). Node names carry the
     seed's node rank as a prefix, so the engine's tie rule (the first name) is the protocol's fixed
@@ -201,7 +200,8 @@ class EngineTracePolicy:
         self.allocations: list[list[Allocation]] = [[] for _ in range(state.size)]
         self.gpu_slots = [0] * state.size  # nvidia.com/gpu requested on the node
         self.pods = [0] * state.size
-        self.index = new_index(cpu=True)
+        self.engine = Engine()
+        self.index = self.engine.new_index(cpu=True)
         for i in range(state.size):
             self.index.upsert(self._node(i))
         self.count = 0
@@ -246,7 +246,7 @@ class EngineTracePolicy:
         return PodRequest(uid=f"pod-{self.count}", name=pod.name, requests=requests, annotations=annotations)
 
     def choose(self, pod: PodRow, candidates: np.ndarray, rng: np.random.Generator) -> Placement | None:
-        decision = place_in(self.index, self._request(pod), workload=self.workload)
+        decision = self.engine.place_in(self.index, self._request(pod), workload=self.workload)
         if decision.node is None:
             self.engine_refusals += 1
             return None

@@ -1,28 +1,31 @@
 """The topology engine: which node and which devices a pod gets, and why.
 
 Pure and deterministic: no I/O, no clock, no randomness; the same snapshot and
-request give the same decision. Read top-down:
+request give the same decision. An `Engine` (decide/engine.py) owns its vendor
+plugins and every memo table it keeps: nothing is shared between engines.
+Four levels, each a package that imports only the ones below it
+(import-linter's `layers` contract):
 
-    place()            this file: the cluster index of the snapshot, one decision over it
-    pod_decision.py    one pod: device answers per class of nodes, ranked, node rules, best first
-    index.py           the cluster index: nodes grouped into device classes, updated per node
-    node_rules.py      readiness, cordon, taints, affinity, resources (kube/ has the rules themselves)
-    loop.py            one node's answer: device filter, vendor search, node score (memoised)
-    vendor.py          the contract a vendor implements, the per-node scratch state
-    vendors/<name>.py  one module per vendor (nvidia, metax, neuron)
-    search.py          bounded branch-and-bound over pair scores
-    explain.py         reasons in a user's words
+    decide/     one decision: engine.py (Engine), pod.py (claim.py, ranking.py, explanation.py),
+                node_rules.py, kube/ (kube-scheduler's node filters), gang/ (a gang in one network domain)
+    cluster/    the cluster: index.py (nodes grouped into device classes), network/ (the network tree)
+    node/       one node: answer.py (the node answer every vendor shares), vendor.py (the contract),
+                registry.py (which vendors, made per engine), vendors/<name>/ (nvidia, metax, neuron),
+                search*.py, fragmentation.py, explain.py
+    core/       what all read: model.py, errors.py, limits.py, memo.py, quantities.py, node_key.py, validate.py
+
+The functions below are for one-off callers (the CLI, a script): each call
+uses a fresh engine, so nothing is remembered between calls. A long-lived
+caller (the placer, the benchmark) keeps an Engine instead.
 """
 
 from __future__ import annotations
 
-import msgspec
-
-from engine import cache
-from engine.fragmentation import reads_cpu
-from engine.index import ClusterIndex, NodeReads
-from engine.loop import NodeMiss, evaluate_node
-from engine.model import (
+from engine.cluster.index import ClusterIndex
+from engine.cluster.network import NetworkTree
+from engine.core.errors import RequestError
+from engine.core.limits import Limits
+from engine.core.model import (
     Allocation,
     Decision,
     Mode,
@@ -33,15 +36,19 @@ from engine.model import (
     Snapshot,
     WorkloadClass,
 )
-from engine.pod_decision import place_indexed
-from engine.vendor import RequestError, SetCandidate
-from engine.vendors import registry
+from engine.decide.engine import DeviceChoice, Engine, node_reads
+from engine.decide.gang import GangDecision, GangRequest
+from engine.node.registry import VendorRegistry
+from engine.node.vendor import SetCandidate
+from engine.node.vendors import registry
 
 __all__ = [
     "Allocation",
     "ClusterIndex",
     "Decision",
     "DeviceChoice",
+    "Engine",
+    "Limits",
     "Mode",
     "NodeState",
     "NodeVerdict",
@@ -50,94 +57,46 @@ __all__ = [
     "RequestError",
     "SetCandidate",
     "Snapshot",
+    "VendorRegistry",
     "WorkloadClass",
     "choose_devices",
     "index_of",
     "new_index",
     "place",
-    "place_in",
+    "place_gang",
 ]
 
 
-NODE_READS = NodeReads(labels=registry.node_reads[0], annotations=registry.node_reads[1])
-# With the node's CPU too: for a workload whose classes name CPU (the fragmentation policy weighs it).
-NODE_READS_CPU = msgspec.structs.replace(NODE_READS, resources=True)
-_last_index: list[ClusterIndex] = []  # the index of the last snapshot placed on: the next one updates it
+def place(snapshot: Snapshot, request: PodRequest, mode: Mode = Mode.DEFAULT, *, explain: bool = False) -> Decision:
+    """`Engine.place` by a fresh engine of the registered vendors."""
+    return Engine().place(snapshot, request, mode, explain=explain)
 
 
 def index_of(snapshot: Snapshot) -> ClusterIndex:
-    """The cluster index of `snapshot` (the previous snapshot's, updated where nodes differ)."""
-    previous = _last_index[0] if _last_index else None
-    reads = NODE_READS_CPU if reads_cpu(snapshot.workload) else NODE_READS
-    try:
-        index = ClusterIndex.of(snapshot, reads, previous)
-    except ValueError as exc:
-        _last_index.clear()
-        raise RequestError("snapshot.nodes", f"node {exc.args[0]!r} appears twice") from None
-    _last_index[:] = [index]
-    return index
-
-
-def place(snapshot: Snapshot, request: PodRequest, mode: Mode = Mode.DEFAULT, *, explain: bool = False) -> Decision:
-    """The best node and devices for `request`, or node None with the reason.
-
-    `explain` lists every other node with why it lost (`Decision.alternatives`).
-    Raises RequestError(field, reason) when the request cannot be read.
-    """
-    return place_indexed(registry, index_of(snapshot), request, mode, workload=snapshot.workload, explain=explain)
-
-
-def place_in(
-    index: ClusterIndex,
-    request: PodRequest,
-    mode: Mode = Mode.DEFAULT,
-    *,
-    workload: tuple[WorkloadClass, ...] = (),
-    explain: bool = False,
-    runners_up: int = 0,
-) -> Decision:
-    """`place` over an index the caller keeps current (the placer's view does).
-
-    `runners_up`: also the best few other nodes that fit, with why they lost (`Decision.alternatives`)."""
-    return place_indexed(registry, index, request, mode, workload=workload, explain=explain, runners_up=runners_up)
+    """A new cluster index of `snapshot` (RequestError when a node name appears twice)."""
+    return Engine().index_of(snapshot)
 
 
 def new_index(*, cpu: bool = False) -> ClusterIndex:
     """An empty index reading what the registered vendors read of a node (`cpu`: and its CPU, which a
-    fragmentation workload naming CPU needs; without it the policy does not weigh CPU)."""
-    return ClusterIndex(NODE_READS_CPU if cpu else NODE_READS)
-
-
-class DeviceChoice(msgspec.Struct, frozen=True, kw_only=True):
-    """One node's answer (`topoplace engine pick`): devices in order, score, other sets."""
-
-    node: str
-    devices: tuple[int, ...] = ()
-    score: float = 0.0  # the set's internal score (NVIDIA: the pair-score sum)
-    score_parts: dict[str, float] = {}
-    alternatives: tuple[SetCandidate, ...] = ()
-    reason: str = ""  # set when nothing fits
-    warnings: tuple[str, ...] = ()
+    fragmentation workload naming CPU needs; without it the policy does not weigh CPU). Its class ids
+    are its own: any engine can place over it."""
+    return ClusterIndex(node_reads(registry, cpu=cpu))
 
 
 def choose_devices(node: NodeState, request: PodRequest, mode: Mode = Mode.DEFAULT) -> DeviceChoice:
-    """The devices one node would give `request` (the node loop's per-node step, on its own).
+    """`Engine.choose_devices` by a fresh engine of the registered vendors."""
+    return Engine().choose_devices(node, request, mode)
 
-    Computed afresh, without the memo tables: one node has nothing to share, and
-    `bench.search_speed` times exactly this step."""
-    claimed = registry.claim(request)
-    if claimed is None:
-        raise RequestError("requests", "asks for no device resource of a known vendor")
-    plugin, device_request = claimed
-    with cache.disabled():
-        result = evaluate_node(plugin, device_request, node, mode)
-    if isinstance(result, NodeMiss):
-        return DeviceChoice(node=node.name, reason=result.unfit.reason, warnings=result.warnings)
-    return DeviceChoice(
-        node=node.name,
-        devices=result.choice.devices,
-        score=result.choice.set_score,
-        score_parts=dict(result.choice.parts),
-        alternatives=result.choice.runners_up,
-        warnings=result.warnings,
-    )
+
+def place_gang(
+    vendors: VendorRegistry,
+    index: ClusterIndex,
+    tree: NetworkTree,
+    gang: GangRequest,
+    mode: Mode = Mode.DEFAULT,
+    *,
+    workload: tuple[WorkloadClass, ...] = (),
+) -> GangDecision:
+    """`Engine.place_gang` by a fresh engine of `vendors`."""
+    return Engine(vendors).place_gang(index, tree, gang, mode, workload=workload)

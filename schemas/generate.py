@@ -43,7 +43,7 @@ def _extra_schemas() -> dict[str, Callable[[], dict[str, Any]]]:
         return schema
 
     def gang_decision() -> dict[str, Any]:
-        from engine.gang import GangDecision
+        from engine.decide.gang import GangDecision
 
         schema = msgspec.json.schema(GangDecision)
         schema["title"] = "engine gang decision"

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from engine.errors import RequestError
-from engine.model import NodeState
-from engine.validate import validate_node
+from engine.core.errors import RequestError
+from engine.core.model import NodeState
+from engine.core.validate import validate_node
 from schemas import topics
 from schemas.errors import FieldError
 from schemas.events import (

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from engine.kube.filters import (
+from engine.decide.kube.filters import (
     NODE_AFFINITY,
     NODE_UNSCHEDULABLE,
     TAINT_TOLERATION,

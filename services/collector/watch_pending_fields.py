@@ -15,8 +15,10 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from engine import vendor
-from engine.vendors import metax_qos, metax_request, neuron, nvidia
+from engine.node import vendor
+from engine.node.vendors import neuron, nvidia
+from engine.node.vendors.metax import qos as metax_qos
+from engine.node.vendors.metax import request as metax_request
 from schemas import gangs as gang_keys
 from schemas import hami
 from schemas.events import PendingPodEvent, SubGroupPolicy

@@ -22,9 +22,8 @@ from collections.abc import Callable
 
 import msgspec
 
-import engine
-from engine import Decision, Mode, PodRequest, Snapshot, WorkloadClass
-from engine.vendor import NodePolicy
+from engine import Decision, Engine, Mode, PodRequest, RequestError, WorkloadClass
+from engine.node.vendor import NodePolicy
 from schemas import topics
 from schemas.enforcement import Enforcement
 from schemas.events import (
@@ -49,8 +48,6 @@ from services.placer.requests import held_placement, request_error_text
 from services.placer.requests import pod_request as pod_request
 from services.placer.view import ClusterView, ViewChange
 from services.placer.workload_mix import WorkloadMix
-
-PlaceFn = Callable[[Snapshot, PodRequest, Mode], Decision]
 
 # After this many rejected decisions in a row a pod is reported unschedulable and
 # left to the watcher's re-list, so a binder that keeps failing cannot make us loop.
@@ -88,8 +85,8 @@ def decide(
     view: ClusterView,
     pending: PendingPodEvent,
     *,
+    engine: Engine,
     mode: Mode = Mode.DEFAULT,
-    place: PlaceFn | None = None,
     now: float = 0.0,
     node_policy: str | None = None,
     workload: tuple[WorkloadClass, ...] = (),
@@ -110,18 +107,13 @@ def decide(
         request = pod_request(pending, node_policy=node_policy)
 
         def place_one(request: PodRequest) -> Decision:
-            if place is None:
-                return engine.place_in(view.index(), request, mode, workload=workload, runners_up=MAX_ALTERNATIVES)
-            snapshot = view.snapshot()
-            if workload:
-                snapshot = msgspec.structs.replace(snapshot, workload=workload)
-            return place(snapshot, request, mode)
+            return engine.place_in(view.index(), request, mode, workload=workload, runners_up=MAX_ALTERNATIVES)
 
         if pending.claims:
             decision, claims = place_claims(request, pending.claims, view.slices(), place_one, view.allocated_claims())
         else:
             decision, claims = place_one(request), ()
-    except engine.RequestError as exc:
+    except RequestError as exc:
         reason = f"invalid request: {request_error_text(exc)}"
         return DecideResult(placement=_unschedulable(pending, attempt, reason, 0, now))
 
@@ -177,12 +169,13 @@ class Decider:
         self,
         *,
         mode: Mode = Mode.DEFAULT,
-        place: PlaceFn | None = None,
+        engine: Engine | None = None,
         node_policy: str | None = None,
         default_enforcement: Enforcement | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        """`clock`: monotonic seconds for the parked pods' backoff (time.monotonic by default)."""
+        """`engine`: the engine every decision uses (one of its own when None); `clock`: monotonic seconds
+        for the parked pods' backoff (time.monotonic by default)."""
         # The fragmentation policy weighs CPU: the index then reads each node's, the mix each pod's.
         weighs_cpu = node_policy == NodePolicy.FRAGMENTATION.value
         self.view = ClusterView(cpu_in_index=weighs_cpu)
@@ -191,14 +184,14 @@ class Decider:
         self.mix = WorkloadMix(with_cpu=weighs_cpu)
         self.mode = mode
         self.node_policy = node_policy
-        self._place = place
+        self.engine = engine if engine is not None else Engine()
 
     def _decide(self, pending: PendingPodEvent, now: float) -> DecideResult:
         return decide(
             self.view,
             pending,
+            engine=self.engine,
             mode=self.mode,
-            place=self._place,
             now=now,
             node_policy=self.node_policy,
             workload=self.mix.classes(),
@@ -219,7 +212,13 @@ class Decider:
 
     def _decide_gang(self, gang: PendingGangEvent, now: float) -> GangResult:
         return decide_gang(
-            self.view, gang, mode=self.mode, now=now, node_policy=self.node_policy, workload=self.mix.classes()
+            self.view,
+            gang,
+            engine=self.engine,
+            mode=self.mode,
+            now=now,
+            node_policy=self.node_policy,
+            workload=self.mix.classes(),
         )
 
     def on_event(self, event: Event, *, now: float = 0.0) -> list[FollowUp]:

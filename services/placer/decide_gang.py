@@ -20,10 +20,8 @@ import hashlib
 
 import msgspec
 
-import engine
-from engine import Mode, WorkloadClass
-from engine.gang import GangDecision, GangRequest, MemberPlacement, place_gang
-from engine.vendors import registry
+from engine import Engine, Mode, PodRequest, RequestError, WorkloadClass
+from engine.decide.gang import GangDecision, GangRequest, MemberPlacement
 from schemas.events import (
     GangPlacementEvent,
     PendingGangEvent,
@@ -48,6 +46,7 @@ def decide_gang(
     view: ClusterView,
     gang: PendingGangEvent,
     *,
+    engine: Engine,
     mode: Mode = Mode.DEFAULT,
     now: float = 0.0,
     node_policy: str | None = None,
@@ -70,9 +69,7 @@ def decide_gang(
     try:
         pods = [pod_request(m, node_policy=node_policy) for m in fresh]
         pods += [pod_request(m, node_policy=node_policy, node_name=held[m.uid][0].node) for m in members if held[m.uid]]
-        pods += [
-            engine.PodRequest(uid=r.uid, name=r.name, namespace=gang.namespace, node_name=r.node) for r in gang.running
-        ]
+        pods += [PodRequest(uid=r.uid, name=r.name, namespace=gang.namespace, node_name=r.node) for r in gang.running]
         request = GangRequest(
             name=gang.name,
             min_member=gang.min_member,
@@ -80,8 +77,8 @@ def decide_gang(
             sub_groups=gang.sub_groups,
             pods=tuple(pods),
         )
-        decision = place_gang(registry, view.index(), view.network_tree(), request, mode, workload=workload)
-    except engine.RequestError as exc:
+        decision = engine.place_gang(view.index(), view.network_tree(), request, mode, workload=workload)
+    except RequestError as exc:
         return GangResult(
             placement=_unschedulable(gang, fresh, attempt, f"invalid gang: {request_error_text(exc)}", now)
         )

@@ -10,7 +10,7 @@ import hashlib
 
 import engine
 from engine import PodRequest
-from engine.vendor import NODE_POLICY
+from engine.node.vendor import NODE_POLICY
 from schemas.events import DeviceAssignment, PendingPodEvent, PlacementEvent, PlacementOutcome
 from services.placer.view import Holding
 

@@ -23,12 +23,12 @@ from collections.abc import Callable, Sequence
 from opentelemetry import trace
 from opentelemetry.context import Context
 
-from engine import Mode
+from engine import Engine, Mode
 from schemas import topics
 from schemas.enforcement import Enforcement
 from schemas.events import GangPlacementEvent, PendingGangEvent, PendingPodEvent, PlacementEvent, PlacementOutcome
 from services.placer import metrics
-from services.placer.decide import Cause, Decider, FollowUp, PlaceFn
+from services.placer.decide import Cause, Decider, FollowUp
 from services.placer.parking import TicketState
 from topoplace import telemetry
 from topoplace.broker import ensure_topics, kafka_bootstrap
@@ -117,12 +117,15 @@ class PlacerService:
         producer: EventProducer,
         *,
         mode: Mode = Mode.DEFAULT,
-        place: PlaceFn | None = None,
+        engine: Engine | None = None,
         node_policy: str | None = None,
         default_enforcement: Enforcement | None = None,
     ) -> None:
+        """`engine`: the engine deciding (one of its own when None)."""
         self.producer = producer
-        self.decider = Decider(mode=mode, place=place, node_policy=node_policy, default_enforcement=default_enforcement)
+        self.decider = Decider(
+            mode=mode, engine=engine, node_policy=node_policy, default_enforcement=default_enforcement
+        )
         self._tracer = telemetry.get_tracer(__name__, SERVICE)
         self._stopping = asyncio.Event()
         self.sent = RecentlySent(RESEND_AFTER_S)
@@ -332,9 +335,11 @@ async def run_placer(
     *,
     mode: Mode = Mode.DEFAULT,
     stop: asyncio.Event | None = None,
-    place: PlaceFn | None = None,
+    engine: Engine | None = None,
 ) -> None:
-    """Run one placer replica until `stop` is set (or a stream fails for a reason other than Kafka)."""
+    """Run one placer replica until `stop` is set (or a stream fails for a reason other than Kafka).
+
+    `engine`: the engine every decision of this replica uses, across stream restarts (its own when None)."""
     if mode is Mode.HAMI and settings.node_policy not in (None, "binpack", "spread"):
         # HAMi knows binpack and spread only; refuse at start rather than fail every pod.
         raise ConfigError(NODE_POLICY, f"{settings.node_policy!r} is not a node policy of hami mode (binpack, spread)")
@@ -343,7 +348,7 @@ async def run_placer(
     stop = stop if stop is not None else asyncio.Event()
     try:
         async with kafka_bootstrap(settings, create_topics=False) as bootstrap:
-            await _serve(settings, bootstrap, mode=mode, stop=stop, place=place)
+            await _serve(settings, bootstrap, mode=mode, stop=stop, engine=engine if engine is not None else Engine())
     finally:
         telemetry.shutdown_tracing()  # flush: the last decisions' spans are in the file
 
@@ -368,7 +373,7 @@ async def _serve(
     *,
     mode: Mode,
     stop: asyncio.Event,
-    place: PlaceFn | None,
+    engine: Engine,
 ) -> None:
     """The health server for the whole run; the Kafka streams under a supervisor that restarts them."""
     supervisor = Supervisor(SERVICE, stop=stop)
@@ -388,7 +393,7 @@ async def _serve(
         await supervisor.run(
             "streams",
             lambda: _run_streams(
-                settings, bootstrap, mode=mode, stop=stop, place=place, supervisor=supervisor, current=current
+                settings, bootstrap, mode=mode, stop=stop, engine=engine, supervisor=supervisor, current=current
             ),  # fmt: skip
         )
     finally:
@@ -404,7 +409,7 @@ async def _run_streams(
     *,
     mode: Mode,
     stop: asyncio.Event,
-    place: PlaceFn | None,
+    engine: Engine,
     supervisor: Supervisor,
     current: list[_Streams],
 ) -> None:
@@ -419,7 +424,7 @@ async def _run_streams(
         service = PlacerService(
             producer,
             mode=mode,
-            place=place,
+            engine=engine,
             node_policy=settings.node_policy,
             default_enforcement=Enforcement(settings.enforcement) if settings.enforcement else None,
         )

@@ -30,7 +30,7 @@ import msgspec
 
 import engine
 from engine import Allocation, ClusterIndex, NodeState, Snapshot
-from engine.network import NetworkTree, build_tree, from_event
+from engine.cluster.network import NetworkTree, build_tree, from_event
 from schemas import topics
 from schemas.enforcement import Enforcement, node_enforcement
 from schemas.events import (

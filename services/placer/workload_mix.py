@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections import Counter, deque
 
 from engine import WorkloadClass
-from engine.model import MILLI
-from engine.vendors.nvidia import GPU, GPUCORES
+from engine.core.model import MILLI
+from engine.node.vendors.nvidia import GPU, GPUCORES
 from schemas.events import PendingPodEvent
 from schemas.quantity import QuantityError, milli_value
 

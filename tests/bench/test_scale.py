@@ -33,13 +33,11 @@ from bench.realistic_cluster import (
     with_pod,
     without_pod,
 )
-from engine import Decision, Snapshot
-from engine.cache import clear_all
-from engine.gang import place_gang
-from engine.network import build_tree
-from engine.node_rules import PodRules
-from engine.reference_loop import place_reference
-from engine.vendors import registry
+from bench.reference_loop import place_reference
+from engine import Decision, Engine, Snapshot
+from engine.cluster.network import build_tree
+from engine.decide.node_rules import PodRules
+from engine.node.vendors import registry
 from schemas.events import DeviceAssignment
 
 
@@ -75,15 +73,16 @@ def test_a_node_has_the_cpu_memory_and_pods_for_whatever_its_gpus_still_take(mac
 
 
 def _compare_stream(nodes: list, decisions: int, rng: random.Random, apply: bool) -> int:
-    index = engine.new_index()
+    placer = Engine()  # a cold engine: the index's decisions and the reference loop's share it
+    index = placer.new_index()
     for node in nodes:
         index.upsert(node)
     live: deque[tuple[str, str]] = deque()
     compared = 0
     for j in range(decisions):
         pod = random_pod(rng, f"pod-{j}")
-        mine = engine.place_in(index, pod)
-        reference = place_reference(registry, Snapshot(nodes=tuple(index.nodes())), pod, engine.Mode.DEFAULT)
+        mine = placer.place_in(index, pod)
+        reference = place_reference(placer, Snapshot(nodes=tuple(index.nodes())), pod, engine.Mode.DEFAULT)
         assert same_answer(mine, reference), describe(mine, reference)
         assert (mine.node is None) == (reference.node is None)
         compared += 1
@@ -94,7 +93,6 @@ def _compare_stream(nodes: list, decisions: int, rng: random.Random, apply: bool
 
 @pytest.mark.parametrize(("size", "seed"), [(50, 0), (150, 1), (500, 2)])
 def test_the_index_decides_as_the_reference_loop_on_realistic_clusters(size, seed):
-    clear_all()
     rng = random.Random(seed)
     nodes = realistic_nodes(size, seed, idle=0.05)
     assert _compare_stream(nodes, 40, rng, apply=False) == 40
@@ -103,7 +101,6 @@ def test_the_index_decides_as_the_reference_loop_on_realistic_clusters(size, see
 @pytest.mark.parametrize(("size", "seed"), [(60, 4), (300, 5)])
 def test_the_index_decides_as_the_reference_loop_while_nodes_change(size, seed):
     # Each decision's pod is applied to its node and upserted; the oldest pod leaves: a placer's stream.
-    clear_all()
     rng = random.Random(seed)
     nodes = realistic_nodes(size, seed)
     assert _compare_stream(nodes, 80, rng, apply=True) == 80
@@ -111,11 +108,12 @@ def test_the_index_decides_as_the_reference_loop_while_nodes_change(size, seed):
 
 def test_the_stream_fills_and_frees_nodes_as_the_placer_would():
     nodes = realistic_nodes(20, seed=0, idle=1.0)
-    index = engine.new_index()
+    placer = Engine()
+    index = placer.new_index()
     for node in nodes:
         index.upsert(node)
     pod = gpu_pod("p-0", 4)
-    decision = engine.place_in(index, pod)
+    decision = placer.place_in(index, pod)
     assert decision.node is not None
     before = index.node(decision.node)
     after = with_pod(before, decision, "p-0")
@@ -148,15 +146,15 @@ def test_the_hypernode_tree_has_four_tiers_of_consecutive_nodes():
 
 @pytest.mark.parametrize("pods", [3, 12, 40])
 def test_the_volcano_style_search_lands_on_the_same_tier_as_place_gang(pods):
-    clear_all()
     nodes = realistic_nodes(400, seed=7, idle_by_block=((100, 0.15), (100, 0.6)))
     tree = _small_tree(nodes)
-    index = engine.new_index()
+    placer = Engine()
+    index = placer.new_index()
     for node in nodes:
         index.upsert(node)
     gang = gang_request("g", pods)
-    decision = place_gang(registry, index, tree, gang)
-    baseline = volcano_gradient_search(index, tree, gang)
+    decision = placer.place_gang(index, tree, gang)
+    baseline = volcano_gradient_search(placer, index, tree, gang)
     assert decision.placed and baseline.hypernode is not None
     assert baseline.tier == decision.tier
     assert baseline.hypernodes_tried >= len(tree.hypernodes_at(1))
@@ -166,10 +164,11 @@ def test_the_volcano_style_search_lands_on_the_same_tier_as_place_gang(pods):
 
 def test_the_volcano_style_search_reports_no_domain_when_the_gang_fits_nowhere():
     nodes = realistic_nodes(40, seed=0, idle=0.0, busy=0.9)
-    index = engine.new_index()
+    placer = Engine()
+    index = placer.new_index()
     for node in nodes:
         index.upsert(node)
-    baseline = volcano_gradient_search(index, _small_tree(nodes), gang_request("g", 8))
+    baseline = volcano_gradient_search(placer, index, _small_tree(nodes), gang_request("g", 8))
     assert baseline.hypernode is None and baseline.tier is None
 
 

@@ -137,7 +137,7 @@ async def test_two_placers_giving_away_the_same_cpus_are_caught_before_the_bindi
 
 
 def test_the_binder_counts_amounts_as_the_placer_engine_and_kube_scheduler_round_them() -> None:
-    from engine.kube.resources import parse_requests
+    from engine.decide.kube.resources import parse_requests
 
     quantities = {"cpu": "0.5m", "memory": "1.5", "nvidia.com/gpu": "2", "ephemeral-storage": "1Gi"}
     assert milli_requests(quantities) == parse_requests(quantities, "requests")

@@ -11,8 +11,8 @@ import pytest
 from cluster_objects import container, hypernode_json, node, pod, topology
 from decision_keys import TEST_KEY
 
-from engine.network.objects import HyperNode as EngineHyperNode
-from engine.network.objects import from_event
+from engine.core.hypernodes import HyperNode as EngineHyperNode
+from engine.core.hypernodes import from_event
 from schemas import annotations as pod_annotations
 from schemas.events import (
     DeviceAssignment,

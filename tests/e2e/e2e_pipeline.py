@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from e2e_cluster import CLUSTER, fleet
 from opentelemetry import trace
 
+from engine import Engine
 from schemas import topics
 from schemas.events import BindingEvent, BindingOutcome, DeadLetterEvent, Event, PlacementEvent
 from schemas.topics import Topic
@@ -30,7 +31,6 @@ from services.binder.service import SERVICE as BINDER
 from services.binder.service import run_binder
 from services.collector.cluster_watcher import run_cluster_watcher
 from services.collector.fleet import run_fleet
-from services.placer.decide import PlaceFn
 from services.placer.service import SERVICE as PLACER
 from services.placer.service import run_placer
 from topoplace.config import Settings
@@ -260,9 +260,9 @@ class Pipeline:
         await self.wait_ready(watcher)
         await self.wait_ready(agents)
 
-    async def start_placer(self, place: PlaceFn | None = None) -> ServiceHandle:
-        """`place` stands in for the engine (to see or time its decisions); None: the engine."""
-        placer = self._start("placer", lambda s, stop: run_placer(s, stop=stop, place=place))
+    async def start_placer(self, engine: Engine | None = None) -> ServiceHandle:
+        """`engine`: the placer's engine (a scripted one sees or times its decisions); None: its own."""
+        placer = self._start("placer", lambda s, stop: run_placer(s, stop=stop, engine=engine))
         await self.wait_ready(placer)
         return placer
 

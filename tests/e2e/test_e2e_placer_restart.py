@@ -8,6 +8,7 @@ import pytest
 from e2e_checks import PIPELINE_SERVICES, bindings_per_pod, double_booked, pod_state, services_by_trace, spans_of
 from e2e_cluster import PodSpec, create_pod, pod_changes, pods_by_uid
 from e2e_pipeline import Pipeline
+from scripted_engine import ScriptedEngine
 
 import engine
 from engine import Decision, Mode, PodRequest, Snapshot
@@ -61,7 +62,7 @@ async def test_a_placer_restarted_mid_stream_loses_no_pod_and_binds_none_twice(
     after = wave(run_id, "after", (1, 2, 1, 2, 1))
     await pipeline.start_collectors()
     counting = CountingEngine(KILLED_AT_DECISION, kill=kill)
-    placer = await pipeline.start_placer(place=counting)
+    placer = await pipeline.start_placer(engine=ScriptedEngine(counting))
     await pipeline.start_binder()
 
     first = [create_pod(store, pod) for pod in before]

@@ -6,14 +6,12 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-import engine
-
 # The synthetic nodes bench/search_speed.py times, re-exported for the engine tests.
 from bench.search_speed import DGX1_NVLINKS as DGX1_NVLINKS
 from bench.search_speed import dgx1_boards as dgx1_boards
 from bench.search_speed import nvl72 as nvl72
 from bench.search_speed import pcie_tree_16 as pcie_tree_16
-from engine import Allocation, Decision, Mode, NodeState, PodRequest, Snapshot
+from engine import Allocation, Decision, Engine, Mode, NodeState, PodRequest, Snapshot
 from schemas.topology import Device, Link, PcieLevel, Vendor
 from services.collector.topology_files import load_topology
 
@@ -91,6 +89,9 @@ def indices(decision_devices: Iterable[object]) -> list[int]:
     return [d.index for d in decision_devices]  # type: ignore[attr-defined]
 
 
+ENGINE = Engine()  # shared by the engine tests, as a placer shares its engine between decisions
+
+
 def place(snapshot: Snapshot, request: PodRequest, mode: Mode = Mode.DEFAULT) -> Decision:
     """The engine's decision with every other node explained (what these tests read)."""
-    return engine.place(snapshot, request, mode, explain=True)
+    return ENGINE.place(snapshot, request, mode, explain=True)

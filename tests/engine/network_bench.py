@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 
-from engine.network import HyperNode, NetworkTree, aggregate, build_tree
-from engine.network.objects import HyperNodeSpec, Member, MemberType, ObjectMeta, exact_member
+from engine.cluster.network import HyperNode, NetworkTree, aggregate, build_tree
+from engine.core.hypernodes import HyperNodeSpec, Member, MemberType, ObjectMeta, exact_member
 
 # 10,000 hypernodes: 7,500 ToRs, 2,000 leaves, 450 spines, 50 cores; 10,000 nodes spread over the ToRs.
 TIER_SIZES = ((1, 7_500), (2, 2_000), (3, 450), (4, 50))

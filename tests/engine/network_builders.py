@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from engine.network.objects import (
+from engine.core.hypernodes import (
     ExactMatch,
     HyperNode,
     HyperNodeSpec,

@@ -12,7 +12,7 @@ import random
 import msgspec
 
 from engine import Allocation, NodeState, PodRequest, Snapshot
-from engine.vendors.metax_gpu import LOSSES_ANNOTATION, SCORES_ANNOTATION
+from engine.node.vendors.metax.gpu import LOSSES_ANNOTATION, SCORES_ANNOTATION
 from services.collector.topology_files import fixture_node_labels, load_topology
 
 MACHINES = (

@@ -7,46 +7,61 @@ from collections.abc import Iterator
 
 import msgspec
 import pytest
-from engine_builders import both, fixture_node, gpu, node, place, pod, snapshot
+from engine_builders import both, fixture_node, gpu, node, pod, snapshot
 from random_clusters import metax_pod, random_cluster, random_pod
 
 from engine import (
     Allocation,
+    Decision,
+    Engine,
+    Limits,
     Mode,
     NodeState,
     PodRequest,
     RequestError,
     Snapshot,
     WorkloadClass,
-    cache,
     choose_devices,
-    loop,
 )
-from engine import node_key as keys
-from engine import search as search_module
-from engine.cache import BoundedCache, IdentityCache, Interner
+from engine.core import node_key as key_fields
+from engine.core.memo import BoundedCache, IdentityCache, Interner, Memo
+from engine.core.node_key import NodeKeys
+from engine.node import answer as answer_module
+from engine.node.answer import NodeAnswers
+from engine.node.vendors.nvidia import search as nvidia_search
 from services.collector.topology_files import load_topology
 
 BOTH_MODES = pytest.mark.parametrize("mode", [Mode.DEFAULT, Mode.HAMI])
 
 
+class Engines:
+    """This test's engines, cold for every test: one with its memo tables, one computing afresh."""
+
+    cached = Engine()
+    uncached = Engine(limits=Limits(caches=False))
+
+
 @pytest.fixture(autouse=True)
 def cold_engine() -> Iterator[None]:
-    cache.clear_all()
+    Engines.cached = Engine()
+    Engines.uncached = Engine(limits=Limits(caches=False))
     yield
-    cache.clear_all()
 
 
-def encoded(snap: Snapshot, request: PodRequest, mode: Mode) -> bytes:
+def place(snap: Snapshot, request: PodRequest, mode: Mode = Mode.DEFAULT, *, by: Engine | None = None) -> Decision:
+    """The decision with every other node explained, by the test's cached engine (or `by`)."""
+    return (by or Engines.cached).place(snap, request, mode, explain=True)
+
+
+def encoded(snap: Snapshot, request: PodRequest, mode: Mode, *, by: Engine | None = None) -> bytes:
     try:
-        return msgspec.json.encode(place(snap, request, mode))
+        return msgspec.json.encode(place(snap, request, mode, by=by))
     except RequestError as exc:
         return f"RequestError {exc}".encode()
 
 
 def uncached(snap: Snapshot, request: PodRequest, mode: Mode) -> bytes:
-    with cache.disabled():
-        return encoded(snap, request, mode)
+    return encoded(snap, request, mode, by=Engines.uncached)
 
 
 # --- equivalence -----------------------------------------------------------------------------
@@ -146,13 +161,13 @@ def test_a_changed_snapshot_is_answered_for_its_new_state() -> None:
 
 def test_identical_nodes_are_searched_once_and_keep_their_own_names(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    evaluate = loop._evaluate
+    evaluate = NodeAnswers.evaluate
 
     def counting(*args: object) -> object:
         calls.append("x")
         return evaluate(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(loop, "_evaluate", counting)
+    monkeypatch.setattr(NodeAnswers, "evaluate", counting)
     # an asymmetric pair gives every node a warning, which must carry that node's name
     links = (*both(0, 1, nvlinks=2), *both(2, 3, nvlinks=1)[:1], *both(3, 2, nvlinks=4)[:1])
     twins = [node(f"twin-{i}", [gpu(i) for i in range(4)], links, busy=[0]) for i in range(5)]
@@ -163,8 +178,7 @@ def test_identical_nodes_are_searched_once_and_keep_their_own_names(monkeypatch:
     assert all("twin-0" in v.reason for v in decision.alternatives)  # ties go to the first name
     place(snapshot(*twins), pod(2))
     assert len(calls) == 1  # the second decision is answered from the table
-    with cache.disabled():
-        expected = msgspec.json.encode(place(snapshot(*twins), pod(2)))
+    expected = msgspec.json.encode(place(snapshot(*twins), pod(2), by=Engines.uncached))
     assert len(calls) == 2  # without the tables twins still share one answer within a decision
     assert msgspec.json.encode(decision) == expected
 
@@ -204,26 +218,32 @@ def test_a_card_held_differently_is_not_answered_from_its_twin(holder: Allocatio
 def test_choose_devices_computes_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
     # the per-node step is what bench.search_speed times: a repeat must not be a table lookup
     calls: list[str] = []
-    evaluate = loop._evaluate
+    evaluate = NodeAnswers.evaluate
 
     def counting(*args: object) -> object:
         calls.append("x")
         return evaluate(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(loop, "_evaluate", counting)
+    monkeypatch.setattr(NodeAnswers, "evaluate", counting)
     dgx = fixture_node("dgx", "dgx1-v100", busy=[1])
-    first = choose_devices(dgx, pod(4))
-    assert choose_devices(dgx, pod(4)) == first
-    assert len(calls) == 2
-    assert len(search_module._solved) == 0
+    first = Engines.cached.choose_devices(dgx, pod(4))
+    assert Engines.cached.choose_devices(dgx, pod(4)) == first == choose_devices(dgx, pod(4))
+    assert len(calls) == 3
+    assert Engines.cached.memo.entries() == 0  # nothing of it kept in the engine's tables
 
 
 # --- keys ------------------------------------------------------------------------------------
 
 
 def test_the_node_key_covers_every_field_but_the_names() -> None:
-    assert set(NodeState.__struct_fields__) == set(keys.KEYED_NODE_FIELDS) | set(keys.UNKEYED_NODE_FIELDS)
-    assert set(Allocation.__struct_fields__) == set(keys.KEYED_ALLOCATION_FIELDS) | set(keys.UNKEYED_ALLOCATION_FIELDS)
+    fields = key_fields
+    assert set(NodeState.__struct_fields__) == set(fields.KEYED_NODE_FIELDS) | set(fields.UNKEYED_NODE_FIELDS)
+    assert set(Allocation.__struct_fields__) == set(fields.KEYED_ALLOCATION_FIELDS) | set(
+        fields.UNKEYED_ALLOCATION_FIELDS
+    )
+
+
+keys = NodeKeys(Memo())  # the key tests' own keys
 
 
 def test_nodes_differing_only_in_names_share_a_key() -> None:
@@ -308,10 +328,11 @@ def test_an_identity_cache_misses_an_equal_but_distinct_object() -> None:
 
 
 def test_the_engine_tables_never_grow_past_their_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
-    results: BoundedCache[tuple[int, int], object] = BoundedCache(5)
-    solved: BoundedCache[tuple[object, ...], object] = BoundedCache(3)
-    monkeypatch.setattr(loop, "_results", results)
-    monkeypatch.setattr(search_module, "_solved", solved)
+    monkeypatch.setattr(answer_module, "RESULT_BOUND", 5)
+    monkeypatch.setattr(nvidia_search, "SOLVED_BOUND", 3)
+    Engines.cached = Engine()  # made with the small bounds
+    results = Engines.cached.node_answers._results
+    solved = Engines.cached.vendors.named("nvidia")._sets._solved  # type: ignore[attr-defined]
     rng = random.Random(7)
     snap = random_cluster(rng, 40)
     for count in (1, 2, 3, 4):
@@ -319,13 +340,5 @@ def test_the_engine_tables_never_grow_past_their_bounds(monkeypatch: pytest.Monk
         assert encoded(snap, request, Mode.DEFAULT) == uncached(snap, request, Mode.DEFAULT)
         assert len(results) == 5
         assert len(solved) <= 3
-    sizes = keys.sizes()
-    assert sizes["states"] <= keys.NODE_BOUND and sizes["nodes_seen"] <= keys.NODE_BOUND
-
-
-def test_disabled_restores_the_tables_after_an_error() -> None:
-    assert cache.enabled()
-    with pytest.raises(RuntimeError), cache.disabled():
-        assert not cache.enabled()
-        raise RuntimeError("boom")
-    assert cache.enabled()
+    sizes = Engines.cached.keys.sizes()
+    assert sizes["states"] <= key_fields.NODE_BOUND and sizes["nodes_seen"] <= key_fields.NODE_BOUND

@@ -21,7 +21,8 @@ from bench.fragmentation import PodClass
 from bench.topoplace_trace import EngineTracePolicy, engine_workload
 from bench.trace import NodeRow, PodRow
 from engine import Allocation, Mode, NodeState, PodRequest, RequestError, Snapshot
-from engine.fragmentation import (
+from engine.core.model import PlaceInput, WorkloadClass
+from engine.node.fragmentation import (
     FreeShare,
     NodeCpu,
     PodShape,
@@ -31,7 +32,6 @@ from engine.fragmentation import (
     level,
     tie,
 )
-from engine.model import PlaceInput, WorkloadClass
 
 MEMORY = 81920  # the test GPU's memory (MiB)
 WHOLE = WorkloadClass(gpus=1, milli=1000, weight=0.5)

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from network_builders import hn, node, sub, volcano_example
 
-from engine import Allocation, NodeState, PodRequest, RequestError, WorkloadClass, new_index
-from engine.gang import GangDecision, GangRequest, place_gang
-from engine.network import build_tree
-from engine.vendors import registry
+from engine import Allocation, NodeState, PodRequest, RequestError, WorkloadClass, new_index, place_gang
+from engine.cluster.network import build_tree
+from engine.decide.gang import GangDecision, GangRequest
+from engine.node.vendors import registry
 from schemas.events import NetworkConstraint, SubGroupPolicy, TopologyMode
 
 H100 = "dgx-h100"
@@ -243,8 +243,8 @@ def test_a_member_already_holding_devices_counts_against_its_node() -> None:
 
 
 def test_kueue_slices_each_stay_within_their_level_under_a_required_block() -> None:
-    from engine.gang_input import gang_request
-    from engine.model import GangInput
+    from engine.core.model import GangInput
+    from engine.decide.gang.input import gang_request
     from schemas.gangs import KUEUE_GROUP, KUEUE_REQUIRED, KUEUE_SLICE_REQUIRED, KUEUE_SLICE_SIZE, KUEUE_TOTAL
 
     levels = ("cloud/block", "cloud/rack", "kubernetes.io/hostname")

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import Allocation, Mode, NodeState, PodRequest, place
-from engine.vendors.nvidia_links import pair_table
+from engine.node.vendors.nvidia.links import pair_table
 from schemas.topology import PcieLevel
 
 LEVELS = [None, PcieLevel.SYS, PcieLevel.NODE, PcieLevel.PHB, PcieLevel.PIX]

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from engine.kube.affinity import (
+from engine.decide.kube.affinity import (
     NodeAffinityRules,
     node_name_candidates,
     node_selector_matches,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from engine.kube.filters import (
+from engine.decide.kube.filters import (
     FILTER_ORDER,
     NODE_AFFINITY_REASON,
     NODE_NAME_REASON,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.kube.messages import NO_NODES_AVAILABLE, fit_error_message
+from engine.decide.kube.messages import NO_NODES_AVAILABLE, fit_error_message
 
 TAINT = "node(s) had untolerated taint {gpu: reserved}"
 

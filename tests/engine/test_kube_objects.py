@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from engine.vendor import RequestError
+from engine.node.vendor import RequestError
 from schemas.kube import (
     Affinity,
     NodeSelectorRequirement,

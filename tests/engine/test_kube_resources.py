@@ -6,14 +6,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from engine.kube.resources import (
+from engine.decide.kube.resources import (
     InitContainerRequest,
     effective_pod_request,
     fit_failures,
     is_scalar_resource,
     parse_requests,
 )
-from engine.vendor import RequestError
+from engine.node.vendor import RequestError
 
 EXT_A, EXT_B = "example.com/aaa", "example.com/bbb"
 

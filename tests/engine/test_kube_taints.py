@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.kube.taints import (
+from engine.decide.kube.taints import (
     count_intolerable_prefer_no_schedule,
     first_untolerated,
     tolerates,

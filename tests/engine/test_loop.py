@@ -7,7 +7,7 @@ import pytest
 from engine_builders import gpu, indices, matrix_links, node, place, pod, snapshot
 
 from engine import Decision, Mode
-from engine.kube.messages import fit_error_message
+from engine.decide.kube.messages import fit_error_message
 from schemas.topology import PcieLevel
 
 SYS, PIX = PcieLevel.SYS, PcieLevel.PIX

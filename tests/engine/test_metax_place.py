@@ -19,7 +19,7 @@ from engine import (
     RequestError,
     Snapshot,
 )
-from engine.vendors.metax_gpu import (
+from engine.node.vendors.metax.gpu import (
     LOSSES_ANNOTATION,
     SCORES_ANNOTATION,
 )

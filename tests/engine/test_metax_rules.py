@@ -10,15 +10,15 @@ import random
 
 import pytest
 
-from engine.vendors import metax_gpu
-from engine.vendors.metax_qos import (
+from engine.node.vendors.metax import gpu as metax_gpu
+from engine.node.vendors.metax.qos import (
     app_class_accepts,
     card_qos,
     online_card_score,
     online_preference,
     qos_accepts,
 )
-from engine.vendors.metax_zones import (
+from engine.node.vendors.metax.zones import (
     ZONE_PAIR_SCORE,
     best_exclusive_choice,
     hami_exclusive_choice,

@@ -6,8 +6,8 @@ import msgspec
 import pytest
 from network_builders import hn, labelled, node, plain, regex, sub, volcano_example
 
-from engine.network import VIRTUAL_TOP, build_tree, decode_hypernodes, from_event
-from engine.network.objects import HyperNodeList
+from engine.cluster.network import VIRTUAL_TOP, build_tree, decode_hypernodes, from_event
+from engine.core.hypernodes import HyperNodeList
 from schemas.events import HyperNodeEvent, HyperNodeMember, MemberKind
 
 NODES = plain(*(f"node{i}" for i in range(8)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from network_builders import hn, node, plain, sub, volcano_example
 
-from engine.network import VIRTUAL_TOP, build_tree
+from engine.cluster.network import VIRTUAL_TOP, build_tree
 
 BLOCK = "cloud.provider.com/topology-block"
 RACK = "cloud.provider.com/topology-rack"

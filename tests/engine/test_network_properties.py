@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from network_builders import hn, node, plain, sub
 
-from engine.network import VIRTUAL_TOP, HyperNode, NetworkTree, aggregate_by_name, build_tree
+from engine.cluster.network import VIRTUAL_TOP, HyperNode, NetworkTree, aggregate_by_name, build_tree
 
 Case = tuple[list[HyperNode], dict[str, dict[str, str]]]
 
@@ -128,7 +128,7 @@ def test_label_levels_group_nodes_by_label_prefix(rows: dict[str, tuple[str, str
 def test_cluster_sized_tree_aggregates_every_tier_to_the_total() -> None:
     from network_bench import TIER_SIZES, timed_build_and_aggregate
 
-    from engine.network import aggregate
+    from engine.cluster.network import aggregate
 
     tree, _, _ = timed_build_and_aggregate(repeats=1)
     assert len(tree.nodes) == 10_000

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from network_builders import hn, node, plain, regex
 
-from engine.network import build_tree, selectors
+from engine.cluster.network import build_tree, selectors
 
 # Valid RE2 (Volcano accepts it); exponential for a backtracking engine on a long name that fails late.
 CATASTROPHIC = r"^(\w+-?)+-h100-\d+$"

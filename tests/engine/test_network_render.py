@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from network_builders import hn, node, plain, regex, sub, volcano_example
 
-from engine.network import build_tree
-from engine.network.render import WIDTH, render_tree
+from engine.cluster.network import build_tree
+from engine.cluster.network.render import WIDTH, render_tree
 from topoplace.cli import main
 
 NODES = plain(*(f"node{i}" for i in range(8)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.vendors.neuron_rules import (
+from engine.node.vendors.neuron.rules import (
     CORES_PER_DEVICE,
     Family,
     NeuronDevice,

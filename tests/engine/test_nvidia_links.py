@@ -6,7 +6,7 @@ import pytest
 from engine_builders import both, gpu, node, pod, snapshot
 
 from engine import place
-from engine.vendors.nvidia_links import pair_score
+from engine.node.vendors.nvidia.links import pair_score
 from schemas.topology import Link, PcieLevel
 
 EXPECTED_PCIE = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from engine_builders import fixture_node, gpu, indices, matrix_links, node, place, pod, snapshot
 
-from engine import Allocation, Mode
+from engine import Allocation, Engine, Limits, Mode
 from schemas.topology import PcieLevel
 
 SYS, NODE, PIX = PcieLevel.SYS, PcieLevel.NODE, PcieLevel.PIX
@@ -220,13 +220,11 @@ def test_no_link_data_still_places_with_score_zero() -> None:
     assert decision.score_parts["set_score"] == 0
 
 
-def test_search_cap_marks_the_decision_inexact(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_search_cap_marks_the_decision_inexact() -> None:
     from engine_builders import dgx1_boards
 
-    import engine.vendors.nvidia as nvidia
-
-    monkeypatch.setattr(nvidia, "DEFAULT_CAP", 5)
-    decision = place(snapshot(dgx1_boards(4, name="big")), pod(8, policy="topology-aware"))
+    capped = Engine(limits=Limits(search_cap=5))
+    decision = capped.place(snapshot(dgx1_boards(4, name="big")), pod(8, policy="topology-aware"))
     assert decision.node == "big"
     assert len(decision.devices) == 8
     assert decision.score_parts["exact"] == 0.0

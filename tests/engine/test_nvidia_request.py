@@ -6,8 +6,11 @@ import pytest
 from engine_builders import gpu, node, pod, snapshot
 
 from engine import PodRequest, RequestError, place
-from engine.vendor import NodePolicy
-from engine.vendors.nvidia import GpuPolicy, NvidiaRequest, plugin
+from engine.node.registry import VendorContext
+from engine.node.vendor import NodePolicy
+from engine.node.vendors.nvidia import GpuPolicy, NvidiaPlugin, NvidiaRequest
+
+plugin = NvidiaPlugin(VendorContext.fresh())
 
 
 def parse(request: PodRequest) -> NvidiaRequest:

@@ -10,9 +10,9 @@ from engine_builders import dgx1_boards, fixture_node, nvl72, pcie_tree_16
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.model import NodeState
-from engine.search import best_subset, brute_force
-from engine.vendors.nvidia_links import pair_table
+from engine.core.model import NodeState
+from engine.node.search import best_subset, brute_force
+from engine.node.vendors.nvidia.links import pair_table
 
 SCORE_VALUES = (0, 10, 20, 30, 40, 50, 60, 100, 110, 200, 600, 1800)
 

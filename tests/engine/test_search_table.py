@@ -2,8 +2,8 @@
 
 Two levels: the NVIDIA plugin's whole per-node answer on random loads and requests
 (fixture machines, the bench's synthetic ones, random topologies), compared with the
-same call under `branch_and_bound_only()`; and the table and uniform answers against
-a full ranking of every set by the documented key, runners-up included.
+same call by an engine whose limits turn the lookups off (`Limits(table_search=False)`); and the
+table and uniform answers against a full ranking of every set by the documented key, runners-up included.
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from engine_builders import dgx1_boards, fixture_node, gpu, matrix_links, node, 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import Allocation, Mode, NodeState, PodRequest, cache
-from engine.loop import NodeFit, NodeMiss, evaluate_node
-from engine.search_table import SubsetTable, branch_and_bound_only, table_best, uniform_best
-from engine.vendors import registry
-from engine.vendors.nvidia import plugin
+from engine import Allocation, Engine, Limits, Mode, NodeState, PodRequest
+from engine.node.answer import NodeFit, NodeMiss
+from engine.node.search_table import SubsetTable, table_best, uniform_best
 from schemas.topology import PcieLevel
 
 MACHINES = {
@@ -74,12 +72,17 @@ def requests(draw: st.DrawFn, most: int) -> PodRequest:
     return pod(count, policy=policy, gpumem=str(draw(st.sampled_from((1000, 8000)))), gpucores="10")
 
 
-def _answer(machine: NodeState, request: PodRequest, mode: Mode) -> NodeFit | NodeMiss:
-    claimed = registry.claim(request)
+FAST = Engine(limits=Limits(caches=False))  # the lookups, every answer computed afresh
+REFERENCE = Engine(limits=Limits(caches=False, table_search=False))  # the branch-and-bound alone
+WARM = Engine()  # the lookups and the memo tables
+
+
+def _answer(engine: Engine, machine: NodeState, request: PodRequest, mode: Mode) -> NodeFit | NodeMiss:
+    claimed = engine.vendors.claim(request)
     assert claimed is not None
     chosen_plugin, device_request = claimed
-    assert chosen_plugin is plugin
-    return evaluate_node(plugin, device_request, machine, mode)
+    assert chosen_plugin is engine.vendors.named("nvidia")
+    return engine.node_answers.named(chosen_plugin, device_request, machine, mode)
 
 
 def _decision(answer: NodeFit | NodeMiss) -> object:
@@ -92,12 +95,10 @@ def _decision(answer: NodeFit | NodeMiss) -> object:
 
 
 def _check_same(machine: NodeState, request: PodRequest, mode: Mode) -> None:
-    with cache.disabled():
-        fast = _answer(machine, request, mode)
-        with branch_and_bound_only():
-            reference = _answer(machine, request, mode)
+    fast = _answer(FAST, machine, request, mode)
+    reference = _answer(REFERENCE, machine, request, mode)
     assert _decision(fast) == _decision(reference)
-    warm = _answer(machine, request, mode)  # the tables kept from an earlier call answer alike
+    warm = _answer(WARM, machine, request, mode)  # the tables kept from an earlier call answer alike
     assert _decision(warm) == _decision(reference)
 
 

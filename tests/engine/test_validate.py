@@ -7,7 +7,7 @@ import pytest
 from engine_builders import gpu, node, snapshot
 
 from engine import Allocation, RequestError, Snapshot
-from engine.validate import validate_snapshot
+from engine.core.validate import validate_snapshot
 from schemas.topology import Link
 
 

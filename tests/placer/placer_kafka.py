@@ -7,6 +7,8 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Self
 
+from scripted_engine import PlaceFn, ScriptedEngine
+
 from schemas import topics
 from schemas.events import (
     BindingEvent,
@@ -16,7 +18,6 @@ from schemas.events import (
     PlacementOutcome,
     PodLifecycleEvent,
 )
-from services.placer.decide import PlaceFn
 from services.placer.service import run_placer
 from topoplace.config import Settings
 from topoplace.kafka_io import EventProducer, Received, TopicFollower
@@ -83,7 +84,7 @@ def placer_settings(bootstrap: str, **fields: object) -> Settings:
 @contextlib.asynccontextmanager
 async def placer(settings: Settings, place: PlaceFn) -> AsyncIterator[RunningPlacer]:
     stop = asyncio.Event()
-    running = RunningPlacer(asyncio.create_task(run_placer(settings, stop=stop, place=place)), stop)
+    running = RunningPlacer(asyncio.create_task(run_placer(settings, stop=stop, engine=ScriptedEngine(place))), stop)
     try:
         yield running
     finally:

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from placer_builders import pending, status, topology
 
+from engine import Engine
 from schemas.dra import ClaimRequest, ClaimSelector, DraDevice, PodClaim
 from schemas.events import PlacementOutcome, ResourceSliceEvent
 from services.placer import dra_selectors
@@ -51,7 +52,7 @@ def test_an_integer_literal_past_int64_is_a_selector_error_not_a_crash() -> None
 
 
 def test_the_pod_of_an_unreadable_selector_is_reported_unschedulable_with_the_field() -> None:
-    result = decide(_view(), _claimed_pod(f"{INDEX} == {'9' * 5000}"))  # type: ignore[arg-type]
+    result = decide(_view(), _claimed_pod(f"{INDEX} == {'9' * 5000}"), engine=Engine())  # type: ignore[arg-type]
     placement = result.placement
     assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
     assert "claims[0].requests[0].selectors" in placement.reason

@@ -6,7 +6,7 @@ import msgspec
 import pytest
 from placer_builders import pending, status, topology
 
-from engine import Decision, PodRequest, RequestError
+from engine import Decision, Engine, PodRequest, RequestError
 from schemas.dra import ClaimConstraint, ClaimRequest, ClaimSelector, DeviceResult, DraDevice, PodClaim
 from schemas.events import DeviceAssignment, PendingGangEvent, PendingPodEvent, PlacementOutcome, ResourceSliceEvent
 from services.placer import dra_selectors
@@ -190,7 +190,7 @@ def _claimed(uid: str, *claims: PodClaim) -> PendingPodEvent:
 
 def test_a_claimed_pod_is_placed_on_devices_sharing_the_attribute_with_the_claim_filled_in() -> None:
     view = _view_with_slices("n1")
-    result = decide(view, _claimed("p1", claim(2, constraints=(PCIE,))))
+    result = decide(view, _claimed("p1", claim(2, constraints=(PCIE,))), engine=Engine())
     placement = result.placement
     assert placement is not None and placement.outcome is PlacementOutcome.PLACED, placement
     assert placement.node == "n1"
@@ -200,7 +200,7 @@ def test_a_claimed_pod_is_placed_on_devices_sharing_the_attribute_with_the_claim
     assert devices in (["gpu-0", "gpu-1"], ["gpu-2", "gpu-3"])  # one PCIe root
     assert placement.requests == {"cpu": "1"}  # the claims' GPUs are not node resources
     # the view holds them: a second claimed pod gets the other root's pair
-    second = decide(view, _claimed("p2", claim(2, constraints=(PCIE,)))).placement
+    second = decide(view, _claimed("p2", claim(2, constraints=(PCIE,))), engine=Engine()).placement
     assert second is not None and second.outcome is PlacementOutcome.PLACED
     other = sorted(r.device for r in second.claims[0].results)
     assert set(other).isdisjoint(devices) and len(other) == 2
@@ -208,7 +208,7 @@ def test_a_claimed_pod_is_placed_on_devices_sharing_the_attribute_with_the_claim
 
 def test_a_claim_that_no_pcie_root_can_serve_is_unschedulable() -> None:
     view = _view_with_slices("n1")
-    placement = decide(view, _claimed("p1", claim(3, constraints=(PCIE,)))).placement
+    placement = decide(view, _claimed("p1", claim(3, constraints=(PCIE,))), engine=Engine()).placement
     assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
     assert not placement.claims
 
@@ -217,9 +217,9 @@ def test_a_node_without_slices_gets_no_claimed_pod() -> None:
     view = _view_with_slices("n1")
     view.apply(topology("bare", 8))
     view.apply(status("bare"))
-    placement = decide(view, _claimed("p1", claim(4))).placement
+    placement = decide(view, _claimed("p1", claim(4)), engine=Engine()).placement
     assert placement is not None and placement.node == "n1"
-    nothing = decide(view, _claimed("p2", claim(1))).placement  # n1 is full, "bare" has no slice
+    nothing = decide(view, _claimed("p2", claim(1)), engine=Engine()).placement  # n1 is full, "bare" has no slice
     assert nothing is not None and nothing.outcome is PlacementOutcome.UNSCHEDULABLE
 
 
@@ -227,7 +227,7 @@ def test_without_any_slice_the_reason_says_so() -> None:
     view = ClusterView()
     view.apply(topology("bare", 8))
     view.apply(status("bare"))
-    placement = decide(view, _claimed("p1", claim(1))).placement
+    placement = decide(view, _claimed("p1", claim(1)), engine=Engine()).placement
     assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
     assert "no ResourceSlice of gpu.nvidia.com" in placement.reason
 
@@ -236,6 +236,6 @@ def test_a_gang_member_with_claims_is_refused_rather_than_bound_without_its_devi
     view = _view_with_slices("n1", "n2")
     members = (_claimed("p1", claim(1)), _claimed("p2", claim(1)))
     gang = PendingGangEvent(name="default/job", namespace="default", min_member=2, members=members)
-    placement = decide_gang(view, gang).placement
+    placement = decide_gang(view, gang, engine=Engine()).placement
     assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
     assert "ResourceClaims of gang members are not supported" in placement.reason

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from placer_builders import pending, status, topology
 
+from engine import Engine
 from schemas import topics
 from schemas.dra import AllocatedDevice, ClaimRequest, DraDevice, PodClaim
 from schemas.events import AllocatedClaimEvent, PendingPodEvent, PlacementOutcome, ResourceSliceEvent
@@ -54,7 +55,7 @@ def claimed(uid: str, count: int, claim_uid: str | None = None) -> PendingPodEve
 
 
 def chosen(view: ClusterView, pod: PendingPodEvent) -> list[str]:
-    placement = decide(view, pod).placement
+    placement = decide(view, pod, engine=Engine()).placement
     assert placement is not None and placement.outcome is PlacementOutcome.PLACED, placement
     return sorted(r.device for c in placement.claims for r in c.results)
 
@@ -71,7 +72,7 @@ def test_when_every_selected_device_is_taken_the_pod_is_unschedulable_naming_dev
     view.apply(allocated("ks-1", 0, 1, name="web-gpu"))
     view.apply(allocated("ks-2", 2, 3))
 
-    placement = decide(view, claimed("p1", 1)).placement
+    placement = decide(view, claimed("p1", 1), engine=Engine()).placement
 
     assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
     assert not placement.claims
@@ -83,7 +84,7 @@ def test_too_few_free_devices_is_unschedulable_and_the_reason_names_the_taken_on
     view = view_with_slice()
     view.apply(allocated("ks-1", 0, 1, 2))
 
-    placement = decide(view, claimed("p1", 2)).placement
+    placement = decide(view, claimed("p1", 2), engine=Engine()).placement
 
     assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
     assert "3 selected device(s) allocated to other claims" in placement.reason
@@ -146,7 +147,7 @@ def test_no_decision_ever_names_a_device_another_claim_holds(
     view.apply(allocated("admin", *sorted(admin), admin=True))
     held = {f"gpu-{d}" for devices in taken for d in devices}
 
-    placement = decide(view, claimed("p1", count)).placement
+    placement = decide(view, claimed("p1", count), engine=Engine()).placement
 
     assert placement is not None
     if GPUS - len(held) >= count:

@@ -15,8 +15,9 @@ from placer_builders import (
     status,
     topology,
 )
+from scripted_engine import ScriptedEngine
 
-from engine import Decision, Mode, PodRequest, RequestError, Snapshot
+from engine import Decision, Engine, Mode, PodRequest, RequestError, Snapshot
 from schemas.events import (
     BindingOutcome,
     DeviceAssignment,
@@ -37,7 +38,7 @@ def _cluster(*nodes: tuple[str, int]) -> ClusterView:
 
 
 def _decider(*nodes: tuple[str, int]) -> Decider:
-    decider = Decider(place=first_fit, clock=FakeClock())
+    decider = Decider(engine=ScriptedEngine(first_fit), clock=FakeClock())
     for name, devices in nodes:
         decider.on_event(topology(name, devices))
         decider.on_event(status(name))
@@ -80,7 +81,7 @@ def test_placed_decision_carries_the_engine_answer_and_is_assumed() -> None:
     view = _cluster(("a", 4))
     pod = pending("p", 2, rv="5")
     engine_answer = first_fit(view.snapshot(), PodRequest(uid="p", requests={GPU: "2"}))
-    result = decide(view, pod, place=first_fit, now=12.5)
+    result = decide(view, pod, engine=ScriptedEngine(first_fit), now=12.5)
     placement = result.placement
     assert placement is not None and result.repeated is False
     assert placement.outcome is PlacementOutcome.PLACED
@@ -104,17 +105,17 @@ def test_placed_decision_carries_the_engine_answer_and_is_assumed() -> None:
 def test_the_next_decision_cannot_reuse_assumed_devices() -> None:
     view = _cluster(("a", 4), ("b", 4))
     for uid in "pqrs":
-        decide(view, pending(uid, 2), place=first_fit)
+        decide(view, pending(uid, 2), engine=ScriptedEngine(first_fit))
     in_use = _devices_in_use(view)
     assert len(in_use) == 8 and len(set(in_use)) == 8
-    last = decide(view, pending("t", 1), place=first_fit).placement
+    last = decide(view, pending("t", 1), engine=ScriptedEngine(first_fit)).placement
     assert last is not None and last.outcome is PlacementOutcome.UNSCHEDULABLE
 
 
 def test_duplicate_pending_event_repeats_the_same_decision() -> None:
     view = _cluster(("a", 4))
-    first = decide(view, pending("p", 2), place=first_fit).placement
-    again = decide(view, pending("p", 2, rv="6"), place=first_fit)
+    first = decide(view, pending("p", 2), engine=ScriptedEngine(first_fit)).placement
+    again = decide(view, pending("p", 2, rv="6"), engine=ScriptedEngine(first_fit))
     assert again.repeated is True
     assert again.placement == first
     assert len(_devices_in_use(view)) == 2
@@ -123,7 +124,7 @@ def test_duplicate_pending_event_repeats_the_same_decision() -> None:
 def test_pending_event_of_a_bound_pod_describes_its_binding() -> None:
     view = _cluster(("a", 4))
     view.apply(lifecycle("p", LifecyclePhase.BOUND, "a", (3,)))
-    result = decide(view, pending("p", 1), place=first_fit)
+    result = decide(view, pending("p", 1), engine=ScriptedEngine(first_fit))
     assert result.repeated is True
     assert result.placement is not None
     assert (result.placement.node, [d.index for d in result.placement.devices]) == (
@@ -136,7 +137,7 @@ def test_pending_event_of_a_bound_pod_describes_its_binding() -> None:
 def test_deleted_pod_gets_no_decision() -> None:
     view = _cluster(("a", 4))
     view.apply(lifecycle("p", LifecyclePhase.DELETED))
-    result = decide(view, pending("p", 1), place=first_fit)
+    result = decide(view, pending("p", 1), engine=ScriptedEngine(first_fit))
     assert result.placement is None and "deleted" in result.note
     assert view.holdings() == []
 
@@ -144,7 +145,7 @@ def test_deleted_pod_gets_no_decision() -> None:
 def test_unschedulable_carries_the_engine_reason_and_nodes_without_status() -> None:
     view = _cluster(("a", 1))
     view.apply(topology("late", 8))  # no status yet
-    placement = decide(view, pending("p", 4), place=first_fit).placement
+    placement = decide(view, pending("p", 4), engine=ScriptedEngine(first_fit)).placement
     assert placement is not None
     assert placement.outcome is PlacementOutcome.UNSCHEDULABLE
     assert placement.reason.startswith("no node has 4 free devices")
@@ -158,7 +159,7 @@ def test_malformed_request_is_unschedulable_with_field_and_reason() -> None:
         raise RequestError("nvidia.com/gpumem", "must be a whole number of MiB, got 'lots'")
 
     view = _cluster(("a", 4))
-    placement = decide(view, pending("p", 1), place=rejecting).placement
+    placement = decide(view, pending("p", 1), engine=ScriptedEngine(rejecting)).placement
     assert placement is not None
     assert placement.outcome is PlacementOutcome.UNSCHEDULABLE
     assert "nvidia.com/gpumem" in placement.reason and "got 'lots'" in placement.reason
@@ -173,7 +174,7 @@ def test_mode_and_request_reach_the_engine() -> None:
         return first_fit(snapshot, request, mode)
 
     pod = msgspec.structs.replace(pending("p", 1), annotations={"k": "v"}, labels={"l": "m"})
-    decide(_cluster(("a", 1)), pod, mode=Mode.HAMI, place=recording)
+    decide(_cluster(("a", 1)), pod, mode=Mode.HAMI, engine=ScriptedEngine(recording))
     request, mode = seen[0]
     assert mode is Mode.HAMI
     assert (request.uid, request.namespace, request.name) == (
@@ -309,7 +310,7 @@ def test_replayed_decisions_rebuild_the_same_assumptions(count: int) -> None:
 def test_real_engine_decisions_never_share_a_device() -> None:
     """The default place function is the engine's; its assumptions keep pods apart."""
     view = _cluster(("a", 8))
-    placements = [decide(view, pending(f"p{i}", 2)).placement for i in range(5)]
+    placements = [decide(view, pending(f"p{i}", 2), engine=Engine()).placement for i in range(5)]
     placed_ones = [p for p in placements if p is not None and p.outcome is PlacementOutcome.PLACED]
     assert len(placed_ones) == 4  # 8 devices, 2 each
     shares = [(p.node, d.index) for p in placed_ones for d in p.devices]
@@ -320,7 +321,7 @@ def test_real_engine_decisions_never_share_a_device() -> None:
 
 def test_real_engine_malformed_request_is_unschedulable() -> None:
     view = _cluster(("a", 2))
-    placement = decide(view, pending("p", 1, **{"nvidia.com/gpumem": "lots"})).placement
+    placement = decide(view, pending("p", 1, **{"nvidia.com/gpumem": "lots"}), engine=Engine()).placement
     assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
     assert "nvidia.com/gpumem" in placement.reason
 
@@ -343,7 +344,7 @@ def test_assumed_shares_keep_the_pool_the_engine_read() -> None:
         return msgspec.structs.replace(first_fit(snapshot, request, mode), qos="fixed-share", app_class="offline")
 
     view = _cluster(("a", 2))
-    placement = decide(view, pending("p", 1), place=pooled).placement
+    placement = decide(view, pending("p", 1), engine=ScriptedEngine(pooled)).placement
     assert placement is not None and (placement.qos, placement.app_class) == ("fixed-share", "offline")
     [node] = view.snapshot().nodes
     assert {(a.qos, a.app_class) for a in node.allocations} == {("fixed-share", "offline")}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from scripted_engine import ScriptedEngine
 
 from schemas.enforcement import (
     CHOICES,
@@ -72,7 +73,7 @@ def test_each_placement_carries_its_nodes_enforcement() -> None:
 
     from services.placer.decide import Decider
 
-    decider = Decider(place=first_fit, default_enforcement=Enforcement.DEVICE_PLUGIN)
+    decider = Decider(engine=ScriptedEngine(first_fit), default_enforcement=Enforcement.DEVICE_PLUGIN)
     decider.on_event(topology("hami-node", 1))
     decider.on_event(status("hami-node", annotations=HAMI_NODE))
     decider.on_event(topology("plain-node", 1))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from placer_builders import binding, lifecycle, pending, status, topology
 
+from engine import Engine
 from schemas.events import (
     BindingOutcome,
     GangPlacementEvent,
@@ -51,7 +52,7 @@ def _gang(*uids: str, gpus: int = 4, tier: int = 1, running: tuple[RunningMember
 
 def test_a_gang_gets_one_decision_and_every_member_is_assumed() -> None:
     view = _cluster()
-    result = decide_gang(view, _gang("p1", "p2"))
+    result = decide_gang(view, _gang("p1", "p2"), engine=Engine())
     gang = result.placement
     assert gang is not None and gang.outcome is PlacementOutcome.PLACED
     assert (gang.hypernode, gang.tier) == ("tor-a", 1)
@@ -59,14 +60,14 @@ def test_a_gang_gets_one_decision_and_every_member_is_assumed() -> None:
     assert all(m.outcome is PlacementOutcome.PLACED for m in gang.members)
     assert all(view.holdings_of(m.uid) for m in gang.members)  # assumed before publishing
     # The next gang cannot reuse the assumed GPUs: it goes to the other ToR.
-    other = decide_gang(view, _gang("p3", "p4")).placement
+    other = decide_gang(view, _gang("p3", "p4"), engine=Engine()).placement
     assert other is not None and sorted(m.node for m in other.members) == ["b1", "b2"]
 
 
 def test_a_replayed_gang_event_gets_the_same_decision() -> None:
     view = _cluster()
-    first = decide_gang(view, _gang("p1", "p2"))
-    again = decide_gang(view, _gang("p1", "p2"))
+    first = decide_gang(view, _gang("p1", "p2"), engine=Engine())
+    again = decide_gang(view, _gang("p1", "p2"), engine=Engine())
     assert again.repeated
     assert again.placement is not None and first.placement is not None
     assert again.placement.decision_id == first.placement.decision_id
@@ -74,7 +75,7 @@ def test_a_replayed_gang_event_gets_the_same_decision() -> None:
 
 def test_a_gang_too_big_for_its_tier_is_unschedulable_and_holds_nothing() -> None:
     view = _cluster()
-    gang = decide_gang(view, _gang("p1", "p2", "p3")).placement
+    gang = decide_gang(view, _gang("p1", "p2", "p3"), engine=Engine()).placement
     assert gang is not None and gang.outcome is PlacementOutcome.UNSCHEDULABLE
     assert [m.outcome for m in gang.members] == [PlacementOutcome.UNSCHEDULABLE] * 3
     assert all(m.reason == gang.reason for m in gang.members)
@@ -103,7 +104,7 @@ def test_later_members_stay_near_the_running_ones() -> None:
     view = _cluster()
     view.apply(lifecycle("p0", LifecyclePhase.BOUND, "b1", (0, 1, 2, 3)))
     running = (RunningMember(uid="p0", name="pod-p0", node="b1"),)
-    gang = decide_gang(view, _gang("p1", tier=1, running=running)).placement
+    gang = decide_gang(view, _gang("p1", tier=1, running=running), engine=Engine()).placement
     assert gang is not None and gang.outcome is PlacementOutcome.PLACED
     assert [m.node for m in gang.members] == ["b2"]  # b1 is full; a1/a2 are under another ToR
     assert gang.hypernode == "tor-b"

@@ -11,6 +11,7 @@ import math
 
 import msgspec
 from placer_builders import FakeClock, lifecycle, pending, status, topology, usage
+from scripted_engine import ScriptedEngine
 
 from engine import Decision, Mode, PodRequest, Snapshot
 from schemas.dra import DraDevice
@@ -40,7 +41,7 @@ def cpu_pod(uid: str, priority: int = 0) -> PendingPodEvent:
 
 def _setup(parked: list[PendingPodEvent]) -> tuple[Decider, CountingEngine, FakeClock]:
     engine, clock = CountingEngine(), FakeClock()
-    decider = Decider(place=engine, clock=clock)
+    decider = Decider(engine=ScriptedEngine(engine), clock=clock)
     decider.on_event(topology("a", 2))
     decider.on_event(status("a", allocatable={"cpu": "8", "pods": "110"}))
     for pod in parked:

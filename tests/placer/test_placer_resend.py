@@ -8,6 +8,7 @@ from typing import Any, cast
 import msgspec
 from opentelemetry.context import Context
 from placer_builders import first_fit, pending, status, topology
+from scripted_engine import ScriptedEngine
 
 from schemas import topics
 from schemas.events import PlacementEvent
@@ -46,7 +47,7 @@ def received(event: Any) -> Received:
 def placer_on_one_node(gpus: int) -> tuple[PlacerService, Sends, Clock]:
     """A placer whose sends are recorded and whose resend window runs on a clock the test moves."""
     sends = Sends()
-    service = PlacerService(cast(EventProducer, sends), place=first_fit)
+    service = PlacerService(cast(EventProducer, sends), engine=ScriptedEngine(first_fit))
     clock = Clock()
     service.sent = RecentlySent(30.0, clock)
     service.decider.on_event(topology("n1", gpus))

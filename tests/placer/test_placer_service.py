@@ -17,6 +17,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from placer_builders import first_fit, lifecycle, pending, status, topology
 from placer_kafka import TIMEOUT_S, FakeBinder, Recorder, placer, placer_settings
 from prometheus_client.parser import text_string_to_metric_families
+from scripted_engine import PlaceFn
 
 from engine import Decision, Mode, PodRequest, Snapshot
 from schemas import topics
@@ -31,7 +32,6 @@ from schemas.events import (
     PlacementOutcome,
 )
 from services.placer import service as placer_service
-from services.placer.decide import PlaceFn
 from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.kafka_io import EventProducer, Received
 from topoplace.telemetry import read_spans

@@ -5,9 +5,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 from placer_builders import GPU, first_fit, pending, status, topology
+from scripted_engine import ScriptedEngine
 
 from engine import Decision, Mode, PodRequest, Snapshot, WorkloadClass
-from engine.vendor import NODE_POLICY
+from engine.node.vendor import NODE_POLICY
 from schemas.events import PendingPodEvent
 from services.placer.decide import Decider, decide, pod_request
 from services.placer.view import ClusterView
@@ -118,7 +119,7 @@ def test_decide_hands_the_engine_the_workload_and_the_policy() -> None:
     view.apply(topology("a", 4))
     view.apply(status("a"))
     mix = (WorkloadClass(gpus=1, milli=500, weight=1.0),)
-    decide(view, pending("p"), place=recording, node_policy="fragmentation", workload=mix)
+    decide(view, pending("p"), engine=ScriptedEngine(recording), node_policy="fragmentation", workload=mix)
     snapshot, request = seen[0]
     assert snapshot.workload == mix and request.annotations[NODE_POLICY] == "fragmentation"
 

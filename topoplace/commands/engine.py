@@ -78,8 +78,8 @@ def read_place_input(path: str) -> PlaceInput:
     import msgspec
 
     from engine import PlaceInput, RequestError
-    from engine.network import decode_hypernodes
-    from engine.validate import validate_snapshot
+    from engine.cluster.network import decode_hypernodes
+    from engine.core.validate import validate_snapshot
 
     try:
         data = Path(path).read_bytes()
@@ -139,11 +139,10 @@ def _place_gang(given: PlaceInput, mode: Mode, explain: bool) -> int:
     """A gang's decision: {gang, placed, hypernode, tier, pods: [{name, node, devices, score}], reason}."""
     import msgspec
 
-    from engine import index_of
-    from engine.gang import place_gang
-    from engine.gang_input import gang_request
-    from engine.network import build_tree
-    from engine.vendors import registry
+    from engine import index_of, place_gang
+    from engine.cluster.network import build_tree
+    from engine.decide.gang.input import gang_request
+    from engine.node.vendors import registry
 
     assert given.gang is not None
     snapshot = given.snapshot

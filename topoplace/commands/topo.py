@@ -66,7 +66,7 @@ def _load_node(args: argparse.Namespace) -> NodeState:
 
 def cell(a: Device, b: Device, node: NodeState, *, with_score: bool = True) -> str:
     """`nvidia-smi topo -m` label of a pair plus its score, e.g. "NV18 1800" or "SYS 10"."""
-    from engine.vendors.nvidia_links import pair_score
+    from engine.node.vendors.nvidia.links import pair_score
     from schemas.topology import Vendor
 
     if a.index == b.index:

@@ -12,8 +12,8 @@ from typing import Any
 
 import msgspec
 
-from engine.network import build_tree, decode_hypernodes
-from engine.network.render import render_tree
+from engine.cluster.network import build_tree, decode_hypernodes
+from engine.cluster.network.render import render_tree
 
 
 class TreeInputError(ValueError):

@@ -1,0 +1,139 @@
+"""The engine's input and output: an immutable snapshot, a pod's request, a decision.
+
+Everything here is a frozen msgspec Struct so a snapshot can be decoded once
+at the edge (Kafka, a JSON file) and trusted inside the engine.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated
+
+import msgspec
+
+from engine.core.hypernodes import HyperNode
+from schemas.events import DeviceAssignment
+from schemas.gangs import PodGroup
+from schemas.kube import Affinity, Taint, Toleration
+from schemas.topology import Device, Link
+
+
+class Allocation(msgspec.Struct, frozen=True, kw_only=True):
+    """One device share held by a pod (bound, or assumed by the placer)."""
+
+    pod_uid: str
+    index: int
+    memory_mib: int = 0  # 0 = the whole device
+    cores: int = 100
+    qos: str = ""  # MetaX sGPU QoS policy of the holder (a shared card accepts only its first pod's)
+    app_class: str = ""  # MetaX online/offline class of the holder
+
+
+class NodeState(msgspec.Struct, frozen=True, kw_only=True):
+    """One node as the engine sees it: devices, links, labels, taints, resources, who holds what."""
+
+    name: str
+    machine_type: str = ""
+    devices: tuple[Device, ...] = ()  # empty: a node without accelerators
+    links: tuple[Link, ...] = ()
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    unschedulable: bool = False  # cordoned
+    # Kubernetes quantities by resource name (cpu, memory, pods, nvidia.com/gpu...). None: not
+    # reported, and then resources are not checked on this node (snapshots from before).
+    allocatable: dict[str, str] | None = None
+    requested: dict[str, str] = {}  # summed over every pod on the node, any scheduler's
+    pods: int = 0  # pods on the node, any scheduler's
+    allocations: tuple[Allocation, ...] = ()
+
+
+MILLI = 1_000  # thousandths of one device: a whole device
+
+
+class WorkloadClass(msgspec.Struct, frozen=True, kw_only=True):
+    """One typical pod shape of the cluster's workload, for the `fragmentation` node policy.
+
+    A pod of this class takes `milli` thousandths of each of `gpus` devices
+    (1000 = whole, idle devices; 0 devices: a CPU-only pod) and `cpu_milli`
+    thousandths of a CPU (0: not known); `weight` is how common the class is
+    (only the ratios between classes matter). `models` lists the device models
+    it accepts (case-insensitive substrings, as nvidia.com/use-gputype); empty = any.
+    """
+
+    gpus: Annotated[int, msgspec.Meta(ge=0)]
+    milli: Annotated[int, msgspec.Meta(ge=1, le=MILLI)] = MILLI
+    weight: Annotated[float, msgspec.Meta(gt=0)] = 1.0
+    models: tuple[str, ...] = ()
+    cpu_milli: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
+    nodes: tuple[NodeState, ...]
+    hypernodes: tuple[HyperNode, ...] = ()  # Volcano HyperNodes, as `kubectl get hypernodes -o json` prints them
+    # Node-label keys of a Kueue / KAI Topology, top level first (the network tree from labels).
+    topology_levels: tuple[str, ...] = ()
+    # The cluster's typical pod classes; empty = unknown (the fragmentation policy then binpacks).
+    workload: tuple[WorkloadClass, ...] = ()
+
+
+class PodRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A pod as the engine reads it: its effective requests (Kubernetes resource name -> quantity,
+    containers summed, init containers and overhead counted), annotations, and node constraints."""
+
+    uid: str
+    namespace: str = "default"
+    name: str = ""
+    requests: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    node_selector: dict[str, str] = {}
+    affinity: Affinity | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    node_name: str = ""  # set: already on that node (a running gang member), never placed again
+    # Resources asked through DRA claims: devices from ResourceSlices, not the node's allocatable.
+    dra_resources: tuple[str, ...] = ()
+
+
+class Mode(enum.StrEnum):
+    DEFAULT = "default"  # exact optimum, ties broken to protect the remainder
+    HAMI = "hami"  # HAMi v2.7's choices, tie-breaking included
+
+
+class NodeVerdict(msgspec.Struct, frozen=True, kw_only=True):
+    """How one node fared: its score if it fits, or why it cannot host the pod."""
+
+    node: str
+    fits: bool
+    score: float = 0.0
+    devices: tuple[int, ...] = ()
+    reason: str = ""
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    node: str | None
+    devices: tuple[DeviceAssignment, ...] = ()
+    score: float = 0.0
+    score_parts: dict[str, float] = {}
+    reason: str = ""  # set when node is None
+    alternatives: tuple[NodeVerdict, ...] = ()  # the other nodes, best first
+    candidates_considered: int = 0
+    warnings: tuple[str, ...] = ()
+    qos: str = ""  # the sharing class the pod's devices run in (MetaX sGPU), for its allocations
+    app_class: str = ""  # MetaX online/offline class, likewise
+
+
+class GangInput(msgspec.Struct, frozen=True, kw_only=True):
+    """A gang for `topoplace engine place`: Volcano's PodGroup (or none: Kueue's pod annotations say it)."""
+
+    podgroup: PodGroup | None = None
+    pods: tuple[PodRequest, ...]
+
+
+class PlaceInput(msgspec.Struct, frozen=True, kw_only=True):
+    """A snapshot file for `topoplace engine place`: the cluster, and one pod (`request`) or a `gang`."""
+
+    snapshot: Snapshot
+    request: PodRequest | None = None
+    gang: GangInput | None = None

@@ -1,0 +1,15 @@
+"""A gang's decision: every pending member placed inside the lowest network domain that holds them all.
+
+request.py   GangRequest in, GangDecision (each member's node and devices, or the reason) out
+input.py     a gang as a user writes it (Volcano PodGroup, Kueue annotations) -> GangRequest
+place.py     the decision: constraint, slots, the tier walk, a plan per candidate, the best plan
+slots.py     how many members of each shape every node takes
+tiers.py     the constraint's limit, where running members pin the gang, a tier's candidates
+plan.py      members laid out inside one candidate hypernode
+answer.py    the answer from the best plan, or why none fits
+"""
+
+from engine.decide.gang.place import place_gang
+from engine.decide.gang.request import GangDecision, GangRequest, MemberPlacement
+
+__all__ = ["GangDecision", "GangRequest", "MemberPlacement", "place_gang"]

@@ -1,0 +1,87 @@
+"""The tier walk's pieces (Volcano's gradient search): the limit a constraint sets, where running
+members pin the gang, and the hypernodes of a tier whose slots cover every shape."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from engine.cluster.network import NetworkTree
+from engine.core.model import PodRequest
+from engine.node.vendor import RequestError
+from schemas.events import NetworkConstraint, TopologyMode
+
+
+def limit_of(tree: NetworkTree, network: NetworkConstraint | None, field: str) -> tuple[bool, int]:
+    """(hard, highest tier allowed); no constraint = soft up to the top of the tree."""
+    top = tree.tiers[-1]
+    if network is None:
+        return False, top
+    highest = top
+    if network.highest_tier is not None:
+        highest = network.highest_tier
+    elif network.highest_tier_name:
+        try:
+            highest = tree.tier_named(network.highest_tier_name)
+        except KeyError:
+            known = ", ".join(sorted(tree.tier_names)) or "none"
+            reason = f"no tier is named {network.highest_tier_name!r} (known: {known})"
+            raise RequestError(f"{field}.highestTierName", reason) from None
+    return network.mode is TopologyMode.HARD, highest
+
+
+class Pin(msgspec.Struct, frozen=True, kw_only=True):
+    """Where running members pin the gang: their lowest common hypernode, and the domain allowed around it."""
+
+    lca: str | None = None
+    domain: str | None = None
+
+
+def pin_of(tree: NetworkTree, running: Sequence[PodRequest], hard: bool, max_tier: int) -> Pin:
+    nodes = [p.node_name for p in running if tree.is_node(p.node_name)]
+    if not nodes:
+        return Pin()
+    lca = tree.lca(nodes)
+    if not hard:
+        return Pin(lca=lca)
+    if tree.tier_of(lca) > max_tier:
+        return Pin(lca=lca, domain=lca)  # already spread past the limit: stay where they are
+    domain = tree.ancestor_at_tier(nodes[0], max_tier)
+    return Pin(lca=lca, domain=domain if domain is not None else lca)
+
+
+def tier_candidates(
+    tree: NetworkTree, tier: int, pin: Pin, totals: dict[bytes, tuple[int, ...]], need: dict[bytes, int]
+) -> list[str]:
+    """The tier's hypernodes whose slots cover every shape, holding the running members and inside their
+    allowed domain; tightest first (Volcano's binpack), then by name."""
+    ids: Sequence[int] = tree.hypernode_ids_at(tier)
+    for key, n in need.items():
+        column = totals[key]
+        ids = [i for i in ids if column[i] >= n]
+    out: list[tuple[int, str]] = []
+    for i in ids:
+        name = tree.hypernodes[i]
+        if pin.lca is not None and not (name == pin.lca or is_within(tree, pin.lca, name)):
+            continue
+        if pin.domain is not None and not (name == pin.domain or is_within(tree, name, pin.domain)):
+            continue
+        out.append((sum(totals[key][i] for key in need), name))
+    out.sort()
+    return [name for _, name in out]
+
+
+def is_within(tree: NetworkTree, inner: str, outer: str) -> bool:
+    """Whether hypernode `inner` lies inside `outer` (its node range inside)."""
+    a, b = tree.node_range(inner)
+    c, d = tree.node_range(outer)
+    return c <= a and b <= d and b > a
+
+
+def most_slots(tree: NetworkTree, tier: int, totals: dict[bytes, tuple[int, ...]], need: dict[bytes, int]) -> int:
+    best = 0
+    for name in tree.hypernodes_at(tier):
+        i = tree.hypernode_index(name)
+        best = max(best, min(min(totals[key][i], n) for key, n in need.items()) if need else 0)
+    return best

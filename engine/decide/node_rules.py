@@ -1,0 +1,113 @@
+"""The node-level rules of one pod, compiled once per decision and asked per node.
+
+These are the rules that do not depend on the devices: readiness, cordon,
+the node the pod names, taints and tolerations, node affinity and selector,
+and the node's allocatable resources. They run on single nodes (the device
+answer is shared by a whole class of nodes), so they are compiled once per
+pod into plain values and kept cheap per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from types import MappingProxyType
+
+from engine.core.model import NodeState, PodRequest
+from engine.decide.kube.filters import UNSCHEDULABLE_REASON, CompiledPodRules, NodeFacts, PodFacts
+from engine.decide.kube.resources import parse_requests
+
+NOT_READY = "node(s) were not ready"
+# A preferred affinity term weighs 1..100; an untolerated PreferNoSchedule taint costs as much as the
+# heaviest term, so a node nobody prefers but nobody avoids beats one the pod avoids.
+PREFER_NO_SCHEDULE_PENALTY = 100
+# A node's own words for the two reasons every node can give (kube's counted words stay in summaries).
+_WORDS = MappingProxyType({NOT_READY: "not ready", UNSCHEDULABLE_REASON: "cordoned"})
+
+
+def pod_facts(request: PodRequest, ignored: Collection[str]) -> PodFacts:
+    """What the rules read of a pod; raises RequestError naming a bad field."""
+    return PodFacts(
+        node_name=request.node_name,
+        node_selector=dict(request.node_selector),
+        affinity=request.affinity,
+        tolerations=tuple(request.tolerations),
+        requests={k: v for k, v in parse_requests(request.requests, "requests").items() if k not in ignored},
+    )
+
+
+def pod_cpu_milli(request: PodRequest) -> int:
+    """The pod's CPU request in milli-CPU (0: none), read as the node rules read it (RequestError names
+    requests.cpu)."""
+    cpu = request.requests.get("cpu")
+    return 0 if cpu is None else parse_requests({"cpu": cpu}, "requests")["cpu"]
+
+
+FACTS_BOUND = 65_536  # node states whose rule inputs an engine keeps
+
+
+class NodeFactsTable:
+    """The nodes' rule inputs, parsed once per node state (by identity, bounded): one per engine."""
+
+    def __init__(self) -> None:
+        self._facts: dict[int, tuple[NodeState, NodeFacts]] = {}
+
+    def of(self, node: NodeState) -> NodeFacts:
+        found = self._facts.get(id(node))
+        if found is not None and found[0] is node:
+            return found[1]
+        facts = node_facts(node)
+        if len(self._facts) >= FACTS_BOUND:
+            self._facts.clear()
+        self._facts[id(node)] = (node, facts)
+        return facts
+
+    def clear(self) -> None:
+        self._facts.clear()
+
+
+def node_facts(node: NodeState) -> NodeFacts:
+    """The node's rule inputs, parsed now."""
+    return NodeFacts(
+        name=node.name,
+        labels=node.labels,
+        taints=tuple(node.taints),
+        unschedulable=node.unschedulable,
+        allocatable=None if node.allocatable is None else parse_requests(node.allocatable, "allocatable"),
+        requested=parse_requests(node.requested, "requested"),
+        pod_count=node.pods,
+    )
+
+
+class PodRules:
+    """One pod's node-level rules."""
+
+    def __init__(self, request: PodRequest, ignored: Collection[str], facts: NodeFactsTable | None = None) -> None:
+        """`ignored`: resources the vendors check (not the node rules); `facts`: the engine's parsed nodes
+        (a table of its own when None)."""
+        self.nodes = facts if facts is not None else NodeFactsTable()
+        ignored = {*ignored, *request.dra_resources}
+        self.facts = pod_facts(request, ignored)
+        self.compiled = CompiledPodRules(self.facts, ignored)
+        self.only_node = request.node_name or None
+        node_affinity = request.affinity.node_affinity if request.affinity is not None else None
+        preferred = node_affinity.preferred_during_scheduling_ignored_during_execution if node_affinity else ()
+        self.max_preference = float(sum(term.weight for term in preferred))
+
+    def failure(self, node: NodeState) -> list[str] | None:
+        """kube-scheduler's reasons the node is infeasible for the pod (the first failing rule's), or None."""
+        if not node.ready:
+            return [NOT_READY]
+        return self.compiled.first_failure(self.nodes.of(node))
+
+    def preference(self, node: NodeState) -> float:
+        """Added to the node's score: the weights of the preferred affinity terms it matches, less
+        PREFER_NO_SCHEDULE_PENALTY per PreferNoSchedule taint the pod does not tolerate."""
+        facts = self.nodes.of(node)
+        score = self.compiled.preference_score(facts)
+        if node.taints:
+            score -= PREFER_NO_SCHEDULE_PENALTY * self.compiled.intolerable_taints(facts)
+        return float(score)
+
+    @staticmethod
+    def in_words(reasons: list[str]) -> str:
+        return "; ".join(_WORDS.get(r, r) for r in reasons)

@@ -1,0 +1,22 @@
+"""What one engine's decisions are made with: its plugins and its tables, level by level."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.decide.gang.slots import SlotTables
+from engine.decide.node_rules import NodeFactsTable
+from engine.decide.ranking import ClassAnswers
+from engine.node.answer import NodeAnswers
+from engine.node.registry import Vendors
+
+
+@dataclass(frozen=True)
+class DecisionParts:
+    """One engine's plugins, node answers, class answers and rankings, parsed node facts and gang slots."""
+
+    vendors: Vendors
+    node: NodeAnswers
+    classes: ClassAnswers
+    facts: NodeFactsTable
+    slots: SlotTables

@@ -1,0 +1,193 @@
+"""One node's answer, the loop every vendor shares: node filter, device filter, vendor search, node score.
+
+The decision level asks it through `NodeAnswers` (one per engine, its answers
+kept in the engine's memo by node key, so twins share one answer); the pure
+helpers below (`with_workload`, `check_unique`, `prefixed`) are public too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import msgspec
+
+from engine.core.memo import BoundedCache, Interner, Memo
+from engine.core.model import Mode, NodeState, WorkloadClass
+from engine.core.node_key import NodeKeys
+from engine.node.explain import unfit_device_reason
+from engine.node.vendor import (
+    HAMI_NODE_POLICIES,
+    NODE_POLICY,
+    DeviceRequest,
+    NodePolicy,
+    NodeScore,
+    NodeScratch,
+    Rejection,
+    RequestError,
+    SetChoice,
+    TopologyMaps,
+    Unfit,
+    VendorPlugin,
+    topology_maps,
+)
+from schemas.topology import Device
+
+CORDONED = "node(s) were cordoned"
+NOT_READY = "node(s) were not ready"
+
+
+class NodeFit(msgspec.Struct, frozen=True, kw_only=True):
+    node: str
+    choice: SetChoice
+    score: NodeScore
+    warnings: tuple[str, ...] = ()
+
+
+class NodeMiss(msgspec.Struct, frozen=True, kw_only=True):
+    node: str
+    unfit: Unfit
+    warnings: tuple[str, ...] = ()
+
+
+# Per-node answers, nameless (see node_key.py): (request id, node key) -> answer.
+RESULT_BOUND = 16_384
+REQUEST_BOUND = 1_024
+TOPOLOGY_MAPS_BOUND = 1_024
+_NOT_READY = NodeMiss(node="", unfit=Unfit(reason="not ready", summary=NOT_READY))
+_CORDONED = NodeMiss(node="", unfit=Unfit(reason="cordoned", summary=CORDONED))
+
+
+class NodeAnswers:
+    """One engine's node answers: computed by the shared loop below, kept in the engine's memo.
+
+    An answer is nameless (node key, not node name: twins share it) until `named` puts the name back."""
+
+    def __init__(self, memo: Memo, keys: NodeKeys) -> None:
+        self.memo = memo
+        self.keys = keys
+        self._results: BoundedCache[tuple[int, int], NodeFit | NodeMiss] = memo.table(RESULT_BOUND)
+        self._requests: Interner[tuple[object, ...]] = memo.interner(REQUEST_BOUND)
+        # Read-only maps, a function of the node's devices and links alone: shared by its twins.
+        self._maps: BoundedCache[tuple[int, int], TopologyMaps] = memo.table(TOPOLOGY_MAPS_BOUND)
+
+    def named(self, plugin: VendorPlugin, request: DeviceRequest, node: NodeState, mode: Mode) -> NodeFit | NodeMiss:
+        """One node's answer with its name: node filter, device filter, set search, node score."""
+        return _named(self.outcome(plugin, request, node, mode, self.request_id_of(plugin, request, mode)), node.name)
+
+    def request_id_of(self, plugin: VendorPlugin, request: DeviceRequest, mode: Mode) -> int | None:
+        """The request's id for the answer tables; None = do not keep answers (memo off, or unhashable)."""
+        if not self.memo.enabled:
+            return None
+        try:
+            return self._requests.id_of((plugin, request, mode))
+        except TypeError:  # a vendor request holding a list or dict: computed every time, still correct
+            return None
+
+    def outcome(
+        self, plugin: VendorPlugin, request: DeviceRequest, node: NodeState, mode: Mode, request_id: int | None
+    ) -> NodeFit | NodeMiss:
+        """The node's answer without its name: warnings unprefixed, `node` empty."""
+        if not node.ready:
+            return _NOT_READY
+        if node.unschedulable:
+            return _CORDONED
+        if request_id is None:
+            return self.evaluate(plugin, request, node, mode)
+        key = (request_id, self.keys.node_key(node))
+        found = self._results.get(key)
+        if found is None:
+            found = self.evaluate(plugin, request, node, mode)
+            self._results.put(key, found)
+        return found
+
+    def outcomes(
+        self, plugin: VendorPlugin, request: DeviceRequest, nodes: Sequence[NodeState], mode: Mode
+    ) -> list[NodeFit | NodeMiss]:
+        """`outcome` for every node, the table lookups batched."""
+        request_id = self.request_id_of(plugin, request, mode)
+        if request_id is None:
+            return [self.outcome(plugin, request, node, mode, None) for node in nodes]
+        keys = [(request_id, key) for key in self.keys.node_keys(nodes)]
+        answers: list[NodeFit | NodeMiss] = []
+        for node, key, found in zip(nodes, keys, self._results.get_many(keys), strict=True):
+            if found is None:
+                found = self._results.get(key)  # a twin earlier in this loop may have answered it
+            if found is None:
+                found = self.outcome(plugin, request, node, mode, None)
+                self._results.put(key, found)
+            answers.append(found)
+        return answers
+
+    def scratch(self, node: NodeState, mode: Mode) -> NodeScratch:
+        maps = self.memo.remembered(self._maps, lambda: self.keys.topology_key(node), lambda: topology_maps(node))
+        return NodeScratch.build(node, mode, maps)
+
+    def evaluate(self, plugin: VendorPlugin, request: DeviceRequest, node: NodeState, mode: Mode) -> NodeFit | NodeMiss:
+        """The node's nameless answer, computed now (readiness and cordon are the caller's)."""
+        scratch = self.scratch(node, mode)
+        if request.count == 0:  # a pod without devices that the node policy still scores (vendor contract)
+            nothing = SetChoice(assignments=())
+            return NodeFit(node="", choice=nothing, score=plugin.node_score(scratch, request, nothing))
+        own = tuple(d for d in scratch.devices.values() if d.vendor is plugin.vendor)
+        insufficient = f"Insufficient {request.resource}"
+        if not own:
+            return NodeMiss(node="", unfit=Unfit(reason=f"no {request.device_noun} devices", summary=insufficient))
+        usable: list[Device] = []
+        rejected: list[tuple[Device, str]] = []
+        classes: Counter[str] = Counter()
+        for device in own:
+            why = plugin.filter_device(scratch, request, device)
+            if why is None:
+                usable.append(device)
+            elif isinstance(why, Rejection):
+                rejected.append((device, why.reason))
+                classes[why.summary] += 1
+            else:
+                rejected.append((device, why))
+                classes[insufficient] += 1
+        if len(usable) < request.count:
+            reason = unfit_device_reason(request, len(own), len(usable), rejected)
+            # A node with too few devices lacks the resource itself; one with enough devices
+            # lacks what most of them were refused for (memory, cores, health...), ties by name.
+            summary = insufficient
+            if len(own) >= request.count and classes:
+                summary = min(classes, key=lambda c: (-classes[c], c))
+            return NodeMiss(node="", unfit=Unfit(reason=reason, summary=summary), warnings=tuple(scratch.warnings))
+        outcome = plugin.search(scratch, request, tuple(usable))
+        if isinstance(outcome, Unfit):
+            return NodeMiss(node="", unfit=outcome, warnings=tuple(scratch.warnings))
+        score = plugin.node_score(scratch, request, outcome)
+        return NodeFit(node="", choice=outcome, score=score, warnings=tuple(scratch.warnings))
+
+
+def _named(result: NodeFit | NodeMiss, name: str) -> NodeFit | NodeMiss:
+    warnings = prefixed(name, result.warnings)
+    if isinstance(result, NodeFit):
+        return NodeFit(node=name, choice=result.choice, score=result.score, warnings=warnings)
+    return NodeMiss(node=name, unfit=result.unfit, warnings=warnings)
+
+
+def prefixed(name: str, warnings: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f"{name}: {w}" for w in warnings)
+
+
+def with_workload(
+    request: DeviceRequest, workload: tuple[WorkloadClass, ...], mode: Mode, cpu_milli: int | None = None
+) -> DeviceRequest:
+    """The request as the fragmentation policy reads it: with the cluster's workload classes and
+    (`cpu_milli`, when the nodes' CPU is read) the pod's CPU.
+
+    Raises RequestError for a node policy hami mode does not know."""
+    if mode is Mode.HAMI and request.node_policy not in HAMI_NODE_POLICIES:
+        allowed = " or ".join(p.value for p in HAMI_NODE_POLICIES)
+        raise RequestError(NODE_POLICY, f"{request.node_policy.value!r} is not a HAMi policy (mode hami: {allowed})")
+    if request.node_policy is NodePolicy.FRAGMENTATION and workload:
+        return msgspec.structs.replace(request, workload=workload, cpu_milli=cpu_milli)
+    return request
+
+
+def check_unique(nodes: Sequence[NodeState]) -> None:
+    for a, b in zip(nodes, nodes[1:], strict=False):
+        if a.name == b.name:
+            raise RequestError("snapshot.nodes", f"node {a.name!r} appears twice")

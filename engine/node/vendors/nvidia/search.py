@@ -1,0 +1,206 @@
+"""NVIDIA's default-mode set search: the best-connected set of usable GPUs (exact optimum,
+ties broken to keep whole NVLink groups idle), per NUMA node when the pod asks for one.
+
+Sets are found by lookup (engine/node/search_table.py) where a topology allows, else by the
+bounded branch-and-bound (engine/node/search.py); pair tables are kept per wiring.
+"""
+
+from __future__ import annotations
+
+from engine.core.memo import BoundedCache
+from engine.node.registry import VendorContext
+from engine.node.search import SOLVED_BOUND, SearchResult, best_subset, problem_key
+from engine.node.search_table import TABLE_DEVICES, SubsetTable, table_best, uniform_best
+from engine.node.vendor import (
+    NodeScratch,
+    SetCandidate,
+    SetChoice,
+    Unfit,
+)
+from engine.node.vendors.nvidia.fragmentation import fragmentation_applies, least_fragmenting
+from engine.node.vendors.nvidia.links import PairTable, cut, pair_table
+from engine.node.vendors.nvidia.request import (
+    DEVICE_SPLIT_COUNT,
+    NUMA_BIND,
+    NvidiaRequest,
+    assignment_of,
+)
+from schemas.topology import Device, Vendor
+
+# Pair tables depend on the node's devices and links only: one per distinct topology.
+PAIR_TABLE_BOUND = 1_024
+# ~5 MB per 16-GPU topology once every request size was asked; a fleet has a few machine types.
+TOPOLOGY_SETS_BOUND = 32
+
+
+class SetSearch:
+    """The set search of one engine's NVIDIA plugin, and what it keeps: pair tables and subset tables per
+    wiring, solved branch-and-bound problems (all in the engine's memo, bounded)."""
+
+    def __init__(self, context: VendorContext) -> None:
+        self.memo = context.memo
+        self.keys = context.keys
+        self.limits = context.limits
+        self._pair_tables: BoundedCache[tuple[int, int], PairTable] = self.memo.table(PAIR_TABLE_BOUND)
+        self._topology_sets: BoundedCache[tuple[int, int], _TopologySets] = self.memo.table(TOPOLOGY_SETS_BOUND)
+        self._solved: BoundedCache[tuple[object, ...], SearchResult] = self.memo.table(SOLVED_BOUND)
+
+    def pair_table(self, scratch: NodeScratch) -> PairTable:
+        node = scratch.node
+        return self.memo.remembered(self._pair_tables, lambda: self.keys.wiring_key(node), lambda: _pairs(scratch))
+
+    def best_sets(
+        self, scratch: NodeScratch, table: PairTable, members: list[int], k: int, idle_positions: list[int] | None
+    ) -> SearchResult:
+        """The best k of `members` (pair-table positions, in preference order) by search.py's key.
+
+        `idle_positions`: the node's idle GPUs whose links the remainder keeps (None: no remainder term).
+        Uniform nodes and nodes of at most TABLE_DEVICES GPUs are answered by lookup (search_table.py,
+        unless the limits say otherwise); larger ones by the bounded branch-and-bound, which is also the
+        reference for both."""
+        if self.limits.table_search:
+            node = scratch.node
+            sets = self.memo.remembered(
+                self._topology_sets, lambda: self.keys.wiring_key(node), lambda: _TopologySets(table)
+            )
+            if sets.uniform is not None:
+                idle = set(idle_positions or ())
+                count = len(idle) if idle_positions is not None else None
+                return uniform_best(sets.uniform, k, [p in idle for p in members], count)
+            if len(table.indices) <= TABLE_DEVICES:
+                idle_mask = sum(1 << p for p in idle_positions) if idle_positions is not None else None
+                return table_best(sets.table(), k, members, idle_mask)
+        weights = [[table.scores[p][q] for q in members] for p in members]
+        if idle_positions is None:
+            return self._best_subset(weights, k, None, None)
+        idle = set(idle_positions)
+        is_idle = [p in idle for p in members]
+        cut_degree = [sum(table.scores[p][q] for q in idle_positions if q != p) if is_idle[x] else 0
+                      for x, p in enumerate(members)]  # fmt: skip
+        return self._best_subset(weights, k, cut_degree, is_idle)
+
+    def _best_subset(
+        self, weights: list[list[int]], k: int, cut_degree: list[int] | None, idle: list[bool] | None
+    ) -> SearchResult:
+        cap = self.limits.search_cap
+        return self.memo.remembered(
+            self._solved,
+            lambda: problem_key(weights, k, cut_degree, idle, cap),
+            lambda: best_subset(weights, k, cut_degree=cut_degree, idle=idle, cap=cap),
+        )
+
+
+def _pairs(scratch: NodeScratch) -> PairTable:
+    gpus = tuple(d for d in scratch.devices.values() if d.vendor is Vendor.NVIDIA)
+    return pair_table(gpus, scratch.links)
+
+
+def usage_ratio(scratch: NodeScratch, device: Device) -> float:
+    load = scratch.loads[device.index]
+    cores = load.cores_used / device.cores if device.cores else 0.0
+    memory = load.memory_used_mib / device.memory_mib if device.memory_mib else 0.0
+    return load.pods / DEVICE_SPLIT_COUNT + cores + memory
+
+
+def default_search(
+    sets: SetSearch, scratch: NodeScratch, request: NvidiaRequest, candidates: tuple[Device, ...], table: PairTable
+) -> SetChoice | Unfit:
+    k = request.count
+    # Device preference, the last tie-break: binpack = fullest first, spread = emptiest first.
+    sign = -1.0 if request.binpack else 1.0
+    ordered = sorted(candidates, key=lambda d: (sign * usage_ratio(scratch, d), d.index))
+    idle = set(scratch.idle_indices(Vendor.NVIDIA))
+    # Spreading shares is the user's explicit wish: the remainder term (idle GPUs only) would
+    # pull shares onto busy GPUs, so it is left out there.
+    protect = request.whole or request.binpack or request.topology or request.mutex
+    if k == 1 and not request.whole and fragmentation_applies(request):
+        # FGD's device step: which GPU takes a share changes the node's fragmentation; whole idle
+        # GPUs are interchangeable to the measure, so they keep the topology-aware choice.
+        device = least_fragmenting(scratch, request, ordered, table, idle)
+        return _best_in_group(sets, scratch, request, [device], table, idle, protect)
+    groups = _numa_groups(ordered) if request.numa_bind else [(None, ordered)]
+    best: tuple[tuple[int, int, int], SetChoice] | None = None
+    sizes: list[str] = []
+    for numa, group in groups:
+        sizes.append(f"NUMA {numa}: {len(group)}")
+        if len(group) < k:
+            continue
+        choice = _best_in_group(sets, scratch, request, group, table, idle, protect)
+        key = (int(choice.set_score), -int(choice.parts["remainder_loss"]), -(numa if numa is not None else -1))
+        if best is None or key > best[0]:
+            best = (key, choice)
+    if best is None:
+        return Unfit(
+            reason=f"no NUMA node has {k} usable GPUs ({', '.join(sizes)}) and {NUMA_BIND} is set",
+            summary="Insufficient nvidia.com/gpu on one NUMA node",
+        )
+    return best[1]
+
+
+def _numa_groups(devices: list[Device]) -> list[tuple[int | None, list[Device]]]:
+    keys = sorted({d.numa_node if d.numa_node is not None else -1 for d in devices})
+    return [(key, [d for d in devices if (d.numa_node if d.numa_node is not None else -1) == key]) for key in keys]
+
+
+def _best_in_group(
+    sets: SetSearch,
+    scratch: NodeScratch,
+    request: NvidiaRequest,
+    group: list[Device],
+    table: PairTable,
+    idle: set[int],
+    protect: bool,
+) -> SetChoice:
+    k = request.count
+    pos = [table.position(d.index) for d in group]
+    idle_positions = [table.position(i) for i in sorted(idle)]
+    result = sets.best_sets(scratch, table, pos, k, idle_positions if protect else None)
+    chosen = sorted((group[p] for p in result.best.positions), key=lambda d: d.index)
+    idle_before = table.set_score(sorted(idle))
+    if not result.exact:
+        scratch.warn(f"search bound hit after {result.expanded} branches: best set found, not proven optimal")
+    runners = tuple(
+        SetCandidate(
+            devices=tuple(sorted(group[p].index for p in found.positions)),
+            score=float(found.internal),
+            why=_why_lost(result.best.internal, result.best.cut, found.internal, found.cut),
+        )
+        for found in result.runners_up
+    )
+    return SetChoice(
+        assignments=tuple(assignment_of(request, d) for d in chosen),
+        set_score=float(result.best.internal),
+        parts={
+            "set_score": float(result.best.internal),
+            "remainder_loss": float(result.best.cut if protect else cut(table, chosen, idle)),
+            "idle_score_before": float(idle_before),
+            "exact": 1.0 if result.exact else 0.0,
+            "branches": float(result.expanded),
+        },
+        exact=result.exact,
+        runners_up=runners,
+        considered=result.expanded,
+    )
+
+
+class _TopologySets:
+    """What the set search keeps per topology: whether every pair scores the same, and the subset table."""
+
+    def __init__(self, pairs: PairTable) -> None:
+        self.pairs = pairs
+        values = {score for p, row in enumerate(pairs.scores) for q, score in enumerate(row) if q != p}
+        self.uniform: int | None = next(iter(values)) if len(values) == 1 else None
+        self._table: SubsetTable | None = None  # built on first need: uniform nodes never need it
+
+    def table(self) -> SubsetTable:
+        if self._table is None:
+            self._table = SubsetTable(self.pairs.scores)
+        return self._table
+
+
+def _why_lost(best_internal: int, best_cut: int, internal: int, cut: int) -> str:
+    if internal < best_internal:
+        return f"pair-score sum {internal} < {best_internal}"
+    if cut > best_cut:
+        return f"same pair-score sum, breaks {cut} of idle link score (chosen set: {best_cut})"
+    return "equal score; later in device order"
