@@ -13,9 +13,13 @@ elsewhere (conflict) or gone (failed). Before binding, the watch's view of
 the pod (when it has one) settles a pod already bound or being deleted
 without any request.
 
-Replies are read raw (`_preload_content=False`): the binder never needs a
-reply model, and building kubernetes-asyncio's models costs most of the
-client's CPU. The status is checked here instead.
+What the pod's enforcement path adds (HAMi's annotations and node lock, DRA's
+claims written first) comes from services/binder/enforcers/: PodBinder asks
+the registry which paths apply and runs their hooks, whatever the path.
+
+Replies are read raw (`_preload_content=False`, services/binder/raw_api.py):
+the binder never needs a reply model, and building kubernetes-asyncio's
+models costs most of the client's CPU.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -38,16 +42,18 @@ from schemas.events import BindingOutcome, PlacementEvent
 from schemas.seal import SEAL, DecisionKey
 from services.binder import metrics
 from services.binder.claims import ClaimWriter
-from services.binder.hami_devices import hami_annotations
-from services.binder.hami_lock import NodeLocker
-from services.binder.kube_objects import PodObject, status_message
+from services.binder.enforcers import ENFORCERS, EnforcerFactory, Enforcers
+from services.binder.enforcers.base import BinderParts, Enforcer, NotBound
+from services.binder.kube_objects import PodObject
 from services.binder.outcome import (
     ApiErrorKind,
+    BindResult,
     PodView,
     classify_status,
     judge_pod,
     outcome_of,
 )
+from services.binder.raw_api import api_error_text, raw_call
 from services.binder.retry import (
     DEFAULT_POLICY,
     BackoffPolicy,
@@ -55,6 +61,8 @@ from services.binder.retry import (
     RetryBudget,
     call_with_retry,
 )
+
+__all__ = ["BindResult", "PodBinder", "api_error_text", "binding_body", "device_annotations", "raw_call"]
 
 log = logging.getLogger(__name__)
 
@@ -70,15 +78,6 @@ def _no_device_memory(node: str, index: int) -> int | None:
 
 def _no_device_uuid(node: str, index: int) -> str | None:
     return None
-
-
-class BindResult(msgspec.Struct, frozen=True, kw_only=True):
-    outcome: BindingOutcome
-    reason: str = ""
-    attempts: int = 1
-    bound_now: bool = False  # this call created the Binding (not a pod found already bound)
-    resource_version_changed: bool = False  # the pod changed since the placer saw it (informational)
-    retryable: bool = False  # not bound for a while only (retries spent on faults, a lock held): worth another try
 
 
 def device_annotations(placement: PlacementEvent, key: DecisionKey | None = None) -> dict[str, str]:
@@ -98,7 +97,7 @@ def binding_body(
 ) -> dict[str, Any]:
     """The Binding as JSON: the uid is the precondition, the annotations go onto the pod with the node.
 
-    `extra`: more annotations for the pod (HAMi's, on a node HAMi enforces); `key`: the seal's."""
+    `extra`: more annotations for the pod (its enforcement paths', e.g. HAMi's); `key`: the seal's."""
     return {
         "apiVersion": "v1",
         "kind": "Binding",
@@ -112,35 +111,11 @@ def binding_body(
     }
 
 
-def api_error_text(exc: ApiException) -> str:
-    """The server's Status message when it sent one, else the HTTP reason."""
-    body: object = exc.body
-    if isinstance(body, str):
-        body = body.encode()
-    if isinstance(body, bytes) and body:
-        return status_message(body, int(exc.status or 0))
-    return f"HTTP {exc.status} {exc.reason or ''}".strip()
-
-
-async def raw_call(call: Callable[[], Awaitable[Any]]) -> bytes:
-    """Run a kubernetes-asyncio call made with `_preload_content=False`; the body of a 2xx reply.
-
-    Any other status is raised as an ApiException carrying the body, as the client would.
-    """
-    reply = await call()
-    try:
-        body: bytes = await reply.read()
-    finally:
-        reply.release()
-    if not 200 <= reply.status <= 299:
-        exc = ApiException(status=reply.status, reason=reply.reason)
-        exc.body = body
-        raise exc
-    return body
-
-
 class PodBinder:
-    """Binds pods through the core/v1 API, retrying what is worth retrying."""
+    """Binds pods through the core/v1 API, retrying what is worth retrying.
+
+    What a pod's enforcement path adds to its binding (annotations, a lock held across it,
+    claims written before it) comes from the paths that apply (services/binder/enforcers/)."""
 
     def __init__(
         self,
@@ -156,31 +131,35 @@ class PodBinder:
         device_uuid: Callable[[str, int], str | None] = _no_device_uuid,
         lock_release_seconds: float = DEFAULT_LOCK_RELEASE_SECONDS,
         decision_key: DecisionKey | None = None,
+        enforcers: Mapping[Enforcement, EnforcerFactory] = ENFORCERS,
     ) -> None:
         """`device_memory(node, index)`: a device's MiB from the topology (HAMi needs it for whole GPUs);
         `device_uuid(node, index)`: its UUID from the topology (what HAMi's annotations name).
         `lock_release_seconds`: when HAMi's node lock of a bound pod is removed if HAMi's device
-        plugin has not done so (it releases the lock in Allocate). `decision_key`: the seal's key
-        (schemas/seal.py); without it the binder's bindings carry no seal and no pod's devices count."""
+        plugin has not done so (it releases the lock in Allocate). `claims`: DRA's claim writer
+        (None: one without a view of the cluster's claims). `decision_key`: the seal's key
+        (schemas/seal.py); without it the binder's bindings carry no seal and no pod's devices count.
+        `enforcers`: the enforcement paths' registry (services/binder/enforcers/)."""
         self._decision_key = decision_key
         self._core = core
-        self._claims = claims or ClaimWriter(
-            client.ResourceV1Api(core.api_client),  # type: ignore[attr-defined]  # the stubs omit it
-            request_timeout=policy.request_timeout_seconds,
-        )
         self._policy = policy
         self._sleep = sleep
         self._clock = clock
         self._rand = rand
-        self._wall_clock = wall_clock
-        self._device_memory = device_memory
-        self._device_uuid = device_uuid
-        self._lock_release_seconds = lock_release_seconds
-        self._locker = NodeLocker(core, raw_call, wall_clock=wall_clock, request_timeout=policy.request_timeout_seconds)
-        self._releases: set[asyncio.Task[None]] = set()
-        # One HAMi bind per node at a time in this process (HAMi's scheduler does the same):
-        # our own placements then never meet each other's node lock mid-bind.
-        self._node_mutexes: dict[str, asyncio.Lock] = {}  # by node name; as many as nodes
+        self._enforcers = Enforcers(
+            BinderParts(
+                core=core,
+                policy=policy,
+                sleep=sleep,
+                new_budget=self.budget,
+                wall_clock=wall_clock,
+                device_memory=device_memory,
+                device_uuid=device_uuid,
+                lock_release_seconds=lock_release_seconds,
+                claims=claims,
+            ),
+            enforcers,
+        )
 
     def budget(self) -> RetryBudget:
         return RetryBudget(self._policy, clock=self._clock, rand=self._rand)
@@ -188,10 +167,16 @@ class PodBinder:
     async def bind(self, placement: PlacementEvent, known: PodView | None = None) -> BindResult:
         """Bind the placement's pod. `known`: the watch's view of the pod, when it has one."""
         budget = self.budget()
+        enforcers = self._enforcers.for_placement(placement)
         try:
-            if placement.enforcement is Enforcement.HAMI and placement.devices:
-                return await self._bind_hami(placement, known, budget)
-            return await self._bind(placement, known, budget)
+            extra: dict[str, str] = {}
+            for enforcer in enforcers:
+                annotations = enforcer.binding_annotations(placement)
+                if isinstance(annotations, NotBound):
+                    return _not_bound(annotations, budget)
+                extra |= annotations
+            binding = functools.partial(self._bind, placement, known, budget, enforcers, extra)
+            return await _around(enforcers, placement, budget, binding)
         except RetriesExhausted as exc:
             return BindResult(outcome=BindingOutcome.FAILED, reason=str(exc), attempts=budget.attempts, retryable=True)
         except ApiException as exc:
@@ -226,77 +211,30 @@ class PodBinder:
             raise
         return _pod_decoder.decode(body).view(self._decision_key)
 
-    async def _bind_hami(self, placement: PlacementEvent, known: PodView | None, budget: RetryBudget) -> BindResult:
-        """HAMi's annotations in the Binding, under HAMi's node lock (see services/binder/hami_lock.py)."""
-        annotations = hami_annotations(
-            placement, self._device_memory, self._wall_clock(), device_uuid=self._device_uuid
-        )
-        if isinstance(annotations, str):
-            return BindResult(outcome=BindingOutcome.FAILED, reason=annotations, attempts=budget.attempts)
-        mutex = self._node_mutexes.setdefault(placement.node, asyncio.Lock())
-        async with mutex:
-            # The pods of one node queue here (a gang's members among them): a deadline that ran
-            # while this one waited left it a single try once its turn came.
-            budget.start_now()
-            lock = await self._locker.acquire(placement.node, placement.namespace, placement.name, budget)
-            if not lock.taken:
-                return BindResult(
-                    outcome=BindingOutcome.CONFLICT, reason=lock.reason, attempts=budget.attempts, retryable=True
-                )
-            try:
-                result = await self._bind(placement, known, budget, annotations)
-            except asyncio.CancelledError:  # released in the background, never held on
-                self._release_later(placement, 0.0)
-                raise
-            except BaseException:
-                # Before the next pod of this node takes the mutex: else it meets this lock and
-                # every pod queued behind it is refused in turn.
-                await self._release(placement, 0.0)
-                raise
-            # HAMi's device plugin releases the lock in Allocate. Without its plugin on the node,
-            # or when this call bound nothing, nobody would: then it goes now, before the next
-            # pod of this node; else after a while at most.
-            if lock.hami_plugin and result.bound_now:
-                self._release_later(placement, self._lock_release_seconds)
-            else:
-                await self._release(placement, 0.0)
-            return result
-
-    def _release_later(self, placement: PlacementEvent, wait: float) -> None:
-        task = asyncio.create_task(self._release(placement, wait))
-        self._releases.add(task)
-        task.add_done_callback(self._releases.discard)
-
-    async def _release(self, placement: PlacementEvent, wait: float) -> None:
-        if wait > 0:
-            await self._sleep(wait)
-        try:
-            await self._locker.release(placement.node, placement.namespace, placement.name, self.budget())
-        except (RetriesExhausted, ApiException) as exc:
-            # HAMi's own timeout ends the lock then.
-            log.warning("binder.hami_unlock_failed", extra={"fields": {"node": placement.node, "error": str(exc)}})
-
     async def drain_releases(self) -> None:
-        """Wait for the lock releases under way (tests, shutdown)."""
-        while self._releases:
-            await asyncio.gather(*self._releases, return_exceptions=True)
+        """Wait for what the enforcement paths left running, e.g. HAMi's lock releases (tests, shutdown)."""
+        await self._enforcers.drain()
 
     async def _bind(
         self,
         placement: PlacementEvent,
         known: PodView | None,
         budget: RetryBudget,
-        extra: dict[str, str] | None = None,
+        enforcers: tuple[Enforcer, ...],
+        extra: dict[str, str],
     ) -> BindResult:
         rv_changed = known is not None and known.resource_version != placement.pod_resource_version
 
-        def result(outcome: BindingOutcome, reason: str = "", *, bound_now: bool = False) -> BindResult:
+        def result(
+            outcome: BindingOutcome, reason: str = "", *, bound_now: bool = False, retryable: bool = False
+        ) -> BindResult:
             return BindResult(
                 outcome=outcome,
                 reason=reason,
                 attempts=budget.attempts,
                 bound_now=bound_now,
                 resource_version_changed=rv_changed,
+                retryable=retryable,
             )
 
         if known is not None:
@@ -305,10 +243,10 @@ class PodBinder:
             settled = outcome_of(judgement.standing)
             if settled is not None:
                 return BindResult(outcome=settled, reason=judgement.reason, attempts=0)
-        if placement.claims:  # DRA: allocated and reserved for the pod before it has a node
-            refused = await self._claims.allocate(placement, functools.partial(self._call, budget=budget))
+        for enforcer in enforcers:  # e.g. DRA's claims, allocated and reserved before the pod has a node
+            refused = await enforcer.before_binding(placement, functools.partial(self._call, budget=budget))
             if refused is not None:
-                return result(refused.outcome, refused.reason)
+                return result(refused.outcome, refused.reason, retryable=refused.retryable)
         try:
             await self._call(
                 "create binding",
@@ -339,6 +277,26 @@ class PodBinder:
         return await call_with_retry(
             operation, functools.partial(raw_call, call), budget, sleep=self._sleep, on_retry=_count_retry
         )
+
+
+async def _around(
+    enforcers: tuple[Enforcer, ...],
+    placement: PlacementEvent,
+    budget: RetryBudget,
+    binding: Callable[[], Awaitable[BindResult]],
+) -> BindResult:
+    """`binding` run under every path's `around_binding`, the first path's outermost."""
+    if not enforcers:
+        return await binding()
+    inner = functools.partial(_around, enforcers[1:], placement, budget, binding)
+    answer = await enforcers[0].around_binding(placement, budget, inner)
+    return _not_bound(answer, budget) if isinstance(answer, NotBound) else answer
+
+
+def _not_bound(refusal: NotBound, budget: RetryBudget) -> BindResult:
+    return BindResult(
+        outcome=refusal.outcome, reason=refusal.reason, attempts=budget.attempts, retryable=refusal.retryable
+    )
 
 
 def _status_kind(exc: ApiException) -> ApiErrorKind:

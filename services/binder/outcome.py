@@ -36,6 +36,17 @@ def classify_status(status: int) -> ApiErrorKind:
     return ApiErrorKind.REJECTED
 
 
+class BindResult(msgspec.Struct, frozen=True, kw_only=True):
+    """How one pod's binding ended."""
+
+    outcome: BindingOutcome
+    reason: str = ""
+    attempts: int = 1
+    bound_now: bool = False  # this call created the Binding (not a pod found already bound)
+    resource_version_changed: bool = False  # the pod changed since the placer saw it (informational)
+    retryable: bool = False  # not bound for a while only (retries spent on faults, a lock held): worth another try
+
+
 class PodView(msgspec.Struct, frozen=True, kw_only=True):
     """The few fields of a pod the binder decides on."""
 
