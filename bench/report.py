@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from bench import search_speed
+from bench import pipeline_speed, search_speed
 from bench.device_replay import DevicePolicyResult
 from bench.engine_speed import SpeedRun
 from bench.pipeline_speed import PipelineFigures
@@ -213,23 +213,7 @@ def build_figures(
             )
         )
     figures += search_speed.speedup_figures(search)
-    for placers, p in zip((1, 2), pipeline, strict=True):
-        for key, unit in (
-            ("sustained_pods_per_s", "pods/s"),
-            ("p50_pending_to_bound_ms", "ms"),
-            ("p99_pending_to_bound_ms", "ms"),
-        ):
-            measured: float | None = getattr(p, key) if p is not None else None
-            figures.append(
-                Figure(
-                    name=f"pipeline.{key}.placers{placers}",
-                    value=measured,
-                    unit=unit,
-                    detail=""
-                    if p is not None
-                    else "not measured in this run: the pipeline did not start (the run's log says why)",
-                )
-            )
+    figures += pipeline_speed.headline_figures(pipeline)
     return figures
 
 
