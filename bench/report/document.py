@@ -15,7 +15,7 @@ from bench.pipeline_speed import PipelineFigures
 from bench.report.device_section import device_figures, device_markdown, device_notes
 from bench.report.speed_section import engine_figures, engine_markdown, search_figures, search_markdown, search_notes
 from bench.report.trace_section import trace_figures, trace_markdown, trace_notes
-from bench.results import Figure, Results
+from bench.results import Figure, Results, SectionReport
 from bench.search_speed import SearchFigure
 from bench.trace_replay import ReplayResult
 
@@ -56,6 +56,7 @@ def build_markdown(
     pipeline_section: str = "",
     *,
     scale_section: str = "",
+    extra: Sequence[SectionReport] = (),
 ) -> str:
     """results.md: a header, every section's tables and plots in order, then the run's notes."""
     out = [
@@ -97,6 +98,8 @@ def build_markdown(
         scale_section or "Not measured in this run.",
         "",
     ]
+    for section in extra:
+        out += [f"## {section.title}", "", section.markdown or "Not measured in this run.", ""]
     out += ["## Notes", ""]
     out += [f"- {n}" for n in results.notes]
     out.append("")
