@@ -76,6 +76,29 @@ def drive(nodes: int, pods: int, *, live: int | None = None, index_every: int = 
     after_imports = _peak_mb()
     started = time.perf_counter()
     view = ClusterView()
+    uuids = _apply_nodes(view, nodes, seed)
+    view.index()
+    after_nodes = _peak_mb()
+    _stream_pods(view, uuids, pods, capacity=live if live is not None else nodes, index_every=index_every)
+    index = view.index()
+    sizes = view.sizes()
+    return MemoryRun(
+        nodes=nodes,
+        pods=pods,
+        peak_rss_mb=round(_peak_mb(), 1),
+        rss_after_imports_mb=round(after_imports, 1),
+        rss_after_nodes_mb=round(after_nodes, 1),
+        rss_end_mb=round(_current_mb(), 1),
+        seconds=round(time.perf_counter() - started, 2),
+        index_nodes=len(index),
+        pods_known_end=sizes["pods_known"],
+        deleted_remembered=sizes["pods_deleted_remembered"],
+    )
+
+
+def _apply_nodes(view: ClusterView, nodes: int, seed: int) -> dict[str, list[str]]:
+    """A NodeTopologyEvent and a NodeStatusEvent per realistic node; node -> its GPU UUIDs (the node
+    states themselves are dropped on return, as the view holds what it needs)."""
     states = realistic_nodes(nodes, seed)
     for state in states:
         view.apply(
@@ -93,55 +116,15 @@ def drive(nodes: int, pods: int, *, live: int | None = None, index_every: int = 
                 unschedulable=state.unschedulable,
             )
         )
-    uuids = {s.name: [d.uuid for d in s.devices] for s in states}
-    del states
-    view.index()
-    after_nodes = _peak_mb()
+    return {s.name: [d.uuid for d in s.devices] for s in states}
+
+
+def _stream_pods(view: ClusterView, uuids: dict[str, list[str]], pods: int, *, capacity: int, index_every: int) -> None:
+    """`pods` pods placed, bound and deleted in turn, at most `capacity` alive at once; every pod gone at the end."""
     names = sorted(uuids)
     window: deque[PodLifecycleEvent] = deque()
-    capacity = live if live is not None else nodes
     for n in range(pods):
-        node = names[n % len(names)]
-        gpus = (1, 1, 2, 4, 8)[n % 5]
-        first = (n // len(names)) % 8
-        devices = tuple(DeviceAssignment(index=(first + k) % 8, uuid=uuids[node][(first + k) % 8]) for k in range(gpus))
-        uid = f"pod-{n:07d}"
-        requests = gpu_pod(uid, gpus).requests
-        decision_id = f"{n:024x}"
-        view.apply(
-            PlacementEvent(
-                decision_id=decision_id,
-                uid=uid,
-                namespace="team-a",
-                name=f"job-{n}",
-                pod_resource_version=str(n),
-                outcome=PlacementOutcome.PLACED,
-                node=node,
-                devices=devices,
-                requests=requests,
-            )
-        )
-        view.apply(
-            BindingEvent(
-                decision_id=decision_id,
-                uid=uid,
-                namespace="team-a",
-                name=f"job-{n}",
-                outcome=BindingOutcome.BOUND,
-                node=node,
-                devices=devices,
-            )
-        )
-        bound = PodLifecycleEvent(
-            uid=uid,
-            namespace="team-a",
-            name=f"job-{n}",
-            phase=LifecyclePhase.BOUND,
-            node=node,
-            devices=devices,
-            requests=requests,
-        )
-        view.apply(bound)
+        bound = _place_and_bind(view, n, names[n % len(names)], uuids)
         window.append(bound)
         if len(window) >= capacity:
             _delete(view, window.popleft())
@@ -149,20 +132,51 @@ def drive(nodes: int, pods: int, *, live: int | None = None, index_every: int = 
             view.index()
     while window:
         _delete(view, window.popleft())
-    index = view.index()
-    sizes = view.sizes()
-    return MemoryRun(
-        nodes=nodes,
-        pods=pods,
-        peak_rss_mb=round(_peak_mb(), 1),
-        rss_after_imports_mb=round(after_imports, 1),
-        rss_after_nodes_mb=round(after_nodes, 1),
-        rss_end_mb=round(_current_mb(), 1),
-        seconds=round(time.perf_counter() - started, 2),
-        index_nodes=len(index),
-        pods_known_end=sizes["pods_known"],
-        deleted_remembered=sizes["pods_deleted_remembered"],
+
+
+def _place_and_bind(view: ClusterView, n: int, node: str, uuids: dict[str, list[str]]) -> PodLifecycleEvent:
+    """Pod n's PlacementEvent, BindingEvent and PodLifecycleEvent BOUND on `node` (1-8 GPUs); the last returned."""
+    gpus = (1, 1, 2, 4, 8)[n % 5]
+    first = (n // len(uuids)) % 8
+    devices = tuple(DeviceAssignment(index=(first + k) % 8, uuid=uuids[node][(first + k) % 8]) for k in range(gpus))
+    uid = f"pod-{n:07d}"
+    requests = gpu_pod(uid, gpus).requests
+    decision_id = f"{n:024x}"
+    view.apply(
+        PlacementEvent(
+            decision_id=decision_id,
+            uid=uid,
+            namespace="team-a",
+            name=f"job-{n}",
+            pod_resource_version=str(n),
+            outcome=PlacementOutcome.PLACED,
+            node=node,
+            devices=devices,
+            requests=requests,
+        )
     )
+    view.apply(
+        BindingEvent(
+            decision_id=decision_id,
+            uid=uid,
+            namespace="team-a",
+            name=f"job-{n}",
+            outcome=BindingOutcome.BOUND,
+            node=node,
+            devices=devices,
+        )
+    )
+    bound = PodLifecycleEvent(
+        uid=uid,
+        namespace="team-a",
+        name=f"job-{n}",
+        phase=LifecyclePhase.BOUND,
+        node=node,
+        devices=devices,
+        requests=requests,
+    )
+    view.apply(bound)
+    return bound
 
 
 def _delete(view: ClusterView, bound: PodLifecycleEvent) -> None:

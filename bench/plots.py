@@ -14,7 +14,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from bench.device_replay import DevicePolicyResult  # noqa: E402
 from bench.engine_speed import SpeedRun  # noqa: E402
-from bench.report import device_stats  # noqa: E402
+from bench.report.device_section import device_stats  # noqa: E402
 from bench.trace_replay import ReplayResult  # noqa: E402
 
 

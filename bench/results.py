@@ -19,6 +19,16 @@ class Figure(msgspec.Struct, frozen=True, kw_only=True):
     detail: str = ""
 
 
+class SectionReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What a section registered after the built-in ones adds to the report: its figures and notes (after
+    theirs) and its part of results.md (`## title`, before the notes)."""
+
+    title: str
+    figures: tuple[Figure, ...] = ()
+    notes: tuple[str, ...] = ()
+    markdown: str = ""
+
+
 class Machine(msgspec.Struct, frozen=True, kw_only=True):
     platform: str
     python: str
