@@ -16,6 +16,7 @@ from engine.cluster.network import NetworkTree
 from engine.core.memo import BoundedCache, Memo
 from engine.core.model import Allocation, Mode, NodeState, PodRequest, WorkloadClass
 from engine.decide.claim import NO_DEVICES, Claim, claim
+from engine.decide.kube.resources import pods_on_node
 from engine.decide.node_rules import NodeFactsTable, PodRules
 from engine.node.answer import NodeAnswers, NodeFit
 from engine.node.registry import Vendors
@@ -77,7 +78,7 @@ class Shape:
             return cap
         facts = self.rules.nodes.of(node)
         allocatable = facts.allocatable or {}
-        free = allocatable.get("pods", 0) - facts.pod_count * 1000
+        free = allocatable.get("pods", 0) - pods_on_node(facts.requested, facts.pod_count) * 1000
         slots = min(cap, max(0, free // 1000))
         for resource, amount in self.resources.items():
             if resource in ("pods",):
