@@ -73,7 +73,10 @@ class Shape:
         return out
 
     def resource_slots(self, node: NodeState, cap: int) -> int:
-        """Members the node's free resources and pod count still take (all of them when not reported)."""
+        """Members the node's free resources, pod count and host ports still take (resources: all of them
+        when not reported)."""
+        if self.rules.facts.host_ports:
+            cap = min(cap, 1)  # a second member of the shape wants the ports the first one took
         if node.allocatable is None:
             return cap
         facts = self.rules.nodes.of(node)
@@ -104,7 +107,14 @@ def _held(fit: NodeFit, device_request: object) -> tuple[Allocation, ...]:
 
 def _shape_key(request: PodRequest) -> bytes:
     return msgspec.json.encode(
-        (request.requests, request.annotations, request.node_selector, request.affinity, request.tolerations)
+        (
+            request.requests,
+            request.annotations,
+            request.node_selector,
+            request.affinity,
+            request.tolerations,
+            request.host_ports,
+        )
     )
 
 
