@@ -111,6 +111,7 @@ class NodeVerdict(msgspec.Struct, frozen=True, kw_only=True):
     score: float = 0.0
     devices: tuple[int, ...] = ()
     reason: str = ""
+    reasons: tuple[str, ...] = ()  # when it does not fit: kube-scheduler's reasons, as it counts them
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True):
