@@ -187,7 +187,7 @@ def test_multi_document_yaml_with_unused_kinds(tmp_path: Path, capsys: pytest.Ca
         {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"}},
         as_list(k8s_node("b"), k8s_pod("x", node="a")),
         {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "logs"}},
-        {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "s0"}},
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "fast"}},
     ]
     cluster, pod = tmp_path / "cluster.yaml", tmp_path / "pod.yaml"
     cluster.write_text(yaml.safe_dump_all(documents))
@@ -197,7 +197,7 @@ def test_multi_document_yaml_with_unused_kinds(tmp_path: Path, capsys: pytest.Ca
     assert json.loads(captured.out)["node"] == "b"
     notes = [line for line in captured.err.splitlines() if "not yet used" in line]
     assert len(notes) == 2  # each unused kind named once
-    assert "HyperNode" in notes[0] and "PersistentVolumeClaim" in notes[1]
+    assert "PersistentVolumeClaim" in notes[0] and "StorageClass" in notes[1]
 
 
 def test_clusters_from_several_files_and_single_objects(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -262,7 +262,13 @@ BAD: dict[str, tuple[Any, Any, tuple[str, ...], str]] = {
     "unknown --node": (as_list(k8s_node("a")), k8s_pod("new"), ("--node", "z"), "--node: no node 'z'"),
     "not a pod to place": (as_list(k8s_node("a")), k8s_node("b"), (), "pod.json: kind: expected Pod"),
     "bad feature gates": (as_list(k8s_node("a")), k8s_pod("new"), ("--feature-gates", "X=maybe"), "--feature-gates"),
-    "two pods": (as_list(k8s_node("a")), as_list(k8s_pod("p"), k8s_pod("q")), (), "not supported yet"),
+    "two pods of no gang": (as_list(k8s_node("a")), as_list(k8s_pod("p"), k8s_pod("q")), (), "are not one gang"),
+    "a gang without its PodGroup": (
+        as_list(k8s_node("a")),
+        as_list(*(k8s_pod(n, annotations={"scheduling.k8s.io/group-name": "job"}) for n in "pq")),
+        (),
+        "PodGroup 'default/job', which no --cluster file holds",
+    ),
 }
 
 
@@ -312,3 +318,23 @@ def test_the_installed_command_answers_and_exits_1_when_nothing_fits(tmp_path: P
         "reason": "0/1 nodes are available: 1 Too many pods.",
         "nodes": [{"name": "a", "fits": False, "reasons": ["Too many pods"], "score": None}],
     }
+
+
+def test_pods_of_one_volcano_gang_get_the_gang_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Two 8-GPU members of PodGroup default/job under one leaf switch: both placed, one per node, in s0.
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "job", "namespace": "default"}, "spec": {"minMember": 2}}  # fmt: skip
+    leaf = {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": "s0"},
+        "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": "^gpu-"}}}]},
+    }
+    nodes = [k8s_node(n, **{"nvidia.com/gpu": "8"}) for n in ("gpu-a", "gpu-b", "other")]
+    members = [k8s_pod(n, gpus=8, annotations={"scheduling.k8s.io/group-name": "job"}) for n in ("w0", "w1")]
+    code, answer, err = run(tmp_path, as_list(*nodes, group, leaf), as_list(*members), capsys=capsys)
+    assert code == 0, err
+    assert answer["placed"] is True
+    assert answer["hypernode"] == "s0"
+    assert sorted(p["node"] for p in answer["pods"]) == ["gpu-a", "gpu-b"]
+    assert "not yet used" not in err  # PodGroups and HyperNodes are read

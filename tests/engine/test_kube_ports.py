@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engine import Mode, NodeState, PodRequest, Snapshot, place
 from engine.decide.kube.filters import CompiledPodRules, NodeFacts, PodFacts
@@ -88,3 +90,28 @@ def test_the_engine_places_the_pod_where_its_port_is_free() -> None:
     assert place(Snapshot(nodes=(taken, other_address)), everywhere, Mode.DEFAULT).reason == (
         f"0/2 nodes are available: 2 {NODE_PORTS_REASON}."
     )
+
+
+host_ports = st.builds(
+    HostPort,
+    port=st.sampled_from([53, 80, 8080]),
+    protocol=st.sampled_from(["TCP", "UDP", ""]),
+    host_ip=st.sampled_from(["", "0.0.0.0", "10.0.0.1", "10.0.0.2"]),
+)
+
+
+def _same_port(a: HostPort, b: HostPort) -> bool:
+    """Two ports meet: one port and protocol (empty is TCP), and an address in common (0.0.0.0 or empty: all)."""
+    every = ("", "0.0.0.0")
+    same_address = a.host_ip in every or b.host_ip in every or a.host_ip == b.host_ip
+    return a.port == b.port and (a.protocol or "TCP") == (b.protocol or "TCP") and same_address
+
+
+@given(st.lists(host_ports, max_size=4), st.lists(host_ports, max_size=6))
+def test_a_pod_fits_exactly_when_no_port_meets_a_used_one(wanted: list[HostPort], used: list[HostPort]) -> None:
+    expected = not any(_same_port(w, u) for w in wanted for u in used)
+    assert fits_ports(wanted, UsedPorts(used)) is expected
+    # meeting is symmetric: swapping who runs and who asks changes nothing, one port against one
+    for w in wanted:
+        for u in used:
+            assert UsedPorts([u]).conflicts(w) is UsedPorts([w]).conflicts(u)

@@ -1,7 +1,8 @@
 """A cluster given as Kubernetes objects -> the engine's Snapshot, and the pods to place.
 
-Nodes and Pods are used now; every other kind is accepted and left aside, named
-once in a note (`not yet used: PersistentVolumeClaim`), never an error. A Pod
+Nodes and Pods are used now, and for a gang its Volcano PodGroup and the
+HyperNodes; every other kind is accepted and left aside, named once in a note
+(`not yet used: PersistentVolumeClaim`), never an error. A Pod
 with `spec.nodeName` that has not finished is running there and counts against
 its node; a Pod without one is pending and is not counted (kube-scheduler
 counts only pods on nodes).
@@ -14,17 +15,19 @@ from collections.abc import Sequence
 import msgspec
 
 from engine import NodeState, PodRequest, Snapshot
+from engine.cluster.network import decode_hypernodes
+from engine.core.hypernodes import HyperNode
+from schemas.gangs import PodGroup
 from services.collector import watch_translate as translate
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
 from topoplace.cluster_objects.nodes import merged, node_from_object, with_pods
 from topoplace.cluster_objects.pods import RunningPod, decode_pod, pod_to_place, running_pod
 
-USED_KINDS = ("Node", "Pod")
-
 
 class ClusterRead(msgspec.Struct, frozen=True, kw_only=True):
     snapshot: Snapshot
     notes: tuple[str, ...]  # for stderr: kinds not used yet, devices read without their seal
+    podgroups: dict[str, PodGroup] = {}  # Volcano PodGroups by namespace/name, for a gang
 
 
 def _unused_note(kinds: list[str]) -> list[str]:
@@ -41,9 +44,16 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
     nodes: dict[str, NodeState] = {}
     running: dict[str, list[RunningPod]] = {}
     pod_names: set[str] = set()
+    hypernodes: list[HyperNode] = []
+    podgroups: dict[str, PodGroup] = {}
     for path in paths:
         for item in read_objects(path):
-            if item.kind == "Node":
+            if item.kind == "HyperNode":
+                hypernodes.append(_decoded_hypernode(item))
+            elif item.kind == "PodGroup":
+                group = _decoded(item, PodGroup)
+                podgroups[f"{group.metadata.namespace or 'default'}/{group.metadata.name}"] = group
+            elif item.kind == "Node":
                 node = node_from_object(item)
                 if node.name in nodes:
                     raise ClusterInputError(item.where, "metadata.name", f"node {node.name!r} given twice")
@@ -53,9 +63,24 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
             else:
                 unused.append(item.kind)
     return ClusterRead(
-        snapshot=Snapshot(nodes=_assembled(nodes, running, snapshot_nodes, notes)),
+        snapshot=Snapshot(nodes=_assembled(nodes, running, snapshot_nodes, notes), hypernodes=tuple(hypernodes)),
         notes=tuple(_unused_note(unused) + notes),
+        podgroups=podgroups,
     )
+
+
+def _decoded(item: ClusterObject, kind: type[PodGroup]) -> PodGroup:
+    try:
+        return msgspec.convert(item.body, kind)
+    except ValueError as exc:
+        raise ClusterInputError(item.where, "", str(exc)) from None
+
+
+def _decoded_hypernode(item: ClusterObject) -> HyperNode:
+    try:
+        return decode_hypernodes([item.body])[0]
+    except ValueError as exc:
+        raise ClusterInputError(item.where, "", str(exc)) from None
 
 
 def _read_running(

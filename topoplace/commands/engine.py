@@ -133,7 +133,7 @@ def _place(args: argparse.Namespace) -> int:
     try:
         given = read_place_input(args.snapshot)
         if given.gang is not None:
-            return _place_gang(given, Mode(args.mode), args.explain)
+            return place_gang_answer(given, Mode(args.mode), args.explain)
         assert given.request is not None
         decision = place(given.snapshot, given.request, Mode(args.mode), explain=True)
     except (ValueError, RequestError) as exc:
@@ -157,7 +157,7 @@ def _place(args: argparse.Namespace) -> int:
     return OK if decision.node is not None else NO_PLACE
 
 
-def _place_gang(given: PlaceInput, mode: Mode, explain: bool) -> int:
+def place_gang_answer(given: PlaceInput, mode: Mode, explain: bool) -> int:
     """A gang's decision: {gang, placed, hypernode, tier, pods: [{name, node, devices, score}], reason}."""
     import msgspec
 

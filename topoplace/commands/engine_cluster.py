@@ -5,8 +5,11 @@ The answer (JSON):
     {"node": name | null, "devices": [...], "score": number, "reason": text | null,
      "nodes": [{"name", "fits", "reasons": [kube-scheduler's reasons], "score": number | null}, ...]}
 
-with every node listed, by name. Notes (kinds not used yet, devices read without their seal, feature
-gates) go to stderr, one line each. Exit codes: 0 placed, 1 no place, 2 bad input (one line naming the
+with every node listed, by name. Several Pods of one gang (Volcano's `scheduling.k8s.io/group-name`
+naming a PodGroup of the cluster, or Kueue's pod-group annotations) get today's gang answer
+(`engine place --snapshot` with `gang`): each member's node and devices, the hypernode and tier.
+Notes (kinds not used yet, devices read without their seal, feature gates) go to stderr, one line
+each. Exit codes: 0 placed, 1 no place, 2 bad input (one line naming the
 file and the field).
 """
 
@@ -20,9 +23,8 @@ from topoplace.commands.exit_codes import BAD_INPUT, NO_PLACE, OK
 
 if TYPE_CHECKING:
     from engine import Decision, NodeState, PodRequest
-
-# The labels / annotations that make several pods one gang (Volcano's PodGroup, Kueue's pod group).
-GANG_KEYS = ("scheduling.k8s.io/group-name", "kueue.x-k8s.io/pod-group-name")
+    from engine.core.model import GangInput
+    from topoplace.cluster_objects.cluster import ClusterRead
 
 
 def parse_feature_gates(text: str | None) -> dict[str, bool]:
@@ -70,16 +72,30 @@ def _snapshot_nodes(path: str | None) -> tuple[NodeState, ...]:
     return snapshot.nodes
 
 
+def gang_of(pods: list[PodRequest], cluster: ClusterRead) -> GangInput:
+    """Several pods as one gang: they must share a Volcano group (its PodGroup in the cluster) or a Kueue one."""
+    from engine.core.model import GangInput
+    from schemas.gangs import KUEUE_GROUP, VOLCANO_GROUP_ANNOTATION
+
+    volcano = {p.annotations.get(VOLCANO_GROUP_ANNOTATION) for p in pods}
+    kueue = {p.annotations.get(KUEUE_GROUP) for p in pods}
+    if len(volcano) == 1 and None not in volcano:
+        name = f"{pods[0].namespace}/{volcano.pop()}"
+        group = cluster.podgroups.get(name)
+        if group is None:
+            raise ValueError(f"--pods: the pods name PodGroup {name!r}, which no --cluster file holds")
+        return GangInput(podgroup=group, pods=tuple(pods))
+    if len(kueue) == 1 and None not in kueue:
+        return GangInput(pods=tuple(pods))
+    raise ValueError(
+        f"--pods: {len(pods)} pods that are not one gang (one {VOLCANO_GROUP_ANNOTATION} or {KUEUE_GROUP} for"
+        " all); place one Pod at a time"
+    )
+
+
 def _the_pod(pods: list[PodRequest], node: str | None) -> PodRequest:
     import msgspec
 
-    if len(pods) > 1:
-        groups = {p.annotations.get(GANG_KEYS[0]) or p.labels.get(GANG_KEYS[1]) for p in pods}
-        what = "a gang" if len(groups) == 1 and None not in groups else "several pods"
-        raise ValueError(
-            f"--pods: {len(pods)} pods given ({what}): placing more than one Pod object is not supported yet;"
-            " give one Pod (a gang: `engine place --snapshot` with `gang`)"
-        )
     pod = pods[0]
     if node is not None:
         if pod.node_name and pod.node_name != node:
@@ -128,12 +144,14 @@ def place_on_cluster(args: argparse.Namespace) -> int:
         names = {n.name for n in cluster.snapshot.nodes}
         if args.node is not None and args.node not in names:
             raise ValueError(f"--node: no node {args.node!r} in the cluster ({len(names)} nodes)")
-        pod = _the_pod(read_pods(args.pods), args.node)
+        pods = read_pods(args.pods)
         for line in cluster.notes:
             _note(line)
         for gate in sorted(gates):
             _note(f"feature gate {gate}: not used by topoplace yet")
-        decision = place(cluster.snapshot, pod, Mode(args.mode), explain=True)
+        if len(pods) > 1:
+            return _place_gang(cluster, pods, args)
+        decision = place(cluster.snapshot, _the_pod(pods, args.node), Mode(args.mode), explain=True)
     except RequestError as exc:
         print(f"topoplace engine: {', '.join(args.pods)}: {exc}", file=sys.stderr)
         return BAD_INPUT
@@ -142,3 +160,14 @@ def place_on_cluster(args: argparse.Namespace) -> int:
         return BAD_INPUT
     print(msgspec.json.format(msgspec.json.encode(answer_of(decision)).decode(), indent=2))
     return OK if decision.node is not None else NO_PLACE
+
+
+def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace) -> int:
+    """Today's gang answer (`engine place --snapshot` with `gang`); RequestError / ValueError: bad input."""
+    from engine import Mode, PlaceInput
+    from topoplace.commands.engine import place_gang_answer
+
+    if args.node is not None:
+        raise ValueError("--node: not with a gang (its members are placed inside one network domain)")
+    given = PlaceInput(snapshot=cluster.snapshot, gang=gang_of(pods, cluster))
+    return place_gang_answer(given, Mode(args.mode), explain=False)
