@@ -6,6 +6,8 @@ the API server's validation checks (k8s.io/kubernetes pkg/apis/core/validation)
 where a mistake would change a scheduling decision, and raises RequestError naming
 the field (msgspec adds the path, e.g. "- at `$.nodeAffinity...`").
 
+`HostPort` is one port a container takes on its node (NodePorts).
+
 `Affinity` carries node affinity only: pod affinity and anti-affinity
 (`podAffinity`, `podAntiAffinity`) are ignored for now, so a pod that asks for
 them is placed as if it had not.
@@ -139,3 +141,23 @@ class Affinity(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
     """Node affinity only; podAffinity and podAntiAffinity are not read yet."""
 
     node_affinity: NodeAffinity | None = None
+
+
+BIND_ALL_HOST_IP = "0.0.0.0"  # a hostIP of "" means this: every address of the node
+PORT_PROTOCOLS = ("TCP", "UDP", "SCTP")
+
+
+class HostPort(msgspec.Struct, frozen=True, kw_only=True):
+    """One host port a pod's container takes on its node (a containerPort with hostPort > 0), as
+    kube-scheduler's NodePorts reads it: (hostIP, protocol, hostPort). Empty hostIP and protocol
+    are sanitised as kube does: 0.0.0.0 and TCP."""
+
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = BIND_ALL_HOST_IP
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.port <= 65_535:
+            raise RequestError("port", f"must be between 1 and 65535, got {self.port}")
+        if self.protocol and self.protocol not in PORT_PROTOCOLS:
+            raise RequestError("protocol", f"unknown protocol {self.protocol!r} (allowed: {', '.join(PORT_PROTOCOLS)})")

@@ -14,7 +14,7 @@ import msgspec
 from engine.core.hypernodes import HyperNode
 from schemas.events import DeviceAssignment
 from schemas.gangs import PodGroup
-from schemas.kube import Affinity, Taint, Toleration
+from schemas.kube import Affinity, HostPort, Taint, Toleration
 from schemas.topology import Device, Link
 
 
@@ -46,6 +46,7 @@ class NodeState(msgspec.Struct, frozen=True, kw_only=True):
     allocatable: dict[str, str] | None = None
     requested: dict[str, str] = {}  # summed over every pod on the node, any scheduler's
     pods: int = 0  # pods on the node, any scheduler's
+    host_ports: tuple[HostPort, ...] = ()  # the host ports its pods hold (NodePorts)
     allocations: tuple[Allocation, ...] = ()
 
 
@@ -91,6 +92,7 @@ class PodRequest(msgspec.Struct, frozen=True, kw_only=True):
     node_selector: dict[str, str] = {}
     affinity: Affinity | None = None
     tolerations: tuple[Toleration, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()  # the host ports its containers take (NodePorts)
     node_name: str = ""  # set: already on that node (a running gang member), never placed again
     # Resources asked through DRA claims: devices from ResourceSlices, not the node's allocatable.
     dra_resources: tuple[str, ...] = ()
@@ -109,6 +111,7 @@ class NodeVerdict(msgspec.Struct, frozen=True, kw_only=True):
     score: float = 0.0
     devices: tuple[int, ...] = ()
     reason: str = ""
+    reasons: tuple[str, ...] = ()  # when it does not fit: kube-scheduler's reasons, as it counts them
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True):

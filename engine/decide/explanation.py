@@ -77,7 +77,7 @@ def unschedulable_decision(
                 continue  # fits but lost to no one: cannot happen when nothing was found; kept safe
             summaries.extend(reasons[0])
             if explainer is not None:
-                verdicts.append(NodeVerdict(node=name, fits=False, reason=reasons[1]))
+                verdicts.append(NodeVerdict(node=name, fits=False, reason=reasons[1], reasons=tuple(reasons[0])))
     verdicts.sort(key=lambda v: v.node)
     return Decision(
         node=None,
@@ -104,7 +104,7 @@ def every_alternative(
                 continue
             reasons = node_reasons(index.node(name), answer, rules, None, explainer)
             if reasons is not None:
-                misses.append(NodeVerdict(node=name, fits=False, reason=reasons[1]))
+                misses.append(NodeVerdict(node=name, fits=False, reason=reasons[1], reasons=tuple(reasons[0])))
                 continue
             assert isinstance(answer, NodeFit)
             score = answer.score.score + rules.preference(index.node(name))

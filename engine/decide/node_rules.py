@@ -2,7 +2,7 @@
 
 These are the rules that do not depend on the devices: readiness, cordon,
 the node the pod names, taints and tolerations, node affinity and selector,
-and the node's allocatable resources. They run on single nodes (the device
+host ports, and the node's allocatable resources. They run on single nodes (the device
 answer is shared by a whole class of nodes), so they are compiled once per
 pod into plain values and kept cheap per call.
 """
@@ -14,6 +14,7 @@ from types import MappingProxyType
 
 from engine.core.model import NodeState, PodRequest
 from engine.decide.kube.filters import UNSCHEDULABLE_REASON, CompiledPodRules, NodeFacts, PodFacts
+from engine.decide.kube.ports import UsedPorts
 from engine.decide.kube.resources import parse_requests
 
 NOT_READY = "node(s) were not ready"
@@ -31,6 +32,7 @@ def pod_facts(request: PodRequest, ignored: Collection[str]) -> PodFacts:
         node_selector=dict(request.node_selector),
         affinity=request.affinity,
         tolerations=tuple(request.tolerations),
+        host_ports=tuple(request.host_ports),
         requests={k: v for k, v in parse_requests(request.requests, "requests").items() if k not in ignored},
     )
 
@@ -75,6 +77,8 @@ def node_facts(node: NodeState) -> NodeFacts:
         allocatable=None if node.allocatable is None else parse_requests(node.allocatable, "allocatable"),
         requested=parse_requests(node.requested, "requested"),
         pod_count=node.pods,
+        # Parsed with the rest of the node state, once per state: a decision only looks ports up.
+        used_ports=UsedPorts(node.host_ports) if node.host_ports else None,
     )
 
 

@@ -59,6 +59,17 @@ def test_place_names_the_bad_field(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "$.request.uid" in capsys.readouterr().err
 
 
+def test_a_node_whose_pods_are_full_answers_no_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The node says it is full by `requested.pods` (its pod count left out): no node, exit 1.
+    node = {"name": "full", "allocatable": {"cpu": "4", "pods": "2"}, "requested": {"pods": "2"}}
+    given = tmp_path / "full.json"
+    given.write_text(json.dumps({"snapshot": {"nodes": [node]}, "request": {"uid": "u", "requests": {"cpu": "1"}}}))
+    assert main(["engine", "place", "--snapshot", str(given)]) == 1
+    decision = json.loads(capsys.readouterr().out)
+    assert decision["node"] is None
+    assert decision["reason"] == "0/1 nodes are available: 1 Too many pods."
+
+
 def test_pick_on_a_fixture_with_free_devices(capsys: pytest.CaptureFixture[str]) -> None:
     # DGX-1, GPU 1 busy: the NV2 pair (2,3) cuts the least idle link score (see test_nvidia_place).
     assert main(["engine", "pick", "--topology", "dgx1-v100", "--count", "2", "--free", "0,2,3,4,5,6,7"]) == 0

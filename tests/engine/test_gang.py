@@ -17,6 +17,7 @@ from engine.cluster.network import build_tree
 from engine.decide.gang import GangDecision, GangRequest
 from engine.node.vendors import registry
 from schemas.events import NetworkConstraint, SubGroupPolicy, TopologyMode
+from schemas.kube import HostPort
 
 H100 = "dgx-h100"
 EIGHT_NODES = [f"node{i}" for i in range(8)]
@@ -299,3 +300,14 @@ def test_a_gang_under_the_fragmentation_policy_places_its_cpu_only_members_too()
     assert by_name["launcher"].devices == ()
     assert "frag_level" in by_name["launcher"].score_parts
     assert all(len(by_name[w.name].devices) == 4 for w in workers)
+
+
+def test_members_asking_for_one_host_port_never_share_a_node() -> None:
+    # Two 1-GPU members wanting host port 29500: each node holds 8 GPUs but only one of them (NodePorts).
+    port = (HostPort(port=29500),)
+    pods = [msgspec.structs.replace(member(i, 1), host_ports=port) for i in range(2)]
+    decision = decide(cluster(), volcano_example(), pods, hard(1))
+    assert decision.placed
+    assert sorted(nodes_of(decision)) == ["node0", "node1"]
+    taken = [msgspec.structs.replace(n, host_ports=port) for n in cluster(names=["node0"])]
+    assert not decide([*taken, *cluster(names=["node1"])], [], pods).placed

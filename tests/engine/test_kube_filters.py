@@ -33,7 +33,14 @@ def affinity_to(*names: str) -> Affinity:
 
 
 def test_order_is_kube_schedulers_default() -> None:
-    assert FILTER_ORDER == ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit")
+    assert FILTER_ORDER == (
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+    )
 
 
 def test_a_plain_pod_fits_a_plain_node() -> None:

@@ -117,6 +117,23 @@ def test_too_many_pods(
 
 
 @pytest.mark.parametrize(
+    ("requested_pods", "pod_count", "reasons"),
+    [
+        # a snapshot may say how full a node is by `requested.pods` alone: full is full
+        (32, 0, ["Too many pods"]),
+        (31, 0, []),
+        (33, 0, ["Too many pods"]),
+        # the larger of the two counts
+        (2, 32, ["Too many pods"]),
+        (31, 5, []),
+    ],
+)
+def test_too_many_pods_counts_requested_pods(requested_pods: int, pod_count: int, reasons: list[str]) -> None:
+    requested = {"pods": requested_pods * 1000}
+    assert fit_failures({}, node_alloc(), requested, pod_count) == reasons
+
+
+@pytest.mark.parametrize(
     ("containers", "inits", "overhead", "expected"),
     [
         ([res(1000)], [], None, res(1000)),

@@ -39,10 +39,22 @@ def add_parser(subparsers: Any) -> None:
 
     place_parser = sub.add_parser(
         "place",
-        help="place one pod on a snapshot: {'snapshot': ..., 'request': ...} -> decision JSON",
+        help="place one pod on a snapshot ({'snapshot': ..., 'request': ...}) or on a cluster of Kubernetes objects",
         description="Exit code 0: placed; 1: unschedulable (the decision still printed); 2: bad input.",
     )
-    place_parser.add_argument("--snapshot", required=True, help="JSON file: {snapshot, request} (PlaceInput)")
+    place_parser.add_argument(
+        "--snapshot", help="JSON file: {snapshot, request} (PlaceInput); with --cluster: the nodes' devices and links"
+    )
+    place_parser.add_argument(
+        "--cluster",
+        action="append",
+        default=[],
+        help="kubectl get ... -A -o json|yaml output: Nodes, Pods (repeatable)",
+    )
+    place_parser.add_argument("--pods", action="append", default=[], help="with --cluster: the Pod object to place")
+    place_parser.add_argument("--node", default=None, help="with --cluster: the one node to consider")
+    place_parser.add_argument("--feature-gates", default=None, help="with --cluster: Name=true|false,... (noted)")
+    place_parser.add_argument("--json", action="store_true", help="print the answer as JSON (the default)")
     place_parser.add_argument("--mode", choices=MODES, default=MODES[0])
     place_parser.add_argument("--explain", action="store_true", help="print a table instead of JSON")
     place_parser.set_defaults(func=_place)
@@ -108,10 +120,20 @@ def _place(args: argparse.Namespace) -> int:
 
     from engine import Mode, RequestError, place
 
+    if args.cluster:
+        if args.explain:
+            return _fail("--explain: not with --cluster (its answer is JSON)")
+        from topoplace.commands.engine_cluster import place_on_cluster
+
+        return place_on_cluster(args)
+    if args.snapshot is None:
+        return _fail("give --snapshot FILE, or --cluster FILE ... --pods FILE")
+    if args.pods or args.node is not None or args.feature_gates is not None:
+        return _fail("--pods, --node and --feature-gates go with --cluster")
     try:
         given = read_place_input(args.snapshot)
         if given.gang is not None:
-            return _place_gang(given, Mode(args.mode), args.explain)
+            return place_gang_answer(given, Mode(args.mode), args.explain)
         assert given.request is not None
         decision = place(given.snapshot, given.request, Mode(args.mode), explain=True)
     except (ValueError, RequestError) as exc:
@@ -135,7 +157,7 @@ def _place(args: argparse.Namespace) -> int:
     return OK if decision.node is not None else NO_PLACE
 
 
-def _place_gang(given: PlaceInput, mode: Mode, explain: bool) -> int:
+def place_gang_answer(given: PlaceInput, mode: Mode, explain: bool) -> int:
     """A gang's decision: {gang, placed, hypernode, tier, pods: [{name, node, devices, score}], reason}."""
     import msgspec
 

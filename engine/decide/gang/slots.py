@@ -16,6 +16,7 @@ from engine.cluster.network import NetworkTree
 from engine.core.memo import BoundedCache, Memo
 from engine.core.model import Allocation, Mode, NodeState, PodRequest, WorkloadClass
 from engine.decide.claim import NO_DEVICES, Claim, claim
+from engine.decide.kube.resources import pods_on_node
 from engine.decide.node_rules import NodeFactsTable, PodRules
 from engine.node.answer import NodeAnswers, NodeFit
 from engine.node.registry import Vendors
@@ -72,12 +73,15 @@ class Shape:
         return out
 
     def resource_slots(self, node: NodeState, cap: int) -> int:
-        """Members the node's free resources and pod count still take (all of them when not reported)."""
+        """Members the node's free resources, pod count and host ports still take (resources: all of them
+        when not reported)."""
+        if self.rules.facts.host_ports:
+            cap = min(cap, 1)  # a second member of the shape wants the ports the first one took
         if node.allocatable is None:
             return cap
         facts = self.rules.nodes.of(node)
         allocatable = facts.allocatable or {}
-        free = allocatable.get("pods", 0) - facts.pod_count * 1000
+        free = allocatable.get("pods", 0) - pods_on_node(facts.requested, facts.pod_count) * 1000
         slots = min(cap, max(0, free // 1000))
         for resource, amount in self.resources.items():
             if resource in ("pods",):
@@ -103,7 +107,14 @@ def _held(fit: NodeFit, device_request: object) -> tuple[Allocation, ...]:
 
 def _shape_key(request: PodRequest) -> bytes:
     return msgspec.json.encode(
-        (request.requests, request.annotations, request.node_selector, request.affinity, request.tolerations)
+        (
+            request.requests,
+            request.annotations,
+            request.node_selector,
+            request.affinity,
+            request.tolerations,
+            request.host_ports,
+        )
     )
 
 

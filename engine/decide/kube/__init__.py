@@ -4,6 +4,7 @@ The binder imports them from here too (its own re-check of a placement): one imp
 
 taints.py    toleration matching (TaintToleration, NodeUnschedulable)
 affinity.py  nodeSelector and node affinity (NodeAffinity)
+ports.py     host ports a pod's containers take against those its node's pods hold (NodePorts)
 resources.py requests against allocatable (NodeResourcesFit) and a pod's effective request
 filters.py   the filter chain in kube-scheduler's default order, compiled once per pod
 messages.py  the "0/N nodes are available: ..." message

@@ -8,6 +8,7 @@ The steps and their reasons, word for word from kube-scheduler
     NodeName           "node(s) didn't match the requested node name"
     TaintToleration    "node(s) had untolerated taint {<key>: <value>}"   (NoSchedule and NoExecute taints)
     NodeAffinity       "node(s) didn't match Pod's node affinity/selector"
+    NodePorts          "node(s) didn't have free ports for the requested pod ports"   (ports.py)
     NodeResourcesFit   "Too many pods", "Insufficient cpu", "Insufficient <resource>" ... (all that apply)
 
 As in kube, a node's check stops at the first step that fails. NodeAffinity's
@@ -16,7 +17,7 @@ PreFilter is honoured too: when the required affinity names its nodes
 "node(s) didn't satisfy plugin(s) [NodeAffinity]" without being checked, and
 when the names exclude every node, `pre_filter_reason` holds kube's
 "pod affinity terms conflict" (the whole message is then that reason, see
-messages.fit_error_message). Not modelled: NodePorts, volumes, pod affinity,
+messages.fit_error_message). Not modelled: volumes, pod affinity,
 topology spread, DRA.
 """
 
@@ -27,16 +28,17 @@ from collections.abc import Callable, Collection
 import msgspec
 
 from engine.decide.kube.affinity import CONFLICT_REASON, NodeAffinityRules
+from engine.decide.kube.ports import NODE_PORTS, NODE_PORTS_REASON, UsedPorts, fits_ports
 from engine.decide.kube.resources import ResourceFit
 from engine.decide.kube.taints import count_intolerable_prefer_no_schedule, first_untolerated, tolerated
-from schemas.kube import NO_SCHEDULE, Affinity, Taint, Toleration
+from schemas.kube import NO_SCHEDULE, Affinity, HostPort, Taint, Toleration
 
 NODE_UNSCHEDULABLE = "NodeUnschedulable"
 NODE_NAME = "NodeName"
 TAINT_TOLERATION = "TaintToleration"
 NODE_AFFINITY = "NodeAffinity"
 NODE_RESOURCES_FIT = "NodeResourcesFit"
-FILTER_ORDER = (NODE_UNSCHEDULABLE, NODE_NAME, TAINT_TOLERATION, NODE_AFFINITY, NODE_RESOURCES_FIT)
+FILTER_ORDER = (NODE_UNSCHEDULABLE, NODE_NAME, TAINT_TOLERATION, NODE_AFFINITY, NODE_PORTS, NODE_RESOURCES_FIT)
 
 UNSCHEDULABLE_REASON = "node(s) were unschedulable"
 NODE_NAME_REASON = "node(s) didn't match the requested node name"
@@ -59,6 +61,7 @@ class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
     allocatable: dict[str, int] | None = None  # None = not reported: resources are not checked
     requested: dict[str, int] = msgspec.field(default_factory=dict)  # summed over the pods on the node
     pod_count: int = 0  # pods already on the node
+    used_ports: UsedPorts | None = None  # host ports its pods hold (None: none)
 
 
 class PodFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,6 +72,7 @@ class PodFacts(msgspec.Struct, frozen=True, kw_only=True):
     affinity: Affinity | None = None
     tolerations: tuple[Toleration, ...] = ()
     requests: dict[str, int] = msgspec.field(default_factory=dict)
+    host_ports: tuple[HostPort, ...] = ()  # the host ports its containers take
 
 
 Step = Callable[[NodeFacts], "list[str] | None"]
@@ -93,6 +97,8 @@ class CompiledPodRules:
         steps.append((TAINT_TOLERATION, self._taints))
         if self.affinity.has_required:
             steps.append((NODE_AFFINITY, self._affinity))
+        if pod.host_ports:
+            steps.append((NODE_PORTS, self._ports))
         steps.append((NODE_RESOURCES_FIT, self._resources))
         self.steps = tuple(steps)
 
@@ -132,6 +138,9 @@ class CompiledPodRules:
 
     def _affinity(self, node: NodeFacts) -> list[str] | None:
         return None if self.affinity.required_matches(node.name, node.labels) else [NODE_AFFINITY_REASON]
+
+    def _ports(self, node: NodeFacts) -> list[str] | None:
+        return None if fits_ports(self.pod.host_ports, node.used_ports) else [NODE_PORTS_REASON]
 
     def _resources(self, node: NodeFacts) -> list[str] | None:
         if node.allocatable is None:

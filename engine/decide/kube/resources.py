@@ -8,7 +8,10 @@ as 2 bytes.
 
 Which requests are checked (noderesources/fit.go, fitsRequest):
 - pods: the node's allocatable `pods` is the most pods it takes; one more than
-  that is "Too many pods" (a node that reports no `pods` takes none).
+  that is "Too many pods" (a node that reports no `pods` takes none). The pods
+  on the node are the larger of its pod count and its `requested.pods`: a
+  snapshot may say either (kube counts len(nodeInfo.Pods)), and a node full by
+  one of them is full.
 - cpu, memory, ephemeral-storage: checked when requested (> 0).
 - scalar resources, checked when requested (> 0): extended resources (a name
   with a "/" outside kubernetes.io, e.g. nvidia.com/gpu), hugepages-*,
@@ -73,6 +76,11 @@ def parse_requests(mapping: Mapping[str, str], field: str) -> dict[str, int]:
     return parsed
 
 
+def pods_on_node(requested: Mapping[str, int], pod_count: int) -> int:
+    """The pods a node holds: its pod count, or its `requested.pods` (milli-units) where that says more."""
+    return max(pod_count, -(-requested.get(PODS, 0) // _UNIT))
+
+
 class ResourceFit:
     """One pod's request, prepared once and checked against many nodes."""
 
@@ -92,7 +100,7 @@ class ResourceFit:
     def failures(self, allocatable: Mapping[str, int], requested: Mapping[str, int], pod_count: int) -> list[str]:
         """kube-scheduler's reasons, in its order; empty when the pod fits."""
         reasons: list[str] = []
-        if (pod_count + 1) * _UNIT > allocatable.get(PODS, 0):
+        if pods_on_node(requested, pod_count) * _UNIT + _UNIT > allocatable.get(PODS, 0):
             reasons.append(TOO_MANY_PODS)
         for name, amount, reason in self.checks:
             if amount > allocatable.get(name, 0) - requested.get(name, 0):

@@ -1,0 +1,173 @@
+"""`topoplace engine place --cluster FILE ... --pods FILE`: one pod placed on a cluster given as Kubernetes objects.
+
+The answer (JSON):
+
+    {"node": name | null, "devices": [...], "score": number, "reason": text | null,
+     "nodes": [{"name", "fits", "reasons": [kube-scheduler's reasons], "score": number | null}, ...]}
+
+with every node listed, by name. Several Pods of one gang (Volcano's `scheduling.k8s.io/group-name`
+naming a PodGroup of the cluster, or Kueue's pod-group annotations) get today's gang answer
+(`engine place --snapshot` with `gang`): each member's node and devices, the hypernode and tier.
+Notes (kinds not used yet, devices read without their seal, feature gates) go to stderr, one line
+each. Exit codes: 0 placed, 1 no place, 2 bad input (one line naming the
+file and the field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from topoplace.commands.exit_codes import BAD_INPUT, NO_PLACE, OK
+
+if TYPE_CHECKING:
+    from engine import Decision, NodeState, PodRequest
+    from engine.core.model import GangInput
+    from topoplace.cluster_objects.cluster import ClusterRead
+
+
+def parse_feature_gates(text: str | None) -> dict[str, bool]:
+    """`Name=true,Other=false` as kube-scheduler's --feature-gates reads it; ValueError names the bad part."""
+    gates: dict[str, bool] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        name, sep, value = part.strip().partition("=")
+        if not sep or not name or value.lower() not in ("true", "false"):
+            raise ValueError(f"--feature-gates: expected Name=true or Name=false, got {part.strip()!r}")
+        gates[name] = value.lower() == "true"
+    return gates
+
+
+def _note(line: str) -> None:
+    print(f"topoplace engine: note: {line}", file=sys.stderr)
+
+
+def _snapshot_nodes(path: str | None) -> tuple[NodeState, ...]:
+    """The nodes of a snapshot file: a PlaceInput ({snapshot, request}) or a bare Snapshot."""
+    if path is None:
+        return ()
+    from pathlib import Path
+
+    import msgspec
+
+    from engine import RequestError, Snapshot
+    from engine.core.validate import validate_snapshot
+
+    try:
+        raw = msgspec.json.decode(Path(path).read_bytes())
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror}") from None
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    body = raw.get("snapshot", raw) if isinstance(raw, dict) else raw
+    if isinstance(body, dict):
+        body.pop("hypernodes", None)  # the network tree is not used for one pod
+    try:
+        snapshot = msgspec.convert(body, type=Snapshot)
+        validate_snapshot(snapshot)
+    except (msgspec.ValidationError, RequestError) as exc:
+        raise ValueError(f"{path}: snapshot: {exc}") from None
+    return snapshot.nodes
+
+
+def gang_of(pods: list[PodRequest], cluster: ClusterRead) -> GangInput:
+    """Several pods as one gang: they must share a Volcano group (its PodGroup in the cluster) or a Kueue one."""
+    from engine.core.model import GangInput
+    from schemas.gangs import KUEUE_GROUP, VOLCANO_GROUP_ANNOTATION
+
+    volcano = {p.annotations.get(VOLCANO_GROUP_ANNOTATION) for p in pods}
+    kueue = {p.annotations.get(KUEUE_GROUP) for p in pods}
+    if len(volcano) == 1 and None not in volcano:
+        name = f"{pods[0].namespace}/{volcano.pop()}"
+        group = cluster.podgroups.get(name)
+        if group is None:
+            raise ValueError(f"--pods: the pods name PodGroup {name!r}, which no --cluster file holds")
+        return GangInput(podgroup=group, pods=tuple(pods))
+    if len(kueue) == 1 and None not in kueue:
+        return GangInput(pods=tuple(pods))
+    raise ValueError(
+        f"--pods: {len(pods)} pods that are not one gang (one {VOLCANO_GROUP_ANNOTATION} or {KUEUE_GROUP} for"
+        " all); place one Pod at a time"
+    )
+
+
+def _the_pod(pods: list[PodRequest], node: str | None) -> PodRequest:
+    import msgspec
+
+    pod = pods[0]
+    if node is not None:
+        if pod.node_name and pod.node_name != node:
+            raise ValueError(f"--node: the pod names node {pod.node_name!r} in spec.nodeName, not {node!r}")
+        pod = msgspec.structs.replace(pod, node_name=node)  # kube's NodeName filter: every other node refused
+    return pod
+
+
+def answer_of(decision: Decision) -> dict[str, Any]:
+    """The decision as the command prints it: every node, by name, with kube-scheduler's reasons."""
+    import msgspec
+
+    nodes: list[dict[str, Any]] = []
+    if decision.node is not None:
+        nodes.append({"name": decision.node, "fits": True, "reasons": [], "score": decision.score})
+    for verdict in decision.alternatives:
+        nodes.append(
+            {
+                "name": verdict.node,
+                "fits": verdict.fits,
+                "reasons": list(verdict.reasons) if not verdict.fits else [],
+                "score": verdict.score if verdict.fits else None,
+            }
+        )
+    nodes.sort(key=lambda n: n["name"])
+    return {
+        "node": decision.node,
+        "devices": msgspec.to_builtins(decision.devices),
+        "score": decision.score,
+        "reason": decision.reason or None,
+        "nodes": nodes,
+    }
+
+
+def place_on_cluster(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from engine import Mode, RequestError, place
+    from topoplace.cluster_objects.cluster import read_cluster, read_pods
+
+    try:
+        gates = parse_feature_gates(args.feature_gates)
+        if not args.pods:
+            raise ValueError("--pods: give the pod to place (a file with a Pod object) with --cluster")
+        cluster = read_cluster(args.cluster, _snapshot_nodes(args.snapshot))
+        names = {n.name for n in cluster.snapshot.nodes}
+        if args.node is not None and args.node not in names:
+            raise ValueError(f"--node: no node {args.node!r} in the cluster ({len(names)} nodes)")
+        pods = read_pods(args.pods)
+        for line in cluster.notes:
+            _note(line)
+        for gate in sorted(gates):
+            _note(f"feature gate {gate}: not used by topoplace yet")
+        if len(pods) > 1:
+            return _place_gang(cluster, pods, args)
+        decision = place(cluster.snapshot, _the_pod(pods, args.node), Mode(args.mode), explain=True)
+    except RequestError as exc:
+        print(f"topoplace engine: {', '.join(args.pods)}: {exc}", file=sys.stderr)
+        return BAD_INPUT
+    except ValueError as exc:
+        print(f"topoplace engine: {exc}", file=sys.stderr)
+        return BAD_INPUT
+    print(msgspec.json.format(msgspec.json.encode(answer_of(decision)).decode(), indent=2))
+    return OK if decision.node is not None else NO_PLACE
+
+
+def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace) -> int:
+    """Today's gang answer (`engine place --snapshot` with `gang`); RequestError / ValueError: bad input."""
+    from engine import Mode, PlaceInput
+    from topoplace.commands.engine import place_gang_answer
+
+    if args.node is not None:
+        raise ValueError("--node: not with a gang (its members are placed inside one network domain)")
+    given = PlaceInput(snapshot=cluster.snapshot, gang=gang_of(pods, cluster))
+    return place_gang_answer(given, Mode(args.mode), explain=False)
