@@ -19,7 +19,7 @@ from engine.core.quantities import (
     parse_quantity,
     split_list,
 )
-from engine.node.vendor import NODE_POLICY, DeviceRequest, RequestError, parse_node_policy
+from engine.node.vendor import DeviceRequest, RequestError, node_policy_name
 from engine.node.vendors.metax.qos import (
     APP_CLASS_ANNOTATION,
     APP_CLASSES,
@@ -111,7 +111,7 @@ def parse_metax_request(request: PodRequest) -> MetaxRequest | None:
         return None  # not a MetaX pod: its annotations are another vendor's to read
     ann = request.annotations
     policies = _gpu_policies(ann.get(GPU_POLICY))
-    node_policy = parse_node_policy(ann.get(NODE_POLICY))  # HAMi's values only: no fragmentation model here yet
+    node_policy = node_policy_name(ann)  # checked by the plugin against the engine's policies
     use_uuids = split_list(ann.get(USE_UUID, ""))
     nouse_uuids = split_list(ann.get(NOUSE_UUID, ""))
     if whole:
