@@ -39,8 +39,6 @@ from engine.node.vendors.metax.qos import (
 from engine.node.vendors.metax.request import (
     NOUSE_UUID,
     USE_UUID,
-    VCORE,
-    VMEMORY,
     MetaxKind,
     MetaxRequest,
     parse_metax_request,
@@ -53,12 +51,13 @@ from engine.node.vendors.metax.zones import (
 )
 from schemas.events import DeviceAssignment
 from schemas.topology import Device, Vendor
+from schemas.vendors import METAX
 
 
 class MetaxPlugin:
     vendor = Vendor.METAX
     name = "metax"
-    share_resources = (VCORE, VMEMORY)
+    share_resources = METAX.unreported  # vmemory, vcore
     node_annotations_read = (metax_gpu.LOSSES_ANNOTATION, metax_gpu.SCORES_ANNOTATION)
 
     def __init__(self, context: VendorContext) -> None:

@@ -30,11 +30,12 @@ from engine.node.vendors.metax.qos import (
     QOS_POLICIES,
 )
 from schemas.topology import Vendor
+from schemas.vendors import METAX
 
-SGPU = "metax-tech.com/sgpu"
-VCORE = "metax-tech.com/vcore"
-VMEMORY = "metax-tech.com/vmemory"
-GPU = "metax-tech.com/gpu"
+SGPU = METAX.shares
+VCORE = METAX.compute_share
+VMEMORY = METAX.memory_share
+GPU = METAX.whole
 TOPOLOGY_AWARE = "metax-tech.com/sgpu-topology-aware"
 USE_UUID = "metax-tech.com/use-gpuuuid"
 NOUSE_UUID = "metax-tech.com/nouse-gpuuuid"
@@ -120,7 +121,7 @@ def parse_metax_request(request: PodRequest) -> MetaxRequest | None:
             resource=GPU,
             count=whole,
             node_policy=node_policy,
-            device_noun="MetaX card",
+            device_noun=METAX.device_noun,
             kind=MetaxKind.GPU,
             use_uuids=use_uuids,
             nouse_uuids=nouse_uuids,
@@ -148,7 +149,7 @@ def parse_metax_request(request: PodRequest) -> MetaxRequest | None:
         resource=SGPU,
         count=shares,
         node_policy=node_policy,
-        device_noun="MetaX card",
+        device_noun=METAX.device_noun,
         kind=MetaxKind.SGPU,
         memory_mib=memory,
         cores=EXCLUSIVE_CORES if cores is None else cores,

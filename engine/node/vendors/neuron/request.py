@@ -11,9 +11,10 @@ from engine.core.model import PodRequest
 from engine.core.quantities import optional_int, split_list
 from engine.node.vendor import DeviceRequest, RequestError, node_policy_name
 from schemas.topology import Vendor
+from schemas.vendors import NEURON as NEURON_DEVICES
 
-NEURON = "aws.amazon.com/neuron"
-NEURONCORE = "aws.amazon.com/neuroncore"
+NEURON = NEURON_DEVICES.whole
+NEURONCORE = NEURON_DEVICES.cores
 USE_UUID = "aws.amazon.com/use-neuron-uuid"
 NOUSE_UUID = "aws.amazon.com/nouse-neuron-uuid"
 GPU_POLICY = "hami.io/gpu-scheduler-policy"
@@ -45,7 +46,7 @@ def parse_neuron_request(request: PodRequest) -> NeuronRequest | None:
         resource=NEURON if devices else NEURONCORE,
         count=devices or 1,
         node_policy=node_policy_name(ann),
-        device_noun="Neuron device",
+        device_noun=NEURON_DEVICES.device_noun,
         devices=devices or 0,
         cores=cores or 0,
         use_uuids=split_list(ann.get(USE_UUID, "")),

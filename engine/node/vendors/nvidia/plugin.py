@@ -24,7 +24,6 @@ from engine.node.vendors.nvidia.request import (
     DEVICE_SPLIT_COUNT,
     GPUCORES,
     GPUMEM,
-    GPUMEM_PERCENTAGE,
     NOUSE_UUID,
     USE_UUID,
     NvidiaRequest,
@@ -35,6 +34,7 @@ from engine.node.vendors.nvidia.request import (
 from engine.node.vendors.nvidia.search import SetSearch, default_search
 from schemas import hami
 from schemas.topology import Device, Vendor
+from schemas.vendors import NVIDIA
 
 CORDONED = f"cordoned by {hami.DEVICE_CORDON}"
 
@@ -42,7 +42,7 @@ CORDONED = f"cordoned by {hami.DEVICE_CORDON}"
 class NvidiaPlugin:
     vendor = Vendor.NVIDIA
     name = "nvidia"
-    share_resources = (GPUMEM, GPUMEM_PERCENTAGE, GPUCORES)
+    share_resources = NVIDIA.unreported  # gpumem, gpumem-percentage, gpucores
     node_annotations_read = (hami.DEVICE_CORDON,)
 
     def __init__(self, context: VendorContext) -> None:

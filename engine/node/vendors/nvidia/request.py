@@ -28,17 +28,18 @@ from engine.node.vendor import DeviceRequest, RequestError, node_policy_name
 from schemas import hami
 from schemas.events import DeviceAssignment
 from schemas.topology import Device, Vendor
+from schemas.vendors import NVIDIA
 
-GPU = "nvidia.com/gpu"
-
-
-GPUMEM = "nvidia.com/gpumem"
+GPU = NVIDIA.whole
 
 
-GPUMEM_PERCENTAGE = "nvidia.com/gpumem-percentage"
+GPUMEM = NVIDIA.memory_share
 
 
-GPUCORES = "nvidia.com/gpucores"
+GPUMEM_PERCENTAGE = NVIDIA.memory_percent_share
+
+
+GPUCORES = NVIDIA.compute_share
 
 
 GPU_POLICY = "hami.io/gpu-scheduler-policy"
@@ -159,7 +160,7 @@ def parse_nvidia_request(request: PodRequest) -> NvidiaRequest | None:
         resource=GPU,
         count=count,
         node_policy=node_policy_name(ann),
-        device_noun="GPU",
+        device_noun=NVIDIA.device_noun,
         whole=whole,
         memory_mib=memory or 0,
         memory_percent=percent or 0,

@@ -21,6 +21,7 @@ from engine.node.vendor import (
 from engine.node.vendors.nvidia.links import PairTable, cut, pair_table
 from engine.node.vendors.nvidia.request import (
     DEVICE_SPLIT_COUNT,
+    GPU,
     NUMA_BIND,
     NvidiaRequest,
     assignment_of,
@@ -142,7 +143,7 @@ def default_search(
     if best is None:
         return Unfit(
             reason=f"no NUMA node has {k} usable GPUs ({', '.join(sizes)}) and {NUMA_BIND} is set",
-            summary="Insufficient nvidia.com/gpu on one NUMA node",
+            summary=f"Insufficient {GPU} on one NUMA node",
         )
     return best[1]
 
