@@ -19,7 +19,7 @@ from pathlib import Path
 
 import msgspec
 
-from bench import pipeline_speed, plots, scale, search_speed
+from bench import pipeline_speed, plots, scale, search_speed, vendor_fragmentation
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
 from bench.report import build_figures, build_markdown, build_notes, second_list_figures
@@ -191,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         + pipeline_speed.step_figure_list(pipeline_runs)
     )
     figures += scale.figures(scaled)
+    figures += vendor_fragmentation.section()  # MetaX and Neuron: binpack against fragmentation
     notes = build_notes(trace, device, speed, search) + scale.notes(scaled) + pipeline_speed.goal_notes(figures)
     results = Results(
         generated_at=now.isoformat(timespec="seconds"),
