@@ -17,7 +17,6 @@ from engine.node.answer import (
     NodeMiss,
     check_unique,
     prefixed,
-    with_workload,
 )
 from engine.node.explain import loser_reason, unschedulable_summary
 from engine.node.fragmentation import reads_cpu
@@ -32,7 +31,7 @@ def place_reference(engine: Engine, snapshot: Snapshot, request: PodRequest, mod
         raise RequestError("requests", f"asks for no device resource of a known vendor ({known})")
     plugin, device_request = claimed
     cpu = pod_cpu_milli(request) if reads_cpu(snapshot.workload) else None
-    device_request = with_workload(device_request, snapshot.workload, mode, cpu)
+    device_request = engine.vendors.policies.with_workload(device_request, snapshot.workload, mode, cpu)
     nodes = sorted(snapshot.nodes, key=lambda n: n.name)
     check_unique(nodes)
     # Nameless answers, shared by identical nodes; each node's name goes back in when reported.

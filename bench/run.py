@@ -38,6 +38,7 @@ SECTIONS: tuple[Section, ...] = (
     sections.measure_search_speed,
     sections.measure_pipeline_speed,
     sections.measure_scale,
+    sections.measure_vendor_fragmentation,
 )
 
 

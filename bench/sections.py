@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from bench import pipeline_speed, scale, search_speed
+from bench import pipeline_speed, scale, search_speed, vendor_fragmentation
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
 from bench.pipeline_speed import PipelineRun
@@ -155,3 +155,12 @@ def measure_scale(run: BenchRun) -> None:
     """Section 6: decisions on realistic nodes, a gang under 10,000 hypernodes, the placer's memory."""
     log("scale: decisions on realistic nodes, a gang under 10,000 hypernodes, the placer's memory")
     run.scale = scale.run(run.profile.scale, log)
+
+
+def measure_vendor_fragmentation(run: BenchRun) -> None:
+    """MetaX and Neuron clusters: binpack against the fragmentation policy (bench/vendor_fragmentation.py)."""
+    log("fragmentation on MetaX and Neuron clusters")
+    runs = vendor_fragmentation.run(vendor_fragmentation.SEEDS)
+    title = "Fragmentation on MetaX and Neuron clusters (generated workload)"
+    markdown = vendor_fragmentation.markdown(runs).split("\n", 1)[1].lstrip("\n")  # its `## title` line is ours
+    run.extra.append(SectionReport(title=title, figures=tuple(vendor_fragmentation.figures(runs)), markdown=markdown))

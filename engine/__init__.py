@@ -10,8 +10,9 @@ Four levels, each a package that imports only the ones below it
                 node_rules.py, kube/ (kube-scheduler's node filters), gang/ (a gang in one network domain)
     cluster/    the cluster: index.py (nodes grouped into device classes), network/ (the network tree)
     node/       one node: answer.py (the node answer every vendor shares), vendor.py (the contract),
-                registry.py (which vendors, made per engine), vendors/<name>/ (nvidia, metax, neuron),
-                search*.py, fragmentation.py, explain.py
+                registry.py (which vendors and node policies, made per engine), vendors/<name>/ (nvidia,
+                metax, neuron), policy.py (the node policy contract), policies/<name>.py (binpack, spread,
+                fragmentation, hami_usage), search*.py, fragmentation.py, explain.py
     core/       what all read: model.py, errors.py, limits.py, memo.py, quantities.py, node_key.py, validate.py
 
 The functions below are for one-off callers (the CLI, a script): each call

@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
+from schemas.vendors import NVIDIA
+
 VGPU_NODE = "hami.io/vgpu-node"
 VGPU_TIME = "hami.io/vgpu-time"
 DEVICES_TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
@@ -36,7 +38,7 @@ NODE_LOCK = "hami.io/mutex.lock"
 DEVICE_CORDON = "hami.io/device-cordon"
 SCORING_WEIGHTS = "hami.io/device-scoring-weights"
 
-NVIDIA_TYPE = "NVIDIA"  # HAMi's device type for NVIDIA GPUs (nvidia.NvidiaGPUDevice)
+NVIDIA_TYPE = NVIDIA.hami_types[0]  # HAMi's device type for NVIDIA GPUs (nvidia.NvidiaGPUDevice)
 FULL_CORES = 100  # HAMi's util.DeviceLimit: cores are a percentage
 NODE_LOCK_TIMEOUT_SECONDS = 300.0  # HAMi's nodelock.NodeLockTimeout default (5 minutes)
 

@@ -6,7 +6,7 @@ import msgspec
 
 from engine.core.model import Mode, PodRequest, WorkloadClass
 from engine.decide.node_rules import pod_cpu_milli
-from engine.node.answer import NodeFit, with_workload
+from engine.node.answer import NodeFit
 from engine.node.registry import Vendors
 from engine.node.vendor import DeviceRequest, NodeScore, SetChoice, VendorPlugin
 
@@ -29,14 +29,16 @@ def claim(
     *,
     cpu: bool = False,
 ) -> Claim:
-    """The pod's vendor and parsed request; `cpu`: the index reads each node's CPU, so the fragmentation
-    policy weighs the pod's. A pod without devices is still scored by a vendor's fragmentation policy
-    when the workload is known (FGD places CPU-only pods too); otherwise it asks nothing of the vendors."""
+    """The pod's vendor and parsed request; `cpu`: the index reads each node's CPU, so a node policy that
+    reads the workload (fragmentation) weighs the pod's. A pod without devices is still scored by such a
+    policy when the workload is known (FGD places CPU-only pods too); otherwise it asks nothing of the vendors."""
     claimed = vendors.claim(request)
     if claimed is None and workload and mode is Mode.DEFAULT:
         claimed = vendors.claim_host(request)
     if claimed is None:
         return Claim(plugin=None, request=None)
     plugin, device_request = claimed
-    device_request = with_workload(device_request, workload, mode, pod_cpu_milli(request) if cpu else None)
+    device_request = vendors.policies.with_workload(
+        device_request, workload, mode, pod_cpu_milli(request) if cpu else None
+    )
     return Claim(plugin=plugin, request=device_request)

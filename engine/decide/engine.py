@@ -56,13 +56,15 @@ def node_reads(registry: VendorRegistry, *, cpu: bool = False) -> NodeReads:
 
 
 class _NodeLevel:
-    """The node level of an engine: plugins and node answers over one memo."""
+    """The node level of an engine: plugins, node policies and node answers over one memo."""
 
     def __init__(self, registry: VendorRegistry, limits: Limits) -> None:
         self.memo = Memo(enabled=limits.caches)
         self.keys = NodeKeys(self.memo)
-        self.vendors = registry.build(VendorContext(memo=self.memo, keys=self.keys, limits=limits))
-        self.answers = NodeAnswers(self.memo, self.keys)
+        self.policies = registry.build_policies(self.memo)
+        context = VendorContext(memo=self.memo, keys=self.keys, limits=limits, policies=self.policies)
+        self.vendors = registry.build(context)
+        self.answers = NodeAnswers(self.memo, self.keys, self.policies)
 
 
 class Engine:

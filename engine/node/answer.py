@@ -1,8 +1,9 @@
 """One node's answer, the loop every vendor shares: node filter, device filter, vendor search, node score.
 
 The decision level asks it through `NodeAnswers` (one per engine, its answers
-kept in the engine's memo by node key, so twins share one answer); the pure
-helpers below (`with_workload`, `check_unique`, `prefixed`) are public too.
+kept in the engine's memo by node key, so twins share one answer); the node
+score is the request's node policy over the vendor's measures (policy.py). The
+pure helpers below (`check_unique`, `prefixed`) are public too.
 """
 
 from __future__ import annotations
@@ -13,14 +14,12 @@ from collections.abc import Sequence
 import msgspec
 
 from engine.core.memo import BoundedCache, Interner, Memo
-from engine.core.model import Mode, NodeState, WorkloadClass
+from engine.core.model import Mode, NodeState
 from engine.core.node_key import NodeKeys
 from engine.node.explain import unfit_device_reason
+from engine.node.policies.registry import NodePolicies
 from engine.node.vendor import (
-    HAMI_NODE_POLICIES,
-    NODE_POLICY,
     DeviceRequest,
-    NodePolicy,
     NodeScore,
     NodeScratch,
     Rejection,
@@ -63,9 +62,10 @@ class NodeAnswers:
 
     An answer is nameless (node key, not node name: twins share it) until `named` puts the name back."""
 
-    def __init__(self, memo: Memo, keys: NodeKeys) -> None:
+    def __init__(self, memo: Memo, keys: NodeKeys, policies: NodePolicies) -> None:
         self.memo = memo
         self.keys = keys
+        self.policies = policies
         self._results: BoundedCache[tuple[int, int], NodeFit | NodeMiss] = memo.table(RESULT_BOUND)
         self._requests: Interner[tuple[object, ...]] = memo.interner(REQUEST_BOUND)
         # Read-only maps, a function of the node's devices and links alone: shared by its twins.
@@ -128,7 +128,7 @@ class NodeAnswers:
         scratch = self.scratch(node, mode)
         if request.count == 0:  # a pod without devices that the node policy still scores (vendor contract)
             nothing = SetChoice(assignments=())
-            return NodeFit(node="", choice=nothing, score=plugin.node_score(scratch, request, nothing))
+            return NodeFit(node="", choice=nothing, score=self.score(plugin, scratch, request, nothing))
         own = tuple(d for d in scratch.devices.values() if d.vendor is plugin.vendor)
         insufficient = f"Insufficient {request.resource}"
         if not own:
@@ -157,8 +157,13 @@ class NodeAnswers:
         outcome = plugin.search(scratch, request, tuple(usable))
         if isinstance(outcome, Unfit):
             return NodeMiss(node="", unfit=outcome, warnings=tuple(scratch.warnings))
-        score = plugin.node_score(scratch, request, outcome)
+        score = self.score(plugin, scratch, request, outcome)
         return NodeFit(node="", choice=outcome, score=score, warnings=tuple(scratch.warnings))
+
+    def score(self, plugin: VendorPlugin, scratch: NodeScratch, request: DeviceRequest, choice: SetChoice) -> NodeScore:
+        """The node's score: the request's node policy (in the scratch's mode) over the vendor's measures."""
+        policy = self.policies.resolve(request.node_policy, scratch.mode)
+        return policy.score(plugin.measures(scratch, request), choice)
 
 
 def _named(result: NodeFit | NodeMiss, name: str) -> NodeFit | NodeMiss:
@@ -170,21 +175,6 @@ def _named(result: NodeFit | NodeMiss, name: str) -> NodeFit | NodeMiss:
 
 def prefixed(name: str, warnings: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"{name}: {w}" for w in warnings)
-
-
-def with_workload(
-    request: DeviceRequest, workload: tuple[WorkloadClass, ...], mode: Mode, cpu_milli: int | None = None
-) -> DeviceRequest:
-    """The request as the fragmentation policy reads it: with the cluster's workload classes and
-    (`cpu_milli`, when the nodes' CPU is read) the pod's CPU.
-
-    Raises RequestError for a node policy hami mode does not know."""
-    if mode is Mode.HAMI and request.node_policy not in HAMI_NODE_POLICIES:
-        allowed = " or ".join(p.value for p in HAMI_NODE_POLICIES)
-        raise RequestError(NODE_POLICY, f"{request.node_policy.value!r} is not a HAMi policy (mode hami: {allowed})")
-    if request.node_policy is NodePolicy.FRAGMENTATION and workload:
-        return msgspec.structs.replace(request, workload=workload, cpu_milli=cpu_milli)
-    return request
 
 
 def check_unique(nodes: Sequence[NodeState]) -> None:

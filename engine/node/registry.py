@@ -5,8 +5,11 @@ A `VendorRegistry` names vendor packages in order and holds each package's
 imported, or that exports no `Plugin`, is an error naming it (a vendor that
 silently disappears would leave its pods unschedulable for no stated reason).
 
-An engine makes its own plugins from the registry (`build`), each with the
-engine's `VendorContext`, so what a plugin memoises belongs to that engine.
+It also names the node policies (`policies`: the `Policy` class of each module of
+`engine/node/policies/__init__.py` by default), which work for every vendor.
+
+An engine makes its own plugins and policies from the registry (`build`,
+`build_policies`), each with the engine's memo, so what they memoise belongs to that engine.
 """
 
 from __future__ import annotations
@@ -14,63 +17,80 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from engine.core.limits import Limits
 from engine.core.memo import Memo
 from engine.core.model import PodRequest
 from engine.core.node_key import NodeKeys
+from engine.node.policies import NODE_POLICY_MODULES
+from engine.node.policies.registry import NodePolicies
+from engine.node.policy import PolicyClass
 from engine.node.vendor import DeviceRequest, VendorPlugin
 
 
 @dataclass(frozen=True, kw_only=True)
 class VendorContext:
-    """What an engine lends each of its plugins: its memo tables, its node keys, its limits."""
+    """What an engine lends each of its plugins: its memo tables, its node keys, its limits, its node policies."""
 
     memo: Memo
     keys: NodeKeys
     limits: Limits
+    policies: NodePolicies
 
     @classmethod
     def fresh(cls, limits: Limits | None = None) -> VendorContext:
-        """A context of its own (tests and tools that use a plugin without an engine)."""
+        """A context of its own, with the registered policies (tests and tools that use a plugin without an engine)."""
         limits = limits if limits is not None else Limits()
         memo = Memo(enabled=limits.caches)
-        return cls(memo=memo, keys=NodeKeys(memo), limits=limits)
+        policies = NodePolicies(load_exported(NODE_POLICY_MODULES, "Policy", "node policy"), memo)
+        return cls(memo=memo, keys=NodeKeys(memo), limits=limits, policies=policies)
 
 
 PluginClass = Callable[[VendorContext], VendorPlugin]
 
 
 class VendorMissing(LookupError):
-    """A registered vendor package that cannot be imported or exports no plugin class."""
+    """A registered vendor package (or node policy module) that cannot be imported or exports no class."""
+
+
+def load_exported(modules: Sequence[str], attribute: str, what: str) -> list[Any]:
+    """`attribute` of each module, in order; VendorMissing names a module that is not there or lacks it."""
+    found: list[Any] = []
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and name.startswith(exc.name):
+                raise VendorMissing(f"{what} package {name!r} is registered but cannot be imported") from exc
+            raise  # a real import error inside the module: surface it as it is
+        exported = getattr(module, attribute, None)
+        if exported is None:
+            raise VendorMissing(f"{what} package {name!r} exports no {attribute} class")
+        found.append(exported)
+    return found
 
 
 class VendorRegistry:
-    """Vendor plugin classes in registration order; the first plugin whose parse_request claims a pod reads it."""
+    """Vendor plugin classes in registration order; the first plugin whose parse_request claims a pod reads it.
+    `policies`: the node policy classes (the registered ones when None)."""
 
-    def __init__(self, plugins: Sequence[PluginClass]) -> None:
+    def __init__(self, plugins: Sequence[PluginClass], policies: Sequence[PolicyClass] | None = None) -> None:
         self.plugins: tuple[PluginClass, ...] = tuple(plugins)
         names = [_name(p) for p in self.plugins]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"vendor plugin {twice[0]!r} is registered twice")
+        if policies is None:
+            policies = load_exported(NODE_POLICY_MODULES, "Policy", "node policy")
+        self.policies: tuple[PolicyClass, ...] = tuple(policies)
 
     @classmethod
-    def of(cls, packages: Sequence[str]) -> VendorRegistry:
-        """The `Plugin` class of each package, in order; VendorMissing names a package that is not there."""
-        plugins: list[PluginClass] = []
-        for name in packages:
-            try:
-                module = importlib.import_module(name)
-            except ModuleNotFoundError as exc:
-                if exc.name is not None and name.startswith(exc.name):
-                    raise VendorMissing(f"vendor package {name!r} is registered but cannot be imported") from exc
-                raise  # a real import error inside the vendor: surface it as it is
-            plugin = getattr(module, "Plugin", None)
-            if plugin is None:
-                raise VendorMissing(f"vendor package {name!r} exports no Plugin class")
-            plugins.append(plugin)
-        return cls(plugins)
+    def of(cls, packages: Sequence[str], policy_modules: Sequence[str] = NODE_POLICY_MODULES) -> VendorRegistry:
+        """The `Plugin` class of each package and the `Policy` class of each policy module, in order;
+        VendorMissing names one that is not there."""
+        plugins: list[PluginClass] = load_exported(packages, "Plugin", "vendor")
+        return cls(plugins, load_exported(policy_modules, "Policy", "node policy"))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -88,9 +108,13 @@ class VendorRegistry:
         annotations = sorted({k for p in self.plugins for k in getattr(p, "node_annotations_read", ())})
         return tuple(labels), tuple(annotations)
 
+    def build_policies(self, memo: Memo) -> NodePolicies:
+        """This registry's node policies, made for one engine."""
+        return NodePolicies(self.policies, memo)
+
     def build(self, context: VendorContext) -> Vendors:
         """This registry's plugins, made for one engine."""
-        return Vendors(tuple(plugin(context) for plugin in self.plugins), self.share_resources)
+        return Vendors(tuple(plugin(context) for plugin in self.plugins), self.share_resources, context.policies)
 
 
 def _name(plugin: PluginClass) -> str:
@@ -98,11 +122,14 @@ def _name(plugin: PluginClass) -> str:
 
 
 class Vendors:
-    """One engine's plugins, in registration order."""
+    """One engine's plugins, in registration order, and its node policies."""
 
-    def __init__(self, plugins: tuple[VendorPlugin, ...], share_resources: frozenset[str]) -> None:
+    def __init__(
+        self, plugins: tuple[VendorPlugin, ...], share_resources: frozenset[str], policies: NodePolicies
+    ) -> None:
         self.plugins = plugins
         self.share_resources = share_resources
+        self.policies = policies
 
     def named(self, name: str) -> VendorPlugin:
         for plugin in self.plugins:

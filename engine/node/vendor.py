@@ -9,7 +9,7 @@ The engine places a pod in one loop shared by every vendor (see
         for each device of the vendor (by index):
             reason = vendor.filter_device(scratch, request, device)   # None = usable
         choice = vendor.search(scratch, request, usable_devices)      # SetChoice | Unfit
-        score  = vendor.node_score(scratch, request, choice)          # NodeScore
+        score  = policy.score(vendor.measures(scratch, request), choice)   # NodeScore (policy.py)
     rank fitting nodes by score (higher first, ties: node name ascending)
     explain every other node (its score, or why it cannot host the pod)
 
@@ -56,16 +56,22 @@ Writing a vendor
    enumerate all C(n, k) sets on large nodes: `engine.search`
    has a bounded branch-and-bound over pair scores that vendors may reuse.
    Add warnings (asymmetric links, missing data) with `scratch.warn(...)`.
-4. `node_score(scratch, request, choice) -> NodeScore`
-   The node's score for this choice, higher = better, comparable across
-   nodes of the same vendor, following `request.node_policy`
-   (binpack prefers fuller nodes, spread emptier, fragmentation the node whose
-   expected fragmentation grows least, see fragmentation.py). Name the parts.
+4. `measures(scratch, request) -> NodeMeasures`
+   What the node policies read of the node for this request (engine/node/policy.py):
+   the vendor's own score terms for a choice (link quality, the remainder it
+   breaks...), the node's fill after a choice, each device's free share before
+   and after (FGD's measure), HAMi's usage. The policy named by
+   `request.node_policy` (binpack, spread, fragmentation, ...; mode hami: HAMi's
+   usage) composes the node's score from them: a vendor never branches on the
+   policy, so every policy works for every vendor.
 
 Optional: `parse_host_request(request) -> DeviceRequest | None`, for a pod that
 asks for no device but whose node policy still scores nodes by their devices
-(fragmentation): a request with `count` 0, which the loop never filters or
-searches, only scores (`node_score` with an empty choice).
+(one that reads the workload: fragmentation): a request with `count` 0, which
+the loop never filters or searches, only scores (with an empty choice).
+
+`request.node_policy` is the annotation's value as written (`node_policy_name`);
+`parse_request` checks it against the engine's policies (`context.policies.read`).
 
 Everything must be deterministic: iterate tuples and sorted keys, never a
 set or a dict whose order came from hashing, and break ties by a documented
@@ -80,10 +86,9 @@ warnings go through `scratch.warn`; the loop prefixes the node's name.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -92,33 +97,20 @@ from engine.core.model import Mode, NodeState, PodRequest, WorkloadClass
 from schemas.events import DeviceAssignment
 from schemas.topology import Device, Link, Vendor
 
+if TYPE_CHECKING:
+    from engine.node.policy import NodeMeasures
+
 __all__ = ["RequestError"]  # re-exported: vendors raise it from here
 
 
 NODE_POLICY = "hami.io/node-scheduler-policy"  # the annotation every vendor reads
+DEFAULT_NODE_POLICY = "binpack"  # HAMi's default
 
 
-class NodePolicy(enum.StrEnum):
-    BINPACK = "binpack"  # prefer fuller nodes
-    SPREAD = "spread"  # prefer emptier nodes
-    # Prefer the node whose expected fragmentation for Snapshot.workload grows least (default
-    # mode, NVIDIA); with no workload given it is binpack, answer for answer.
-    FRAGMENTATION = "fragmentation"
-
-
-HAMI_NODE_POLICIES = (NodePolicy.BINPACK, NodePolicy.SPREAD)  # HAMi's own values
-
-
-def parse_node_policy(text: str | None, allowed: tuple[NodePolicy, ...] = HAMI_NODE_POLICIES) -> NodePolicy:
-    """The pod's node policy annotation; absent = binpack (HAMi's default)."""
-    if text is None:
-        return NodePolicy.BINPACK
-    value = text.strip()
-    if value not in allowed:
-        names = [p.value for p in allowed]
-        listed = " or ".join(names) if len(names) <= 2 else f"{', '.join(names[:-1])} or {names[-1]}"
-        raise RequestError(NODE_POLICY, f"must be {listed}, got {text!r}")
-    return NodePolicy(value)
+def node_policy_name(annotations: Mapping[str, str]) -> str:
+    """The pod's node policy as written (absent: binpack); the engine's policies check it (policies/registry.py)."""
+    text = annotations.get(NODE_POLICY)
+    return DEFAULT_NODE_POLICY if text is None else text.strip()
 
 
 class DeviceRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -127,12 +119,12 @@ class DeviceRequest(msgspec.Struct, frozen=True, kw_only=True):
     vendor: Vendor
     resource: str  # the resource named in messages, e.g. "nvidia.com/gpu"
     count: int  # devices needed at least (>= 1; 0 only for a host request, see the contract)
-    node_policy: NodePolicy = NodePolicy.BINPACK
+    node_policy: str = DEFAULT_NODE_POLICY  # the name of a registered node policy (engine/node/policies/)
     device_noun: str = "GPU"  # "GPU", "Neuron device", ... for messages
     # What the pod's allocations carry so later requests can respect them (MetaX sGPU sets them).
     qos: str = ""
     app_class: str = ""
-    # Snapshot.workload, set by the node loop for the fragmentation policy only (so it is part of
+    # Snapshot.workload, set by the node loop for a policy that reads it only (so it is part of
     # the request's key in the answer tables exactly when it can change an answer).
     workload: tuple[WorkloadClass, ...] = ()
     # The pod's milli-CPU, set with the workload when the index reads each node's CPU (None: CPU not weighed).
@@ -286,4 +278,4 @@ class VendorPlugin(Protocol):
         self, scratch: NodeScratch, request: DeviceRequest, candidates: tuple[Device, ...]
     ) -> SetChoice | Unfit: ...
 
-    def node_score(self, scratch: NodeScratch, request: DeviceRequest, choice: SetChoice) -> NodeScore: ...
+    def measures(self, scratch: NodeScratch, request: DeviceRequest) -> NodeMeasures: ...

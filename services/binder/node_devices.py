@@ -13,14 +13,11 @@ from collections.abc import Callable, Mapping
 from schemas.events import DeviceAssignment
 from schemas.quantity import QuantityError, value
 from schemas.topology import Vendor
+from schemas.vendors import DESCRIPTORS
 
-# The extended resources each vendor's device plugin advertises, whole devices first.
+# The extended resources each vendor's device plugin advertises, whole devices first (schemas/vendors.py).
 # (HAMi advertises `nvidia.com/gpu` times its split count: a larger count, so never a false refusal.)
-VENDOR_RESOURCES: dict[Vendor, tuple[str, ...]] = {
-    Vendor.NVIDIA: ("nvidia.com/gpu",),
-    Vendor.METAX: ("metax-tech.com/gpu", "metax-tech.com/sgpu"),
-    Vendor.NEURON: ("aws.amazon.com/neuron",),
-}
+VENDOR_RESOURCES: dict[Vendor, tuple[str, ...]] = {d.vendor: d.advertised for d in DESCRIPTORS}
 ALL_DEVICE_RESOURCES = tuple(r for resources in VENDOR_RESOURCES.values() for r in resources)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from schemas.topology import Device, Link, NodeTopology, Vendor
+from schemas.vendors import descriptor
 from services.collector.topo_matrix import TopoMatrixError, parse_topo_matrix, source_line, synthetic_uuid
 
 FIXTURE_PACKAGE = "services.collector.fixtures"
@@ -295,7 +296,7 @@ def _from_json(text: str, *, node: str, origin: str) -> NodeTopology:
     devices = tuple(
         Device(
             index=d.index,
-            uuid=d.uuid or synthetic_uuid(_UUID_PREFIX[d.vendor], node, fixture.machine_type, d.index),
+            uuid=d.uuid or synthetic_uuid(descriptor(d.vendor).uuid_prefix, node, fixture.machine_type, d.index),
             vendor=d.vendor,
             model=d.model,
             memory_mib=d.memory_mib,
@@ -314,9 +315,6 @@ def _from_json(text: str, *, node: str, origin: str) -> NodeTopology:
         links=fixture.links,
         source=f"{origin}: {fixture.source}",
     )
-
-
-_UUID_PREFIX: dict[Vendor, str] = {Vendor.NVIDIA: "GPU", Vendor.METAX: "GPU", Vendor.NEURON: "NEURON"}
 
 
 def _decode_fixture(text: str, *, origin: str) -> TopologyFixture:

@@ -34,9 +34,10 @@ from schemas.dra import (
     device_text,
 )
 from schemas.events import AllocatedClaimEvent, DeviceAssignment, ResourceSliceEvent
+from schemas.vendors import NVIDIA
 from services.placer.dra_selectors import SelectorError, Term, matches, parse
 
-GPU = "nvidia.com/gpu"
+GPU = NVIDIA.whole
 USE_UUID = "nvidia.com/use-gpuuuid"
 # Device classes the placer decides, and the driver whose devices they select (its class
 # also asks for whole GPUs: `type == "gpu"` where the driver says the type).

@@ -23,7 +23,6 @@ from collections.abc import Callable
 import msgspec
 
 from engine import Decision, Engine, Mode, PodRequest, RequestError, WorkloadClass
-from engine.node.vendor import NodePolicy
 from schemas import topics
 from schemas.enforcement import Enforcement
 from schemas.events import (
@@ -176,15 +175,15 @@ class Decider:
     ) -> None:
         """`engine`: the engine every decision uses (one of its own when None); `clock`: monotonic seconds
         for the parked pods' backoff (time.monotonic by default)."""
-        # The fragmentation policy weighs CPU: the index then reads each node's, the mix each pod's.
-        weighs_cpu = node_policy == NodePolicy.FRAGMENTATION.value
+        self.engine = engine if engine is not None else Engine()
+        # A policy reading the workload (fragmentation) weighs CPU: the index reads each node's, the mix each pod's.
+        weighs_cpu = self.engine.vendors.policies.reads_workload(node_policy)
         self.view = ClusterView(cpu_in_index=weighs_cpu)
         self.view.default_enforcement = default_enforcement
         self.parking = ParkingLot(clock) if clock is not None else ParkingLot()
         self.mix = WorkloadMix(with_cpu=weighs_cpu)
         self.mode = mode
         self.node_policy = node_policy
-        self.engine = engine if engine is not None else Engine()
 
     def _decide(self, pending: PendingPodEvent, now: float) -> DecideResult:
         return decide(

@@ -7,7 +7,6 @@ from engine_builders import gpu, node, pod, snapshot
 
 from engine import PodRequest, RequestError, place
 from engine.node.registry import VendorContext
-from engine.node.vendor import NodePolicy
 from engine.node.vendors.nvidia import GpuPolicy, NvidiaPlugin, NvidiaRequest
 
 plugin = NvidiaPlugin(VendorContext.fresh())
@@ -25,7 +24,7 @@ def test_a_count_alone_takes_whole_gpus_with_hami_defaults() -> None:
     assert parsed.whole
     assert parsed.cores == 100
     assert parsed.policies == (GpuPolicy.SPREAD,)
-    assert parsed.node_policy is NodePolicy.BINPACK
+    assert parsed.node_policy == "binpack"
     assert not parsed.numa_bind
 
 

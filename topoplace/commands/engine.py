@@ -24,12 +24,6 @@ if TYPE_CHECKING:
 # Engine modes, spelled out so that building the parser does not import the engine
 # (tests/engine/test_cli.py checks they match engine.Mode).
 MODES: tuple[str, ...] = ("default", "hami")
-# The count resource `engine pick` asks for, per vendor of the box (Vendor values).
-COUNT_RESOURCE: dict[str, str] = {
-    "nvidia": "nvidia.com/gpu",
-    "metax": "metax-tech.com/gpu",
-    "neuron": "aws.amazon.com/neuron",
-}
 TOPOLOGY_POLICY = {"hami.io/gpu-scheduler-policy": "topology-aware"}
 
 
@@ -286,10 +280,12 @@ def _pick(args: argparse.Namespace) -> int:
     import msgspec
 
     from engine import Mode, PodRequest, RequestError, choose_devices
+    from schemas.vendors import descriptor
 
-    vendor = topology.devices[0].vendor
+    # The box's vendor's whole devices (schemas/vendors.py).
+    count_resource = descriptor(topology.devices[0].vendor).whole
     request = PodRequest(
-        uid="pick", name="pick", requests={COUNT_RESOURCE[vendor.value]: str(args.count)}, annotations=TOPOLOGY_POLICY
+        uid="pick", name="pick", requests={count_resource: str(args.count)}, annotations=TOPOLOGY_POLICY
     )
     try:
         choice = choose_devices(pick_node(args.topology, topology, free), request, Mode(args.mode))

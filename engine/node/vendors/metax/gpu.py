@@ -11,7 +11,9 @@ is). HAMi (pkg/device/metax/device.go, ScoreNode) reads only one:
   picks the lowest node score), i.e. a higher topology score wins.
 
 Both read as "higher is better" here: binpack -> 2000 - loss,
-spread -> score (which is 2000 minus HAMi's number).
+spread -> score (which is 2000 minus HAMi's number). The engine's node policies
+ask by direction (`direction`: BINPACK for a policy that packs, SPREAD for one
+that spreads), so every policy reads one of the two.
 
 HAMi gives 0 when the annotation it wants is missing and the parsed value 0
 when the size is missing or the JSON is bad, so the preference is silently
@@ -71,12 +73,12 @@ def _from_scores(score: int) -> float:
     return float(score)
 
 
-def preference(annotations: Mapping[str, str], size: int, node_policy: str) -> TopologyPreference:
+def preference(annotations: Mapping[str, str], size: int, direction: str) -> TopologyPreference:
     """The default mode: the policy's annotation, else the other one, else 0 with a warning."""
     losses = (LOSSES_ANNOTATION, "losses", _from_losses)
     scores = (SCORES_ANNOTATION, "scores", _from_scores)
     order: tuple[tuple[str, str, Callable[[int], float]], ...] = (
-        (scores, losses) if node_policy == SPREAD else (losses, scores)
+        (scores, losses) if direction == SPREAD else (losses, scores)
     )
     problems: list[str] = []
     for key, source, convert in order:
@@ -88,13 +90,13 @@ def preference(annotations: Mapping[str, str], size: int, node_policy: str) -> T
     return TopologyPreference(value=0.0, source="none", warning="; ".join(problems) + "; no topology preference")
 
 
-def hami_preference(annotations: Mapping[str, str], size: int, node_policy: str) -> TopologyPreference:
+def hami_preference(annotations: Mapping[str, str], size: int, direction: str) -> TopologyPreference:
     """HAMi's ScoreNode, on the higher-is-better scale (missing data included)."""
-    key = SCORES_ANNOTATION if node_policy == SPREAD else LOSSES_ANNOTATION
-    source = "scores" if node_policy == SPREAD else "losses"
+    key = SCORES_ANNOTATION if direction == SPREAD else LOSSES_ANNOTATION
+    source = "scores" if direction == SPREAD else "losses"
     if key not in annotations:
         # HAMi: binpack scores 0; spread scores 0, the best spread value = 2000 here.
-        value = float(SCORE_BASE) if node_policy == SPREAD else 0.0
+        value = float(SCORE_BASE) if direction == SPREAD else 0.0
         return TopologyPreference(value=value, source="none", warning=f"node annotation {key} is missing")
     values, why = read_size_map(annotations, key)
     parsed = 0 if values is None else values.get(size, 0)  # HAMi parses a missing entry as 0
@@ -102,5 +104,5 @@ def hami_preference(annotations: Mapping[str, str], size: int, node_policy: str)
     if values is not None and size not in values:
         warning = f"node annotation {key} has no entry for {size} card(s)"
     hami_raw = SCORE_BASE - parsed
-    value = float(hami_raw) if node_policy != SPREAD else float(SCORE_BASE - hami_raw)
+    value = float(hami_raw) if direction != SPREAD else float(SCORE_BASE - hami_raw)
     return TopologyPreference(value=value, source=source, warning=warning)

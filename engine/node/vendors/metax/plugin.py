@@ -7,48 +7,38 @@ The rules live in small modules, this one wires them to the vendor contract:
     zones.py    MetaXLink zones: exclusive choice, 10 x allocated - loss
     gpu.py      whole-card node preference from the node annotations
 
-Node score (higher = better, see docs/vendors-metax-neuron.md):
-- default mode: the topology term first (for an exclusive sGPU request
-  10 x allocated - loss, unless the pod sets
-  metax-tech.com/sgpu-topology-aware=false; for an online pod HAMi's
-  online-card penalty; for whole cards the annotation preference), plus a
-  node-policy fill term in [0, 1] that only breaks ties between equal
-  topology terms;
-- hami mode: HAMi's node usage (binpack: higher, spread: lower preferred)
-  plus HAMi's vendor term (10000 x the sGPU topology or online score, only
-  when topology-aware is switched on by the pod; whole cards: 2000 - loss /
-  score of the policy's annotation, nothing when it is missing).
+    measures.py what the node policies read of a node (the topology term, fill, free shares, HAMi usage)
+
+The node score is the request's node policy over those measures (see measures.py and
+docs/vendors-metax-neuron.md).
 """
 
 from __future__ import annotations
 
 from engine.core.model import Mode, PodRequest
+from engine.node.policy import NodePolicy
 from engine.node.registry import VendorContext
 from engine.node.vendor import (
     DeviceRequest,
-    NodePolicy,
-    NodeScore,
     NodeScratch,
     SetCandidate,
     SetChoice,
     Unfit,
 )
 from engine.node.vendors.metax import gpu as metax_gpu
+from engine.node.vendors.metax.measures import MetaxMeasures, idle_cards
 from engine.node.vendors.metax.qos import (
     EXCLUSIVE_CORES,
     OFFLINE,
     ONLINE,
     app_class_accepts,
     card_qos,
-    online_card_score,
     online_preference,
     qos_accepts,
 )
 from engine.node.vendors.metax.request import (
     NOUSE_UUID,
     USE_UUID,
-    VCORE,
-    VMEMORY,
     MetaxKind,
     MetaxRequest,
     parse_metax_request,
@@ -61,15 +51,13 @@ from engine.node.vendors.metax.zones import (
 )
 from schemas.events import DeviceAssignment
 from schemas.topology import Device, Vendor
-
-HAMI_VENDOR_WEIGHT = 10000  # HAMi's sGPU ScoreNode weight
-HAMI_WEIGHT = 10  # HAMi's util.Weight in its usage scores
+from schemas.vendors import METAX
 
 
 class MetaxPlugin:
     vendor = Vendor.METAX
     name = "metax"
-    share_resources = (VCORE, VMEMORY)
+    share_resources = METAX.unreported  # vmemory, vcore
     node_annotations_read = (metax_gpu.LOSSES_ANNOTATION, metax_gpu.SCORES_ANNOTATION)
 
     def __init__(self, context: VendorContext) -> None:
@@ -77,7 +65,10 @@ class MetaxPlugin:
         self.context = context
 
     def parse_request(self, request: PodRequest) -> MetaxRequest | None:
-        return parse_metax_request(request)
+        parsed = parse_metax_request(request)
+        if parsed is not None:
+            self.context.policies.check(parsed)
+        return parsed
 
     # --- filter -------------------------------------------------------------------------
 
@@ -126,7 +117,8 @@ class MetaxPlugin:
             chosen = _hami_pick(scratch, request, candidates)
             runners: tuple[SetCandidate, ...] = ()
         else:
-            chosen = _default_pick(scratch, request, candidates, idle)
+            policy = self.context.policies.named(request.node_policy)
+            chosen = _default_pick(scratch, request, candidates, idle, policy)
             runners = _hami_runner_up(scratch, request, candidates, chosen)
         set_score = float(zone_set_score(chosen))
         parts = {"zone_score": set_score}
@@ -142,25 +134,14 @@ class MetaxPlugin:
             considered=len(candidates),
         )
 
-    # --- node score ---------------------------------------------------------------------
+    # --- measures (measures.py) ---------------------------------------------------------
 
-    def node_score(self, scratch: NodeScratch, request: DeviceRequest, choice: SetChoice) -> NodeScore:
+    def measures(self, scratch: NodeScratch, request: DeviceRequest) -> MetaxMeasures:
         assert isinstance(request, MetaxRequest)
-        chosen = tuple(scratch.devices[i] for i in choice.devices)
-        if scratch.mode is Mode.HAMI:
-            return _hami_node_score(scratch, request, chosen)
-        topology, parts = _topology_term(scratch, request, chosen, hami=False)
-        fill = fill_after(scratch, request, choice)
-        policy_fill = fill if request.node_policy is NodePolicy.BINPACK else 1.0 - fill
-        parts["fill"] = round(policy_fill, 6)
-        return NodeScore(score=round(topology + policy_fill, 6), parts=parts)
+        return MetaxMeasures(scratch, request)
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def idle_cards(scratch: NodeScratch) -> tuple[Device, ...]:
-    return tuple(scratch.devices[i] for i in scratch.idle_indices(Vendor.METAX))
 
 
 def _uuid_reason(request: MetaxRequest, device: Device) -> str:
@@ -224,8 +205,13 @@ def _hami_pick(scratch: NodeScratch, request: MetaxRequest, candidates: tuple[De
 
 
 def _default_pick(
-    scratch: NodeScratch, request: MetaxRequest, candidates: tuple[Device, ...], idle: tuple[Device, ...]
+    scratch: NodeScratch,
+    request: MetaxRequest,
+    candidates: tuple[Device, ...],
+    idle: tuple[Device, ...],
+    policy: NodePolicy,
 ) -> tuple[Device, ...]:
+    """`policy`: the request's node policy, which may rank the cards a one-card share could take."""
     n = request.count
     if request.online:
         ranked = sorted(candidates, key=lambda d: (online_preference(scratch.loads[d.index].app_classes), d.index))
@@ -235,6 +221,15 @@ def _default_pick(
     # Shares: binpack fills the busiest cards first, spread (HAMi's default) the quietest.
     sign = -1.0 if request.binpack_cards else 1.0
     ranked = sorted(candidates, key=lambda d: (sign * _usage(scratch, d), d.index))
+    if n == 1:
+        options = [(_assignment(request, d),) for d in ranked]
+        ranks = policy.device_ranks(MetaxMeasures(scratch, request), options)
+        if ranks is not None:
+            # The policy's device step (FGD's); among equals a card already shared before an idle one,
+            # then the GPU policy's order.
+            idle_indices = {d.index for d in idle}
+            best = min(range(len(ranked)), key=lambda at: (ranks[at], ranked[at].index in idle_indices, at))
+            return (ranked[best],)
     return tuple(sorted(ranked[:n], key=lambda d: d.index))
 
 
@@ -258,71 +253,3 @@ def _hami_runner_up(
     else:
         why = "HAMi's order: equal zone score and loss, later by the default tie rule"
     return (SetCandidate(devices=tuple(theirs), score=float(other.allocated), why=why),)
-
-
-def _topology_enabled(request: MetaxRequest, hami: bool) -> bool:
-    if request.kind is not MetaxKind.SGPU or not request.exclusive:
-        return False
-    if request.topology_aware is not None:
-        return request.topology_aware
-    return not hami  # HAMi's sgpuTopologyAware config defaults to off; ours is on
-
-
-def _topology_term(
-    scratch: NodeScratch, request: MetaxRequest, chosen: tuple[Device, ...], *, hami: bool
-) -> tuple[float, dict[str, float]]:
-    """The vendor term on the higher-is-better scale, and its named parts."""
-    if request.kind is MetaxKind.GPU:
-        size = request.count
-        policy = request.node_policy.value
-        pref = (
-            metax_gpu.hami_preference(scratch.node.annotations, size, policy)
-            if hami
-            else metax_gpu.preference(scratch.node.annotations, size, policy)
-        )
-        if pref.warning:
-            scratch.warn(pref.warning)
-        return pref.value, {"topology_preference": pref.value}
-    if request.online:
-        penalty = float(sum(online_card_score(scratch.loads[d.index].app_classes) for d in chosen))
-        return penalty, {"online_penalty": penalty}
-    if not _topology_enabled(request, hami):
-        return 0.0, {}
-    zones = zone_node_score(chosen, idle_cards(scratch))
-    return float(zones.node_score), {
-        "topology": float(zones.node_score),
-        "allocated_score": float(zones.allocated),
-        "loss": float(zones.loss),
-    }
-
-
-def fill_after(scratch: NodeScratch, request: MetaxRequest, choice: SetChoice) -> float:
-    """Mean share of each healthy card in use after the placement (max of memory and compute)."""
-    cards = [d for d in scratch.devices.values() if d.vendor is Vendor.METAX and d.healthy]
-    if not cards:
-        return 0.0
-    chosen = {a.index for a in choice.assignments}
-    total = 0.0
-    for card in cards:
-        load = scratch.loads[card.index]
-        memory, cores = load.memory_used_mib, load.cores_used
-        if card.index in chosen:
-            memory += request.memory_for(card.memory_mib) if request.kind is MetaxKind.SGPU else card.memory_mib
-            cores += 0 if request.online else (request.cores if request.kind is MetaxKind.SGPU else 100)
-        share = max(memory / card.memory_mib if card.memory_mib else 0.0, cores / card.cores if card.cores else 0.0)
-        total += min(1.0, share)
-    return total / len(cards)
-
-
-def _hami_node_score(scratch: NodeScratch, request: MetaxRequest, chosen: tuple[Device, ...]) -> NodeScore:
-    cards = [d for d in scratch.devices.values() if d.vendor is Vendor.METAX]
-    cores = sum(d.cores for d in cards)
-    memory = sum(d.memory_mib for d in cards)
-    used_cores = sum(scratch.loads[d.index].cores_used for d in cards)
-    used_memory = sum(scratch.loads[d.index].memory_used_mib for d in cards)
-    usage = HAMI_WEIGHT * ((used_cores / cores if cores else 0.0) + (used_memory / memory if memory else 0.0))
-    base = usage if request.node_policy is NodePolicy.BINPACK else -usage
-    term, parts = _topology_term(scratch, request, chosen, hami=True)
-    weight = 1.0 if request.kind is MetaxKind.GPU else float(HAMI_VENDOR_WEIGHT)
-    parts["hami_usage"] = round(usage, 6)
-    return NodeScore(score=round(base + weight * term, 6), parts=parts)

@@ -19,7 +19,7 @@ from engine.core.quantities import (
     parse_quantity,
     split_list,
 )
-from engine.node.vendor import NODE_POLICY, DeviceRequest, RequestError, parse_node_policy
+from engine.node.vendor import DeviceRequest, RequestError, node_policy_name
 from engine.node.vendors.metax.qos import (
     APP_CLASS_ANNOTATION,
     APP_CLASSES,
@@ -30,11 +30,12 @@ from engine.node.vendors.metax.qos import (
     QOS_POLICIES,
 )
 from schemas.topology import Vendor
+from schemas.vendors import METAX
 
-SGPU = "metax-tech.com/sgpu"
-VCORE = "metax-tech.com/vcore"
-VMEMORY = "metax-tech.com/vmemory"
-GPU = "metax-tech.com/gpu"
+SGPU = METAX.shares
+VCORE = METAX.compute_share
+VMEMORY = METAX.memory_share
+GPU = METAX.whole
 TOPOLOGY_AWARE = "metax-tech.com/sgpu-topology-aware"
 USE_UUID = "metax-tech.com/use-gpuuuid"
 NOUSE_UUID = "metax-tech.com/nouse-gpuuuid"
@@ -111,7 +112,7 @@ def parse_metax_request(request: PodRequest) -> MetaxRequest | None:
         return None  # not a MetaX pod: its annotations are another vendor's to read
     ann = request.annotations
     policies = _gpu_policies(ann.get(GPU_POLICY))
-    node_policy = parse_node_policy(ann.get(NODE_POLICY))  # HAMi's values only: no fragmentation model here yet
+    node_policy = node_policy_name(ann)  # checked by the plugin against the engine's policies
     use_uuids = split_list(ann.get(USE_UUID, ""))
     nouse_uuids = split_list(ann.get(NOUSE_UUID, ""))
     if whole:
@@ -120,7 +121,7 @@ def parse_metax_request(request: PodRequest) -> MetaxRequest | None:
             resource=GPU,
             count=whole,
             node_policy=node_policy,
-            device_noun="MetaX card",
+            device_noun=METAX.device_noun,
             kind=MetaxKind.GPU,
             use_uuids=use_uuids,
             nouse_uuids=nouse_uuids,
@@ -148,7 +149,7 @@ def parse_metax_request(request: PodRequest) -> MetaxRequest | None:
         resource=SGPU,
         count=shares,
         node_policy=node_policy,
-        device_noun="MetaX card",
+        device_noun=METAX.device_noun,
         kind=MetaxKind.SGPU,
         memory_mib=memory,
         cores=EXCLUSIVE_CORES if cores is None else cores,

@@ -6,32 +6,25 @@ contract. Annotations: aws.amazon.com/use-neuron-uuid and
 aws.amazon.com/nouse-neuron-uuid (comma lists), hami.io/node-scheduler-policy,
 hami.io/gpu-scheduler-policy (binpack | spread orders HAMi's walk).
 
-Node score (higher = better): default mode
-    10 x fill (binpack) or 10 x (1 - fill) (spread)  -  10 x damage,
-where fill is the node's share of NeuronCores in use after the placement
-and damage is how much the placement shrinks the largest legal group of
-free devices (longest free run on Inferentia, largest free aligned block on
-Trainium), as a share of the node's devices. HAMi mode: HAMi's usage only
-(its Neuron ScoreNode is 0).
+The request is read in request.py; the node score is the request's node policy
+over what measures.py measures (the fill, the damage to the largest free group,
+each device's free NeuronCores, HAMi's usage).
 """
 
 from __future__ import annotations
 
 from engine.core.model import Mode, PodRequest
-from engine.core.quantities import optional_int, split_list
+from engine.node.policy import NodePolicy
 from engine.node.registry import VendorContext
 from engine.node.vendor import (
-    NODE_POLICY,
     DeviceRequest,
-    NodePolicy,
-    NodeScore,
     NodeScratch,
-    RequestError,
     SetCandidate,
     SetChoice,
     Unfit,
-    parse_node_policy,
 )
+from engine.node.vendors.neuron.measures import NeuronMeasures
+from engine.node.vendors.neuron.request import NEURON, NOUSE_UUID, USE_UUID, NeuronRequest, parse_neuron_request
 from engine.node.vendors.neuron.rules import (
     CORES_PER_DEVICE,
     INSTANCE_TYPE_LABEL,
@@ -53,52 +46,7 @@ from engine.node.vendors.neuron.rules import (
 from schemas.events import DeviceAssignment
 from schemas.topology import Device, Vendor
 
-NEURON = "aws.amazon.com/neuron"
-NEURONCORE = "aws.amazon.com/neuroncore"
-USE_UUID = "aws.amazon.com/use-neuron-uuid"
-NOUSE_UUID = "aws.amazon.com/nouse-neuron-uuid"
-GPU_POLICY = "hami.io/gpu-scheduler-policy"
-
-HAMI_WEIGHT = 10
-FILL_WEIGHT = 10.0
-DAMAGE_WEIGHT = 10.0
 RUNNERS_UP = 3
-
-
-class NeuronRequest(DeviceRequest, frozen=True, kw_only=True):
-    devices: int = 0  # whole devices (aws.amazon.com/neuron); 0 = a core request
-    cores: int = 0  # NeuronCores (aws.amazon.com/neuroncore); 0 = a device request
-    use_uuids: tuple[str, ...] = ()
-    nouse_uuids: tuple[str, ...] = ()
-    binpack_devices: bool = False
-
-    @property
-    def reads_uuids(self) -> bool:
-        return bool(self.use_uuids or self.nouse_uuids)
-
-
-def parse_neuron_request(request: PodRequest) -> NeuronRequest | None:
-    res = request.requests
-    devices = optional_int(res, NEURON, low=0)
-    cores = optional_int(res, NEURONCORE, low=0)
-    if devices and cores:
-        raise RequestError(NEURONCORE, f"cannot be combined with {NEURON} in one pod")
-    if not devices and not cores:
-        return None
-    ann = request.annotations
-    return NeuronRequest(
-        vendor=Vendor.NEURON,
-        resource=NEURON if devices else NEURONCORE,
-        count=devices or 1,
-        # HAMi's values only: no fragmentation model for these devices yet
-        node_policy=parse_node_policy(ann.get(NODE_POLICY)),
-        device_noun="Neuron device",
-        devices=devices or 0,
-        cores=cores or 0,
-        use_uuids=split_list(ann.get(USE_UUID, "")),
-        nouse_uuids=split_list(ann.get(NOUSE_UUID, "")),
-        binpack_devices="binpack" in split_list(ann.get(GPU_POLICY, "")),
-    )
 
 
 class NeuronPlugin:
@@ -111,7 +59,10 @@ class NeuronPlugin:
         self.context = context
 
     def parse_request(self, request: PodRequest) -> NeuronRequest | None:
-        return parse_neuron_request(request)
+        parsed = parse_neuron_request(request)
+        if parsed is not None:
+            self.context.policies.check(parsed)
+        return parsed
 
     def filter_device(self, scratch: NodeScratch, request: DeviceRequest, device: Device) -> str | None:
         assert isinstance(request, NeuronRequest)
@@ -141,7 +92,9 @@ class NeuronPlugin:
         if scratch.mode is Mode.HAMI:
             chosen = choose_hami(options, [d.index for d in hami_list_order(scratch, request)])
         else:
-            chosen = choose(family, devices, options)
+            policy = self.context.policies.named(request.node_policy)
+            best = _policy_best(policy, NeuronMeasures(scratch, request), options, candidates)
+            chosen = choose(family, devices, best)
         before = largest_group(family, _whole_free(devices))
         after = largest_group(family, _whole_free(devices) - set(chosen.indices))
         by_index = {d.index: d for d in candidates}
@@ -153,25 +106,9 @@ class NeuronPlugin:
             considered=len(options),
         )
 
-    def node_score(self, scratch: NodeScratch, request: DeviceRequest, choice: SetChoice) -> NodeScore:
+    def measures(self, scratch: NodeScratch, request: DeviceRequest) -> NeuronMeasures:
         assert isinstance(request, NeuronRequest)
-        devices = [d for d in scratch.devices.values() if d.vendor is Vendor.NEURON]
-        total = sum(d.cores for d in devices)
-        used = sum(scratch.loads[d.index].cores_used for d in devices)
-        if scratch.mode is Mode.HAMI:
-            usage = HAMI_WEIGHT * (used / total if total else 0.0)
-            score = usage if request.node_policy is NodePolicy.BINPACK else -usage
-            return NodeScore(score=round(score, 6), parts={"hami_usage": round(usage, 6)})
-        taken = sum(a.cores for a in choice.assignments)
-        fill = (used + taken) / total if total else 0.0
-        fill_term = FILL_WEIGHT * (fill if request.node_policy is NodePolicy.BINPACK else 1.0 - fill)
-        before = choice.parts.get("largest_free_group_before", 0.0)
-        after = choice.parts.get("largest_free_group_after", 0.0)
-        damage = DAMAGE_WEIGHT * (before - after) / len(devices) if devices else 0.0
-        return NodeScore(
-            score=round(fill_term - damage, 6),
-            parts={"fill": round(fill_term, 6), "remainder_damage": round(-damage, 6)},
-        )
+        return NeuronMeasures(scratch, request)
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -184,6 +121,19 @@ def _assignment(device: Device, take: Take) -> DeviceAssignment:
         return DeviceAssignment(index=device.index, uuid=device.uuid, memory_mib=0, cores=device.cores)
     memory = max(1, device.memory_mib * take.cores // device.cores)
     return DeviceAssignment(index=device.index, uuid=device.uuid, memory_mib=memory, cores=take.cores)
+
+
+def _policy_best(
+    policy: NodePolicy, measures: NeuronMeasures, options: list[Option], candidates: tuple[Device, ...]
+) -> list[Option]:
+    """The options the node policy ranks best (FGD's device step), all of them when it has no preference;
+    the vendor's own rule (the remainder's health) chooses among them."""
+    by_index = {d.index: d for d in candidates}
+    ranks = policy.device_ranks(measures, [tuple(_assignment(by_index[t.index], t) for t in o.takes) for o in options])
+    if ranks is None:
+        return options
+    best = min(ranks)
+    return [option for option, rank in zip(options, ranks, strict=True) if rank == best]
 
 
 def node_family(scratch: NodeScratch) -> Family | NoFit:

@@ -1,10 +1,10 @@
 """NVIDIA GPUs: HAMi's resources and annotations, the topology-aware choice, HAMi's own choice.
 
 request.py        resources and annotations -> NvidiaRequest; the device assignment of a request
-plugin.py         the vendor plugin: device filter, search by mode, node score by policy
+plugin.py         the vendor plugin: device filter, search by mode, the measures the node policies read
 search.py         default mode: the best-connected set (lookup or branch-and-bound), per NUMA node
 hami.py           mode hami: HAMi v2.7's walk, set choice and node usage score
-fragmentation.py  the fragmentation node policy: the node score, and the GPU a share fragments least
+measures.py       what the node policies read of a node: own terms (link, remainder), fill, free shares, HAMi usage
 links.py          the pair-score table of a node's GPUs (HAMi's device plugin scores)
 """
 

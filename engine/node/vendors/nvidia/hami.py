@@ -12,6 +12,7 @@ from engine.node.vendor import (
 from engine.node.vendors.nvidia.links import PairTable
 from engine.node.vendors.nvidia.request import (
     DEVICE_SPLIT_COUNT,
+    GPU,
     NvidiaRequest,
     assignment_of,
     type_mismatch,
@@ -82,7 +83,7 @@ def hami_search(
         where = " on one NUMA node" if request.numa_bind else ""
         return Unfit(
             reason=f"HAMi's walk found {len(picked)} usable GPU{'' if len(picked) == 1 else 's'}{where}, {k} requested",
-            summary="Insufficient nvidia.com/gpu",
+            summary=f"Insufficient {GPU}",
         )
     if len(picked) == k:
         return _hami_choice(request, picked, table, walked)

@@ -8,8 +8,7 @@ DEVICE_SPLIT_COUNT pods, HAMi's default deviceSplitCount).
 
 Annotations: hami.io/gpu-scheduler-policy (binpack | spread | topology-aware |
 mutex | numa, or a comma list; default spread), hami.io/node-scheduler-policy
-(binpack | spread | fragmentation; default binpack; fragmentation in default
-mode only, see `node_score`), nvidia.com/use-gpuuuid,
+(a registered node policy, engine/node/policies/; default binpack), nvidia.com/use-gpuuuid,
 nvidia.com/nouse-gpuuuid, nvidia.com/use-gputype, nvidia.com/nouse-gputype
 (comma lists), nvidia.com/numa-bind (true: all GPUs on one NUMA node),
 hami.io/device-scoring-weights (`slot=1,core=1,memory=1`: the weights of HAMi's
@@ -25,27 +24,22 @@ import enum
 
 from engine.core.model import PodRequest
 from engine.core.quantities import optional_int, parse_bool, split_list
-from engine.node.vendor import (
-    NODE_POLICY,
-    DeviceRequest,
-    NodePolicy,
-    RequestError,
-    parse_node_policy,
-)
+from engine.node.vendor import DeviceRequest, RequestError, node_policy_name
 from schemas import hami
 from schemas.events import DeviceAssignment
 from schemas.topology import Device, Vendor
+from schemas.vendors import NVIDIA
 
-GPU = "nvidia.com/gpu"
-
-
-GPUMEM = "nvidia.com/gpumem"
+GPU = NVIDIA.whole
 
 
-GPUMEM_PERCENTAGE = "nvidia.com/gpumem-percentage"
+GPUMEM = NVIDIA.memory_share
 
 
-GPUCORES = "nvidia.com/gpucores"
+GPUMEM_PERCENTAGE = NVIDIA.memory_percent_share
+
+
+GPUCORES = NVIDIA.compute_share
 
 
 GPU_POLICY = "hami.io/gpu-scheduler-policy"
@@ -142,13 +136,6 @@ def scoring_weights(text: str | None) -> hami.ScoringWeights:
         raise RequestError(hami.SCORING_WEIGHTS, str(exc).removeprefix(f"{hami.SCORING_WEIGHTS}: ")) from None
 
 
-NODE_POLICIES = (NodePolicy.BINPACK, NodePolicy.SPREAD, NodePolicy.FRAGMENTATION)
-
-
-def read_node_policy(text: str | None) -> NodePolicy:
-    return parse_node_policy(text, NODE_POLICIES)
-
-
 def parse_nvidia_request(request: PodRequest) -> NvidiaRequest | None:
     """The pod's NVIDIA request (None: it asks for no GPU); RequestError names a bad resource or annotation."""
     res = request.requests
@@ -172,8 +159,8 @@ def parse_nvidia_request(request: PodRequest) -> NvidiaRequest | None:
         vendor=Vendor.NVIDIA,
         resource=GPU,
         count=count,
-        node_policy=read_node_policy(ann.get(NODE_POLICY)),
-        device_noun="GPU",
+        node_policy=node_policy_name(ann),
+        device_noun=NVIDIA.device_noun,
         whole=whole,
         memory_mib=memory or 0,
         memory_percent=percent or 0,
@@ -188,12 +175,11 @@ def parse_nvidia_request(request: PodRequest) -> NvidiaRequest | None:
     )
 
 
-def parse_host_request(request: PodRequest) -> NvidiaRequest | None:
-    """A pod without GPUs under the fragmentation policy: scored by how its CPU changes the GPUs' use."""
-    policy = read_node_policy(request.annotations.get(NODE_POLICY))
-    if policy is not NodePolicy.FRAGMENTATION:
-        return None
-    return NvidiaRequest(vendor=Vendor.NVIDIA, resource=GPU, count=0, node_policy=policy, whole=True)
+def host_request(request: PodRequest) -> NvidiaRequest:
+    """A pod without GPUs, as a policy that scores such pods reads it: how its CPU changes the GPUs' use."""
+    return NvidiaRequest(
+        vendor=Vendor.NVIDIA, resource=GPU, count=0, node_policy=node_policy_name(request.annotations), whole=True
+    )
 
 
 def type_mismatch(request: NvidiaRequest, device: Device) -> str:

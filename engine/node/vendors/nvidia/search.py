@@ -8,6 +8,7 @@ bounded branch-and-bound (engine/node/search.py); pair tables are kept per wirin
 from __future__ import annotations
 
 from engine.core.memo import BoundedCache
+from engine.node.policy import NodeMeasures, NodePolicy
 from engine.node.registry import VendorContext
 from engine.node.search import SOLVED_BOUND, SearchResult, best_subset, problem_key
 from engine.node.search_table import TABLE_DEVICES, SubsetTable, table_best, uniform_best
@@ -17,10 +18,10 @@ from engine.node.vendor import (
     SetChoice,
     Unfit,
 )
-from engine.node.vendors.nvidia.fragmentation import fragmentation_applies, least_fragmenting
 from engine.node.vendors.nvidia.links import PairTable, cut, pair_table
 from engine.node.vendors.nvidia.request import (
     DEVICE_SPLIT_COUNT,
+    GPU,
     NUMA_BIND,
     NvidiaRequest,
     assignment_of,
@@ -103,8 +104,15 @@ def usage_ratio(scratch: NodeScratch, device: Device) -> float:
 
 
 def default_search(
-    sets: SetSearch, scratch: NodeScratch, request: NvidiaRequest, candidates: tuple[Device, ...], table: PairTable
+    sets: SetSearch,
+    scratch: NodeScratch,
+    request: NvidiaRequest,
+    candidates: tuple[Device, ...],
+    table: PairTable,
+    policy: NodePolicy,
+    measures: NodeMeasures,
 ) -> SetChoice | Unfit:
+    """`policy`: the request's node policy, which may rank the GPUs a one-GPU share could take (by `measures`)."""
     k = request.count
     # Device preference, the last tie-break: binpack = fullest first, spread = emptiest first.
     sign = -1.0 if request.binpack else 1.0
@@ -113,11 +121,14 @@ def default_search(
     # Spreading shares is the user's explicit wish: the remainder term (idle GPUs only) would
     # pull shares onto busy GPUs, so it is left out there.
     protect = request.whole or request.binpack or request.topology or request.mutex
-    if k == 1 and not request.whole and fragmentation_applies(request):
-        # FGD's device step: which GPU takes a share changes the node's fragmentation; whole idle
-        # GPUs are interchangeable to the measure, so they keep the topology-aware choice.
-        device = least_fragmenting(scratch, request, ordered, table, idle)
-        return _best_in_group(sets, scratch, request, [device], table, idle, protect)
+    if k == 1 and not request.whole:
+        # A policy's device step (FGD's: which GPU takes a share changes the node's fragmentation);
+        # whole idle GPUs are interchangeable to such a measure, so they keep the topology-aware choice.
+        options = [(assignment_of(request, d),) for d in ordered]
+        ranks = policy.device_ranks(measures, options)
+        if ranks is not None:
+            device = _best_ranked(ordered, ranks, table, idle)
+            return _best_in_group(sets, scratch, request, [device], table, idle, protect)
     groups = _numa_groups(ordered) if request.numa_bind else [(None, ordered)]
     best: tuple[tuple[int, int, int], SetChoice] | None = None
     sizes: list[str] = []
@@ -132,9 +143,21 @@ def default_search(
     if best is None:
         return Unfit(
             reason=f"no NUMA node has {k} usable GPUs ({', '.join(sizes)}) and {NUMA_BIND} is set",
-            summary="Insufficient nvidia.com/gpu on one NUMA node",
+            summary=f"Insufficient {GPU} on one NUMA node",
         )
     return best[1]
+
+
+def _best_ranked(ordered: list[Device], ranks: list[int], table: PairTable, idle: set[int]) -> Device:
+    """The GPU the policy ranks best; among equals a GPU already shared before an idle one, then the idle
+    GPU whose taking breaks the least idle link score (whole NVLink groups stay whole), then the GPU
+    policy's device order (binpack fullest first, spread emptiest first, then index)."""
+
+    def key(position: int) -> tuple[int, bool, int, int]:
+        device = ordered[position]
+        return (ranks[position], device.index in idle, cut(table, [device], idle), position)
+
+    return ordered[min(range(len(ordered)), key=key)]
 
 
 def _numa_groups(devices: list[Device]) -> list[tuple[int | None, list[Device]]]:

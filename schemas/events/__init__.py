@@ -1,0 +1,87 @@
+"""Every event on every topic, as one msgspec Struct per topic.
+
+JSON on the wire. Each event carries `schema_version`; a consumer rejects a
+version it does not know into the topic's DLQ instead of guessing.
+
+One module per family of topics; every name is re-exported here, so
+`schemas.events.X` is the one import path:
+
+    base.py          SCHEMA_VERSION, the size bounds, Event
+    nodes.py         topology.nodes, usage.devices, nodes.status
+    network.py       topology.network (hypernodes), topology.levels
+    pods.py          pods.pending, pods.lifecycle (and DeviceAssignment)
+    resources.py     resources.slices, resources.claims (DRA)
+    gangs.py         gangs.pending, gangs.placements
+    decisions.py     placements, bindings
+    dead_letters.py  <topic>.dlq
+"""
+
+from __future__ import annotations
+
+from schemas.events.base import MAX_EVENT_BYTES, MAX_GANG_EVENT_BYTES, MAX_POD_EVENT_BYTES, SCHEMA_VERSION, Event
+from schemas.events.dead_letters import DeadLetterEvent
+from schemas.events.decisions import (
+    MAX_ALTERNATIVES,
+    Alternative,
+    BindingEvent,
+    BindingOutcome,
+    PlacementEvent,
+    PlacementOutcome,
+)
+from schemas.events.gangs import (
+    GangPlacementEvent,
+    NetworkConstraint,
+    PendingGangEvent,
+    RunningMember,
+    SubGroupPolicy,
+    TopologyMode,
+)
+from schemas.events.network import (
+    HyperNodeEvent,
+    HyperNodeMember,
+    LabelSelector,
+    LabelSelectorRequirement,
+    MemberKind,
+    TopologyLevelsEvent,
+)
+from schemas.events.nodes import DeviceUsage, DeviceUsageEvent, NodeStatusEvent, NodeTopologyEvent
+from schemas.events.pods import DeviceAssignment, GangRef, LifecyclePhase, PendingPodEvent, PodLifecycleEvent
+from schemas.events.resources import AllocatedClaimEvent, ResourceSliceEvent
+
+__all__ = [
+    "MAX_ALTERNATIVES",
+    "MAX_EVENT_BYTES",
+    "MAX_GANG_EVENT_BYTES",
+    "MAX_POD_EVENT_BYTES",
+    "SCHEMA_VERSION",
+    "AllocatedClaimEvent",
+    "Alternative",
+    "BindingEvent",
+    "BindingOutcome",
+    "DeadLetterEvent",
+    "DeviceAssignment",
+    "DeviceUsage",
+    "DeviceUsageEvent",
+    "Event",
+    "GangPlacementEvent",
+    "GangRef",
+    "HyperNodeEvent",
+    "HyperNodeMember",
+    "LabelSelector",
+    "LabelSelectorRequirement",
+    "LifecyclePhase",
+    "MemberKind",
+    "NetworkConstraint",
+    "NodeStatusEvent",
+    "NodeTopologyEvent",
+    "PendingGangEvent",
+    "PendingPodEvent",
+    "PlacementEvent",
+    "PlacementOutcome",
+    "PodLifecycleEvent",
+    "ResourceSliceEvent",
+    "RunningMember",
+    "SubGroupPolicy",
+    "TopologyLevelsEvent",
+    "TopologyMode",
+]

@@ -1,0 +1,90 @@
+"""Events about gangs: gangs.pending, gangs.placements."""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar
+
+import msgspec
+
+from schemas.events.base import MAX_GANG_EVENT_BYTES, Event
+from schemas.events.decisions import PlacementEvent, PlacementOutcome
+from schemas.events.network import LabelSelector
+from schemas.events.pods import PendingPodEvent
+
+# --- gangs.pending (key = gang name) --------------------------------------------------------
+
+
+class TopologyMode(enum.StrEnum):
+    HARD = "hard"  # never above the allowed tier: unschedulable instead
+    SOFT = "soft"  # prefer low tiers; never unschedulable for the network's sake
+
+
+class NetworkConstraint(msgspec.Struct, frozen=True, kw_only=True):
+    """How close a gang's (or subgroup's) pods must be: Volcano's networkTopology, Kueue's topology requests.
+
+    The highest tier allowed is `highest_tier`, or the tier named `highest_tier_name` (a Volcano
+    tierName, or for a tree of label levels the level's node-label key, as Kueue names levels).
+    """
+
+    mode: TopologyMode = TopologyMode.HARD
+    highest_tier: int | None = None
+    highest_tier_name: str = ""
+
+
+class SubGroupPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """Volcano's subGroupPolicy (or a Kueue slice): members grouped by label values, each group close."""
+
+    name: str = ""
+    sub_group_size: int = 0  # members per subgroup (0: as many as share the label values)
+    min_sub_groups: int = 0
+    match_label_keys: tuple[str, ...] = ()
+    label_selector: LabelSelector | None = None  # the members it applies to (None: every member)
+    network: NetworkConstraint | None = None
+
+
+class RunningMember(msgspec.Struct, frozen=True, kw_only=True):
+    """A gang member already bound: it is never placed again, and later members stay near it."""
+
+    uid: str
+    name: str
+    node: str
+
+
+class PendingGangEvent(Event, frozen=True, kw_only=True):
+    """A gang whose members are known: decided as one unit, all or nothing.
+
+    Published by the cluster watcher once at least `min_member` members exist
+    (pending + running), from a Volcano PodGroup or Kueue's pod-group annotations.
+    """
+
+    max_bytes: ClassVar[int] = MAX_GANG_EVENT_BYTES
+
+    name: str  # "<namespace>/<group name>"
+    namespace: str
+    min_member: int = 1
+    network: NetworkConstraint | None = None
+    sub_groups: tuple[SubGroupPolicy, ...] = ()
+    members: tuple[PendingPodEvent, ...]  # pending, by name
+    running: tuple[RunningMember, ...] = ()
+    source: str = ""  # "podgroup" (Volcano) or "kueue"
+    observed_at: float = 0.0
+
+
+# --- gangs.placements (key = gang name) -----------------------------------------------------
+
+
+class GangPlacementEvent(Event, frozen=True, kw_only=True):
+    """The placer's one decision for a whole gang: every member placed, or none (UNSCHEDULABLE)."""
+
+    max_bytes: ClassVar[int] = MAX_GANG_EVENT_BYTES
+
+    decision_id: str
+    name: str  # "<namespace>/<group name>"
+    namespace: str
+    outcome: PlacementOutcome
+    members: tuple[PlacementEvent, ...]  # one per pending member (all PLACED, or all UNSCHEDULABLE)
+    hypernode: str = ""  # the lowest hypernode holding every member (running ones included)
+    tier: int | None = None  # its tier
+    reason: str = ""
+    decided_at: float = 0.0

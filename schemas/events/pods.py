@@ -1,0 +1,86 @@
+"""Events about pods: pods.pending, pods.lifecycle (and the device assignment both carry)."""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar
+
+import msgspec
+
+from schemas.dra import PodClaim
+from schemas.events.base import MAX_POD_EVENT_BYTES, Event
+from schemas.kube import Affinity, Toleration
+
+# --- pods.pending (key = pod uid) -----------------------------------------------------------
+
+
+class GangRef(msgspec.Struct, frozen=True, kw_only=True):
+    name: str  # "<namespace>/<group name>"
+    min_member: int = 1
+
+
+class PendingPodEvent(Event, frozen=True, kw_only=True):
+    """A pod that names our scheduler and has no node yet.
+
+    `unpublishable` is set when the collector could not publish the pod's event whole (over
+    MAX_POD_EVENT_BYTES, or refused by the broker): the event then carries only who the pod
+    is, and the placer reports the pod unschedulable with that reason.
+    """
+
+    max_bytes: ClassVar[int] = MAX_POD_EVENT_BYTES
+
+    uid: str
+    namespace: str
+    name: str
+    resource_version: str
+    requests: dict[str, str] = {}  # resource name -> Kubernetes quantity, summed over containers
+    annotations: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    owner: str = ""  # "<kind>/<name>" of the controlling owner
+    gang: GangRef | None = None
+    priority: int = 0
+    created_at: float = 0.0
+    observed_at: float = 0.0
+    # Node constraints, as the pod spec gives them (kube-scheduler's filters read them).
+    node_selector: dict[str, str] = {}
+    affinity: Affinity | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    claims: tuple[PodClaim, ...] = ()  # DRA: the pod's ResourceClaims, with their requests
+    unpublishable: str = ""  # why the pod could not be published whole (then nothing else is carried)
+
+
+# --- pods.lifecycle (key = pod uid) ---------------------------------------------------------
+
+
+class LifecyclePhase(enum.StrEnum):
+    BOUND = "bound"
+    DELETED = "deleted"
+
+
+class DeviceAssignment(msgspec.Struct, frozen=True, kw_only=True):
+    """One device given to a pod, and the share of it (whole device = 100 cores, all memory)."""
+
+    index: int
+    uuid: str = ""
+    memory_mib: int = 0  # 0 = the whole device's memory
+    cores: int = 100
+
+
+class PodLifecycleEvent(Event, frozen=True, kw_only=True):
+    """A pod on a node (its devices and resources in use) or deleted (freed).
+
+    Every scheduler's pods are reported, so a node's free cpu, memory and pods are known;
+    `ours` tells the pods this scheduler placed."""
+
+    uid: str
+    namespace: str
+    name: str
+    phase: LifecyclePhase
+    node: str = ""
+    devices: tuple[DeviceAssignment, ...] = ()
+    qos: str = ""
+    app_class: str = ""
+    requests: dict[str, str] = {}  # the pod's effective requests (Kubernetes quantities)
+    ours: bool = True
+    gang: str = ""  # "<namespace>/<group name>" when the pod belongs to a gang
+    observed_at: float = 0.0
