@@ -111,7 +111,7 @@ def build_cluster(per_type: int) -> tuple[list[SimNode], tuple[HyperNodeEvent, .
                     fixture=fixture,
                     vendor=topo.devices[0].vendor,
                     state=state,
-                    table=PairTable([d.index for d in topo.devices], topo.links),
+                    table=PairTable([d.index for d in topo.devices], topo.links, [d.numa_node for d in topo.devices]),
                 )
             )
     tors = [nodes[i : i + 4] for i in range(0, len(nodes), 4)]

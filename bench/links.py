@@ -5,7 +5,9 @@ Pair score = the table HAMi v2.7 and NVIDIA go-gpuallocator both use
 per bonded NVLink), applied to the schema's links, so MetaXLink and NeuronLink
 lanes count as links too. A set's score is the sum over its pairs. The table
 is the engine's own (`nvidia_links`): the yardstick must score exactly what the
-engine and the HAMi baseline optimise.
+engine and the HAMi baseline optimise. An NVLink pair printed without its PCIe
+path takes it from the two devices' NUMA nodes (NODE within one, SYS across), as
+NVML reports such pairs to HAMi on a live node.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from schemas.topology import Link, PcieLevel
 class PairTable:
     """Symmetric pair scores over device positions 0..n-1 (positions, not device indices)."""
 
-    def __init__(self, indices: Sequence[int], links: Iterable[Link]) -> None:
+    def __init__(self, indices: Sequence[int], links: Iterable[Link], numa: Sequence[int | None] = ()) -> None:
+        """`numa`: each device's NUMA node, in the order of `indices` (empty: unknown)."""
         self.indices = tuple(indices)
         position = {d: i for i, d in enumerate(self.indices)}
+        numa_of = dict(zip(self.indices, numa, strict=False))
         n = len(self.indices)
         self.score = np.zeros((n, n), dtype=np.int64)
         self.nvlinks = np.zeros((n, n), dtype=np.int64)
@@ -35,12 +39,16 @@ class PairTable:
             if link.src not in position or link.dst not in position or link.src == link.dst:
                 continue
             a, b = position[link.src], position[link.dst]
-            value = NVLINK_SCORE * link.nvlinks + (PCIE_SCORE[link.pcie] if link.pcie is not None else 0)
+            pcie = link.pcie
+            numa_a, numa_b = numa_of.get(link.src), numa_of.get(link.dst)
+            if pcie is None and link.nvlinks and numa_a is not None and numa_b is not None:
+                pcie = PcieLevel.NODE if numa_a == numa_b else PcieLevel.SYS
+            value = NVLINK_SCORE * link.nvlinks + (PCIE_SCORE[pcie] if pcie is not None else 0)
             # Both directions are reported; keep the smaller if they disagree (asymmetric = suspect).
             self.score[a, b] = self.score[b, a] = value if self.score[a, b] == 0 else min(self.score[a, b], value)
             self.nvlinks[a, b] = self.nvlinks[b, a] = link.nvlinks
-            if link.pcie is not None:
-                self.pcie[a, b] = self.pcie[b, a] = PCIE_SCORE[link.pcie]
+            if pcie is not None:
+                self.pcie[a, b] = self.pcie[b, a] = PCIE_SCORE[pcie]
 
     @property
     def size(self) -> int:

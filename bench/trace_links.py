@@ -22,7 +22,7 @@ from bench.trace_topology import trace_machine
 @cache
 def _machine_table(model: str, gpus: int) -> PairTable:
     machine = trace_machine(model, gpus)
-    return PairTable([d.index for d in machine.devices], machine.links)
+    return PairTable([d.index for d in machine.devices], machine.links, [d.numa_node for d in machine.devices])
 
 
 def node_pair_table(state: ClusterState, node: int) -> PairTable:

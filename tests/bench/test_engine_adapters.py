@@ -65,7 +65,7 @@ def test_topoplace_policy_places_where_the_engine_says_and_respects_the_prefilte
 def test_hami_reimplementation_agrees_with_the_engine_hami_mode_on_dgx1():
     """Two independent readings of HAMi v2.7's topology-aware rule must choose the same GPUs."""
     topo = load_topology("dgx1-v100")
-    table = PairTable([d.index for d in topo.devices], topo.links)
+    table = PairTable([d.index for d in topo.devices], topo.links, [d.numa_node for d in topo.devices])
     checked = 0
     for busy in itertools.chain.from_iterable(itertools.combinations(range(8), r) for r in (0, 1, 2, 3)):
         free = [p for p in range(8) if p not in busy]

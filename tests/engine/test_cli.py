@@ -18,12 +18,12 @@ UNSCHEDULABLE = EXAMPLES / "snapshot-nvidia-unschedulable.json"
 
 
 def test_place_prints_the_decision_as_json(capsys: pytest.CaptureFixture[str]) -> None:
-    # h100-a has GPUs 6 and 7 free (NV18 = 1800); no other node offers more than NV2 (200).
+    # h100-a has GPUs 6 and 7 free (NV18 on one NUMA node = 1820); no other node offers more than NV2.
     assert main(["engine", "place", "--snapshot", str(CLUSTER)]) == 0
     decision = json.loads(capsys.readouterr().out)
     assert decision["node"] == "h100-a"
     assert [d["index"] for d in decision["devices"]] == [6, 7]
-    assert decision["score_parts"]["set_score"] == 1800
+    assert decision["score_parts"]["set_score"] == 1820
     assert {a["node"] for a in decision["alternatives"]} == {"dgx1-a", "dgx1-b", "pcie-a", "pcie-b"}
 
 
@@ -75,8 +75,8 @@ def test_pick_on_a_fixture_with_free_devices(capsys: pytest.CaptureFixture[str])
     assert main(["engine", "pick", "--topology", "dgx1-v100", "--count", "2", "--free", "0,2,3,4,5,6,7"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["devices"] == [2, 3]
-    assert out["score"] == 200
-    assert all(a["score"] <= 200 for a in out["alternatives"])
+    assert out["score"] == 220  # NV2 on one NUMA node
+    assert all(a["score"] <= 220 for a in out["alternatives"])
 
 
 def test_pick_hami_mode(capsys: pytest.CaptureFixture[str]) -> None:
@@ -101,7 +101,7 @@ def test_topo_show_prints_the_matrix_with_scores(capsys: pytest.CaptureFixture[s
     assert main(["topo", "show", "--snapshot", str(CLUSTER), "--node", "dgx1-a"]) == 0
     out = capsys.readouterr().out
     assert "GPU7" in out
-    assert "NV2" in out and "200" in out
+    assert "NV2 220" in out and "NV2 210" in out  # NODE within a socket, SYS across
     assert "SYS" in out
     assert " X " in out
 
@@ -143,8 +143,19 @@ def printed_labels(text: str) -> dict[tuple[int, int], str]:
     return labels
 
 
-def label_score(label: str) -> int:
-    return 100 * int(label[2:]) if label.startswith("NV") else LABEL_SCORES[label]
+def printed_cpu_affinity(text: str) -> dict[int, str]:
+    """Each GPU's CPU Affinity column of a print."""
+    lines = [line.split() for line in text.splitlines()]
+    header = next(t for t in lines if t[:1] == ["GPU0"] and t[1:2] != ["X"])
+    column = 1 + header.index("CPU")
+    return {int(t[0][3:]): t[column] for t in lines if t and re.fullmatch(r"GPU\d+", t[0]) and t is not header}
+
+
+def label_score(label: str, same_socket: bool = True) -> int:
+    """A pair's score from its label; an NV# pair adds the PCIe level its sockets imply (NODE or SYS)."""
+    if label.startswith("NV"):
+        return 100 * int(label[2:]) + LABEL_SCORES["NODE" if same_socket else "SYS"]
+    return LABEL_SCORES[label]
 
 
 @pytest.mark.parametrize("print_file", sorted(PRINTS.glob("*.txt")), ids=lambda p: p.name)
@@ -157,9 +168,10 @@ def test_pick_answers_on_every_real_print_with_no_flag_but_count(
     assert main(["engine", "pick", "--topology", str(pasted), "--count", "2"]) == 0
     out = json.loads(capsys.readouterr().out)
     labels = printed_labels(print_file.read_text())
+    cpus = printed_cpu_affinity(print_file.read_text())
     a, b = out["devices"]
-    best = max(label_score(label) for (i, j), label in labels.items() if i != j)
-    assert label_score(labels[(a, b)]) == best == out["score"]
+    best = max(label_score(label, cpus[i] == cpus[j]) for (i, j), label in labels.items() if i != j)
+    assert label_score(labels[(a, b)], cpus[a] == cpus[b]) == best == out["score"]
 
 
 def test_pick_takes_a_model_and_memory_for_a_print(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -200,7 +212,7 @@ def test_topo_show_takes_a_print_with_no_model(tmp_path: Path, capsys: pytest.Ca
     pasted = tmp_path / "box.txt"
     pasted.write_text((PRINTS / "dgx1-v100.txt").read_text())
     assert main(["topo", "show", "--topology", str(pasted)]) == 0
-    assert "NV2 200" in capsys.readouterr().out
+    assert "NV2 220" in capsys.readouterr().out
 
 
 # --- topo show at 80 columns --------------------------------------------------------------------------

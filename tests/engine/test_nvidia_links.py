@@ -30,12 +30,31 @@ def test_each_pcie_level_scores_as_hami(level: PcieLevel, score: int) -> None:
 
 @pytest.mark.parametrize("k", [1, 2, 4, 12, 18])
 def test_nvlinks_score_100_each_plus_the_pcie_path(k: int) -> None:
-    assert pair_score(gpu(0), gpu(1), _links(*both(0, 1, nvlinks=k))).score == 100 * k
+    unknown = gpu(0, numa=None), gpu(1, numa=None)
+    assert pair_score(*unknown, _links(*both(0, 1, nvlinks=k))).score == 100 * k
     assert pair_score(gpu(0), gpu(1), _links(*both(0, 1, nvlinks=k, pcie=PcieLevel.SYS))).score == 100 * k + 10
 
 
+@pytest.mark.parametrize(
+    ("numa_a", "numa_b", "level"),
+    [(0, 0, PcieLevel.NODE), (0, 1, PcieLevel.SYS), (None, 0, None), (1, None, None)],
+)
+def test_an_nvlink_pair_with_no_pcie_path_takes_it_from_the_numa_nodes(
+    numa_a: int | None, numa_b: int | None, level: PcieLevel | None
+) -> None:
+    # A topo -m print says only NV# for such a pair; NVML's common ancestor says NODE or SYS.
+    pair = pair_score(gpu(0, numa=numa_a), gpu(1, numa=numa_b), _links(*both(0, 1, nvlinks=18)))
+    assert pair.pcie is level
+    assert pair.score == 1800 + (dict(EXPECTED_PCIE)[level] if level is not None else 0)
+
+
+def test_a_printed_pcie_path_is_kept_whatever_the_numa_nodes_say() -> None:
+    pair = pair_score(gpu(0, numa=0), gpu(1, numa=1), _links(*both(0, 1, nvlinks=2, pcie=PcieLevel.PIX)))
+    assert (pair.pcie, pair.score) == (PcieLevel.PIX, 250)
+
+
 def test_nvswitch_pair_gets_the_smaller_switch_link_count() -> None:
-    pair = pair_score(gpu(0, nvswitch=18), gpu(1, nvswitch=12), {})
+    pair = pair_score(gpu(0, nvswitch=18, numa=None), gpu(1, nvswitch=12, numa=None), {})
     assert (pair.score, pair.nvlinks) == (1200, 12)
 
 
@@ -44,12 +63,12 @@ def test_nvswitch_needs_both_gpus_on_the_fabric() -> None:
 
 
 def test_direct_nvlink_wins_over_the_switch() -> None:
-    pair = pair_score(gpu(0, nvswitch=18), gpu(1, nvswitch=18), _links(*both(0, 1, nvlinks=2)))
-    assert pair.score == 200
+    pair = pair_score(gpu(0, nvswitch=18, numa=1), gpu(1, nvswitch=18, numa=1), _links(*both(0, 1, nvlinks=2)))
+    assert pair.score == 200 + 20  # NVLinks, plus NODE: one NUMA node
 
 
 def test_more_than_18_links_count_as_18_with_a_note() -> None:
-    pair = pair_score(gpu(0), gpu(1), _links(*both(0, 1, nvlinks=24)))
+    pair = pair_score(gpu(0, numa=None), gpu(1, numa=None), _links(*both(0, 1, nvlinks=24)))
     assert pair.score == 1800
     assert "24 NVLinks" in pair.note
 

@@ -54,8 +54,8 @@ def test_multi_gpu_takes_the_highest_pair_score_sum() -> None:
 
 def test_dgx1_two_gpus_do_not_break_an_intact_clique() -> None:
     # DGX-1 with GPU 1 busy: quad 4-7 is a full NVLink clique, quad 0,2,3 is not.
-    # NV2 pairs (200) free: (0,3) (0,4) (2,3) (4,7) (5,6) (6,7). Cut to the other idle GPUs:
-    # (2,3): 430+530-400 = 560, the least; (6,7) and (4,7): 840, breaking the clique.
+    # NV2 pairs free: (0,3) (2,3) (4,7) (5,6) (6,7) on one NUMA node (200 + NODE 20), (0,4) across (200 + SYS 10).
+    # Cut to the other idle GPUs: (2,3) 620, the least; (6,7) and (4,7) break the clique.
     # HAMi walks 7,6,5,4,3,2,0 and takes the first 200 pair: (7,6), breaking it.
     snap = snapshot(fixture_node("n1", "dgx1-v100", busy=[1]))
     request = pod(2, policy="topology-aware")
@@ -64,13 +64,21 @@ def test_dgx1_two_gpus_do_not_break_an_intact_clique() -> None:
     assert indices(default.devices) == [2, 3]
     assert indices(hami.devices) == [7, 6]
     # never a lower internal score than the optimum
-    assert default.score_parts["set_score"] == hami.score_parts["set_score"] == 200
-    assert default.score_parts["remainder_loss"] == 560
+    assert default.score_parts["set_score"] == hami.score_parts["set_score"] == 220
+    assert default.score_parts["remainder_loss"] == 620
 
 
-def test_dgx_h100_any_pair_is_nv18() -> None:
+def test_dgx_h100_any_pair_is_nv18_and_a_pair_stays_on_one_socket() -> None:
     decision = place(snapshot(fixture_node("n1", "dgx-h100")), pod(2, policy="topology-aware"))
-    assert decision.score_parts["set_score"] == 1800
+    assert decision.score_parts["set_score"] == 1800 + 20  # NV18 plus NODE: one NUMA node
+
+
+def test_of_equally_linked_gpus_the_set_on_one_socket_is_chosen() -> None:
+    # dgx-h100: GPUs 0-3 on NUMA node 0, 4-7 on 1, every pair NV18. Free 3,4,5,6: 3 is alone on its socket.
+    node = fixture_node("n1", "dgx-h100", busy=[0, 1, 2, 7])
+    decision = place(snapshot(node), pod(2, policy="topology-aware"))
+    assert indices(decision.devices) in ([4, 5], [4, 6], [5, 6])
+    assert {node.devices[i].numa_node for i in indices(decision.devices)} == {1}
 
 
 # --- filters ---------------------------------------------------------------------------------------

@@ -78,8 +78,10 @@ def test_eight_boards_of_64_gpus_are_solved_exactly() -> None:
     weights = _weights_of(node, free)
     result = best_subset(weights, 8, cut_degree=_degrees(weights, [True] * len(free)), idle=[True] * len(free))
     assert result.exact
-    # the best: the 7 free GPUs of a board with one busy (2520 - 630 = 1890) plus any GPU of another board (7 x SYS 10)
-    assert result.best.internal == 1960
+    # the best: two whole free quads of two boards, each 9 NVLinks on one NUMA node (900 + 6 x NODE 20 = 1020),
+    # and the 16 SYS pairs between them (160). Seven GPUs of one board plus one elsewhere reach only 2170: its
+    #  NVLinks between its quads cross NUMA nodes (SYS 10, not NODE 20).
+    assert result.best.internal == 2200
 
 
 def _degrees(weights: list[list[int]], idle: list[bool]) -> list[int]:
@@ -155,14 +157,15 @@ def test_nvl72_is_exact_and_fast() -> None:
     node = nvl72()
     free = [d.index for d in node.devices]
     weights = _weights_of(node, free)
-    assert all(weights[a][b] == 1800 for a in range(72) for b in range(72) if a != b)
+    # NV18 through the switches, plus the NUMA node's PCIe level: NODE within a half, SYS across
+    assert all(weights[a][b] == (1820 if a // 36 == b // 36 else 1810) for a in range(72) for b in range(72) if a != b)
     for k in (2, 4, 8):
         started = time.perf_counter()
         result = best_subset(weights, k, cut_degree=_degrees(weights, [True] * 72), idle=[True] * 72)
         elapsed = time.perf_counter() - started
         assert result.exact
-        assert result.best.positions == tuple(range(k))  # all equal: the earliest devices
-        assert result.best.internal == 1800 * k * (k - 1) // 2
+        assert result.best.positions == tuple(range(k))  # all on one NUMA node: the earliest devices
+        assert result.best.internal == 1820 * k * (k - 1) // 2
         assert elapsed < 2.0
 
 

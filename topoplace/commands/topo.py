@@ -22,7 +22,16 @@ if TYPE_CHECKING:
     from schemas.topology import Device
 
 DEFAULT_WIDTH = 80
-SCORES = ("NV# 100 per NVLink", "SAME_BOARD 60", "PIX 50", "PXB 40", "PHB 30", "NODE 20", "SYS 10")
+SCORES = (
+    "NV# 100 per NVLink + its PCIe path",
+    "(unprinted: NODE or SYS by NUMA)",
+    "SAME_BOARD 60",
+    "PIX 50",
+    "PXB 40",
+    "PHB 30",
+    "NODE 20",
+    "SYS 10",
+)
 SCORES_LEGEND = ("scores:", *SCORES)
 SCORES_LEGEND_PER_LABEL = ("pair score of each label:", *SCORES)
 
@@ -131,9 +140,10 @@ def _pack(items: tuple[str, ...], width: int) -> list[str]:
     """A title and its items on lines of at most `width`, never splitting an item ("SYS 10" stays whole)."""
     title, *rest = items
     lines = [title]
-    for item in rest:
+    for position, item in enumerate(rest):
         joined = f"{lines[-1]} {item}" if lines[-1] == title else f"{lines[-1]}, {item}"
-        if len(joined) <= width:
+        comma = 1 if position < len(rest) - 1 else 0  # the comma a later item may add to this line
+        if len(joined) + comma <= width:
             lines[-1] = joined
         else:
             if lines[-1] != title:

@@ -5,6 +5,12 @@ PHB 30, PXB 40, PIX 50, SAME_BOARD 60) plus 100 per NVLink (at most 18).
 Two GPUs that both reach the NVSwitch fabric and have no direct NVLink get
 min(their switch-link counts) NVLinks. A pair whose two directions disagree
 scores 0 and is reported as asymmetric.
+
+An NVLink pair whose PCIe path is not known (`nvidia-smi topo -m` prints only
+`NV#` for it) takes it from the GPUs' NUMA nodes: SYS across NUMA nodes, NODE
+within one, as NVML's common-ancestor query reports such pairs. So a print, a
+fixture and the live NVML reading of one machine score alike, and of equally
+linked GPUs the search keeps a set on one CPU socket.
 """
 
 from __future__ import annotations
@@ -52,7 +58,16 @@ def _direction(link: Link | None, a: Device, b: Device) -> PairLink | None:
         nvlinks = min(a.nvswitch_links, b.nvswitch_links)  # through the switch fabric
     if link is None and nvlinks == 0:
         return None
+    if pcie is None and nvlinks > 0:
+        pcie = _pcie_from_numa(a, b)
     return PairLink(nvlinks, pcie)
+
+
+def _pcie_from_numa(a: Device, b: Device) -> PcieLevel | None:
+    """The PCIe level two GPUs' NUMA nodes imply (None: either is unknown)."""
+    if a.numa_node is None or b.numa_node is None:
+        return None
+    return PcieLevel.NODE if a.numa_node == b.numa_node else PcieLevel.SYS
 
 
 def pair_score(a: Device, b: Device, links: Mapping[tuple[int, int], Link]) -> PairScore:
