@@ -9,7 +9,7 @@ names the field as a path into the snapshot, e.g. `snapshot.nodes[1].links[3].ds
 from __future__ import annotations
 
 from engine.core.errors import RequestError
-from engine.core.model import NodeState, Snapshot
+from engine.core.model import GangInput, NodeState, Snapshot
 
 
 def validate_snapshot(snapshot: Snapshot) -> None:
@@ -57,3 +57,17 @@ def validate_node(node: NodeState, where: str) -> None:
             raise RequestError(f"{field}.memory_mib", f"must not be negative, got {allocation.memory_mib}")
         if allocation.cores < 0:
             raise RequestError(f"{field}.cores", f"must not be negative, got {allocation.cores}")
+
+
+def validate_gang_input(gang: GangInput) -> None:
+    """A gang from a file: each member named once, a minimum that is not negative."""
+    uids: dict[str, int] = {}
+    for position, pod in enumerate(gang.pods):
+        where = f"gang.pods[{position}].uid"
+        if not pod.uid:
+            raise RequestError(where, "must not be empty")
+        if pod.uid in uids:
+            raise RequestError(where, f"{pod.uid!r} is also gang.pods[{uids[pod.uid]}]")
+        uids[pod.uid] = position
+    if gang.podgroup is not None and gang.podgroup.spec.min_member < 0:
+        raise RequestError("gang.podgroup.spec.minMember", f"must not be negative, got {gang.podgroup.spec.min_member}")

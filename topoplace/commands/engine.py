@@ -85,7 +85,9 @@ def read_place_input(path: str) -> PlaceInput:
 
     from engine import PlaceInput, RequestError
     from engine.cluster.network import decode_hypernodes
-    from engine.core.validate import validate_snapshot
+    from engine.core.validate import validate_gang_input, validate_snapshot
+    from schemas.gangs import PodGroup
+    from topoplace.strict_input import strict_convert
 
     try:
         data = Path(path).read_bytes()
@@ -96,14 +98,16 @@ def read_place_input(path: str) -> PlaceInput:
         # HyperNodes come in either form (kubectl's objects, or the topic's flattened events).
         snapshot = raw.get("snapshot") if isinstance(raw, dict) else None
         hypernodes = decode_hypernodes(snapshot.pop("hypernodes", [])) if isinstance(snapshot, dict) else ()
-        given = msgspec.convert(raw, type=PlaceInput)
+        given = strict_convert(raw, PlaceInput, lenient=(PodGroup,))
         given = msgspec.structs.replace(given, snapshot=msgspec.structs.replace(given.snapshot, hypernodes=hypernodes))
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+    except (ValueError, msgspec.DecodeError) as exc:
         raise ValueError(f"{path}: {exc}") from None
     if (given.request is None) == (given.gang is None):
         raise ValueError(f"{path}: give either `request` (one pod) or `gang`, not both or neither")
     try:
         validate_snapshot(given.snapshot)
+        if given.gang is not None:
+            validate_gang_input(given.gang)
     except RequestError as exc:
         raise ValueError(f"{path}: {exc}") from None
     return given
