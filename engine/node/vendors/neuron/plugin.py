@@ -243,8 +243,9 @@ def _runners_up(
         elif remainder_health(family, sorted(left)) < my_health:
             why = "leaves the free devices more fragmented"
         else:
-            why = "same remainder; more cores stranded or a later first device"
-        out.append(SetCandidate(devices=option.indices, score=float(theirs), why=why))
+            why = f"same remainder (a largest free group of {theirs}); more cores stranded or a later first device"
+        # Scored as the choice is: every legal group is equally connected; the remainder is in `why`.
+        out.append(SetCandidate(devices=option.indices, score=0.0, why=why))
         if len(out) == RUNNERS_UP:
             break
     return tuple(out)
