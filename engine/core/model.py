@@ -16,6 +16,7 @@ from schemas.events import DeviceAssignment
 from schemas.gangs import PodGroup
 from schemas.kube import Affinity, HostPort, Taint, Toleration
 from schemas.topology import Device, Link
+from schemas.volumes import VolumeRules
 
 
 class Allocation(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,6 +97,8 @@ class PodRequest(msgspec.Struct, frozen=True, kw_only=True):
     node_name: str = ""  # set: already on that node (a running gang member), never placed again
     # Resources asked through DRA claims: devices from ResourceSlices, not the node's allocatable.
     dra_resources: tuple[str, ...] = ()
+    # Its PersistentVolumeClaims resolved against the cluster (engine.decide.kube.volumes.resolve_volumes).
+    volumes: VolumeRules | None = None
 
 
 class Mode(enum.StrEnum):

@@ -33,6 +33,7 @@ def pod_facts(request: PodRequest, ignored: Collection[str]) -> PodFacts:
         affinity=request.affinity,
         tolerations=tuple(request.tolerations),
         host_ports=tuple(request.host_ports),
+        volumes=request.volumes,
         requests={k: v for k, v in parse_requests(request.requests, "requests").items() if k not in ignored},
     )
 

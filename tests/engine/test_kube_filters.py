@@ -40,6 +40,9 @@ def test_order_is_kube_schedulers_default() -> None:
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "VolumeRestrictions",
+        "VolumeBinding",
+        "VolumeZone",
     )
 
 

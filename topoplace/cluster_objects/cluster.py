@@ -1,7 +1,8 @@
 """A cluster given as Kubernetes objects -> the engine's Snapshot, and the pods to place.
 
-Nodes and Pods are used now, and for a gang its Volcano PodGroup and the
-HyperNodes; every other kind is accepted and left aside, named once in a note
+Nodes and Pods are used now, PersistentVolumeClaims, PersistentVolumes and
+StorageClasses for the pods' volumes (storage.py), and for a gang its Volcano
+PodGroup and the HyperNodes; every other kind is accepted and left aside, named once in a note
 (`not yet used: PersistentVolumeClaim`), never an error. A Pod
 with `spec.nodeName` that has not finished is running there and counts against
 its node; a Pod without one is pending and is not counted (kube-scheduler
@@ -17,17 +18,21 @@ import msgspec
 from engine import NodeState, PodRequest, Snapshot
 from engine.cluster.network import decode_hypernodes
 from engine.core.hypernodes import HyperNode
+from engine.decide.kube.volumes import resolve_volumes
 from schemas.gangs import PodGroup
+from schemas.volumes import VolumeCatalog
 from services.collector import watch_translate as translate
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
 from topoplace.cluster_objects.nodes import merged, node_from_object, with_pods
 from topoplace.cluster_objects.pods import RunningPod, decode_pod, pod_to_place, running_pod
+from topoplace.cluster_objects.storage import STORAGE_KINDS, catalog_of, pod_claim_names
 
 
 class ClusterRead(msgspec.Struct, frozen=True, kw_only=True):
     snapshot: Snapshot
     notes: tuple[str, ...]  # for stderr: kinds not used yet, devices read without their seal
     podgroups: dict[str, PodGroup] = {}  # Volcano PodGroups by namespace/name, for a gang
+    volumes: VolumeCatalog = VolumeCatalog()  # claims, volumes and classes, for the pods' volumes
 
 
 def _unused_note(kinds: list[str]) -> list[str]:
@@ -46,9 +51,13 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
     pod_names: set[str] = set()
     hypernodes: list[HyperNode] = []
     podgroups: dict[str, PodGroup] = {}
+    storage: list[ClusterObject] = []
+    claims_in_use: set[str] = set()
     for path in paths:
         for item in read_objects(path):
-            if item.kind == "HyperNode":
+            if item.kind in STORAGE_KINDS:
+                storage.append(item)
+            elif item.kind == "HyperNode":
                 hypernodes.append(_decoded_hypernode(item))
             elif item.kind == "PodGroup":
                 group = _decoded(item, PodGroup)
@@ -59,13 +68,16 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
                     raise ClusterInputError(item.where, "metadata.name", f"node {node.name!r} given twice")
                 nodes[node.name] = node
             elif item.kind == "Pod":
-                _read_running(item, pod_names, running, notes)
+                if _read_running(item, pod_names, running, notes):
+                    namespace = item.body.get("metadata", {}).get("namespace") or "default"
+                    claims_in_use.update(f"{namespace}/{name}" for name in pod_claim_names(item))
             else:
                 unused.append(item.kind)
     return ClusterRead(
         snapshot=Snapshot(nodes=_assembled(nodes, running, snapshot_nodes, notes), hypernodes=tuple(hypernodes)),
         notes=tuple(_unused_note(unused) + notes),
         podgroups=podgroups,
+        volumes=catalog_of(storage, claims_in_use),
     )
 
 
@@ -85,7 +97,8 @@ def _decoded_hypernode(item: ClusterObject) -> HyperNode:
 
 def _read_running(
     item: ClusterObject, pod_names: set[str], running: dict[str, list[RunningPod]], notes: list[str]
-) -> None:
+) -> bool:
+    """True when the pod runs on a node (its claims are in use)."""
     pod = decode_pod(item)
     meta = pod.metadata
     name = f"{meta.namespace or 'default'}/{meta.name}"
@@ -93,8 +106,9 @@ def _read_running(
         raise ClusterInputError(item.where, "metadata.name", f"pod {name!r} given twice")
     pod_names.add(name)
     if not pod.spec.node_name or translate.is_finished(pod):
-        return
+        return False
     running.setdefault(pod.spec.node_name, []).append(running_pod(item, pod, notes))
+    return True
 
 
 def _assembled(
@@ -115,14 +129,20 @@ def _assembled(
     return tuple(sorted(out, key=lambda n: n.name))
 
 
-def read_pods(paths: Sequence[str]) -> list[PodRequest]:
-    """The pods to place: every Pod object of the files. Raises ClusterInputError."""
+def read_pods(paths: Sequence[str], volumes: VolumeCatalog | None = None) -> list[PodRequest]:
+    """The pods to place: every Pod object of the files, its claims resolved against `volumes`.
+    Raises ClusterInputError."""
     pods: list[PodRequest] = []
     for path in paths:
         for item in read_objects(path):
             if item.kind != "Pod":
                 raise ClusterInputError(item.where, "kind", f"expected Pod objects to place, got {item.kind}")
-            pods.append(pod_to_place(item))
+            pod = pod_to_place(item)
+            claims = pod_claim_names(item)
+            if claims:
+                rules = resolve_volumes(pod.namespace, claims, volumes or VolumeCatalog())
+                pod = msgspec.structs.replace(pod, volumes=rules)
+            pods.append(pod)
     if not pods:
         raise ClusterInputError(", ".join(paths), "", "no Pod to place")
     return pods

@@ -10,6 +10,7 @@ The steps and their reasons, word for word from kube-scheduler
     NodeAffinity       "node(s) didn't match Pod's node affinity/selector"
     NodePorts          "node(s) didn't have free ports for the requested pod ports"   (ports.py)
     NodeResourcesFit   "Too many pods", "Insufficient cpu", "Insufficient <resource>" ... (all that apply)
+    VolumeRestrictions, VolumeBinding, VolumeZone   the pod's claims (volumes.py)
 
 As in kube, a node's check stops at the first step that fails. NodeAffinity's
 PreFilter is honoured too: when the required affinity names its nodes
@@ -17,8 +18,9 @@ PreFilter is honoured too: when the required affinity names its nodes
 "node(s) didn't satisfy plugin(s) [NodeAffinity]" without being checked, and
 when the names exclude every node, `pre_filter_reason` holds kube's
 "pod affinity terms conflict" (the whole message is then that reason, see
-messages.fit_error_message). Not modelled: volumes, pod affinity,
-topology spread, DRA.
+messages.fit_error_message); a volume rule that fails every node (a claim
+missing, an unbound Immediate claim) is such a pre-filter reason too. Not
+modelled: pod affinity, topology spread, DRA.
 """
 
 from __future__ import annotations
@@ -31,14 +33,26 @@ from engine.decide.kube.affinity import CONFLICT_REASON, NodeAffinityRules
 from engine.decide.kube.ports import NODE_PORTS, NODE_PORTS_REASON, UsedPorts, fits_ports
 from engine.decide.kube.resources import ResourceFit
 from engine.decide.kube.taints import count_intolerable_prefer_no_schedule, first_untolerated, tolerated
+from engine.decide.kube.volumes import VOLUME_BINDING, VOLUME_RESTRICTIONS, VOLUME_ZONE, volume_failure
 from schemas.kube import NO_SCHEDULE, Affinity, HostPort, Taint, Toleration
+from schemas.volumes import VolumeRules
 
 NODE_UNSCHEDULABLE = "NodeUnschedulable"
 NODE_NAME = "NodeName"
 TAINT_TOLERATION = "TaintToleration"
 NODE_AFFINITY = "NodeAffinity"
 NODE_RESOURCES_FIT = "NodeResourcesFit"
-FILTER_ORDER = (NODE_UNSCHEDULABLE, NODE_NAME, TAINT_TOLERATION, NODE_AFFINITY, NODE_PORTS, NODE_RESOURCES_FIT)
+FILTER_ORDER = (
+    NODE_UNSCHEDULABLE,
+    NODE_NAME,
+    TAINT_TOLERATION,
+    NODE_AFFINITY,
+    NODE_PORTS,
+    NODE_RESOURCES_FIT,
+    VOLUME_RESTRICTIONS,
+    VOLUME_BINDING,
+    VOLUME_ZONE,
+)
 
 UNSCHEDULABLE_REASON = "node(s) were unschedulable"
 NODE_NAME_REASON = "node(s) didn't match the requested node name"
@@ -73,6 +87,7 @@ class PodFacts(msgspec.Struct, frozen=True, kw_only=True):
     tolerations: tuple[Toleration, ...] = ()
     requests: dict[str, int] = msgspec.field(default_factory=dict)
     host_ports: tuple[HostPort, ...] = ()  # the host ports its containers take
+    volumes: VolumeRules | None = None  # its claims, resolved against the cluster
 
 
 Step = Callable[[NodeFacts], "list[str] | None"]
@@ -81,14 +96,26 @@ Step = Callable[[NodeFacts], "list[str] | None"]
 class CompiledPodRules:
     """One pod's filter chain, built once and run against every node (allocates only on failure)."""
 
-    __slots__ = ("affinity", "candidate_names", "pod", "pre_filter_reason", "resources", "steps")
+    __slots__ = (
+        "affinity",
+        "candidate_names",
+        "pod",
+        "pre_filter",
+        "pre_filter_reason",
+        "resources",
+        "steps",
+        "volumes",
+    )
 
     def __init__(self, pod: PodFacts, ignored_resources: Collection[str] = ()) -> None:
         self.pod = pod
         self.affinity = NodeAffinityRules(pod.node_selector, pod.affinity)
         self.resources = ResourceFit(pod.requests, ignored_resources)
         self.candidate_names = self.affinity.candidate_names
-        self.pre_filter_reason = CONFLICT_REASON if self.affinity.conflict else None
+        self.pre_filter = (NODE_AFFINITY, CONFLICT_REASON) if self.affinity.conflict else None
+        if self.pre_filter is None and pod.volumes is not None:
+            self.pre_filter = pod.volumes.pre_filter
+        self.pre_filter_reason = self.pre_filter[1] if self.pre_filter is not None else None
         steps: list[tuple[str, Step]] = []
         if not tolerated(UNSCHEDULABLE_TAINT, pod.tolerations):
             steps.append((NODE_UNSCHEDULABLE, _unschedulable))
@@ -101,17 +128,20 @@ class CompiledPodRules:
             steps.append((NODE_PORTS, self._ports))
         steps.append((NODE_RESOURCES_FIT, self._resources))
         self.steps = tuple(steps)
+        self.volumes = pod.volumes if pod.volumes is not None and pod.volumes != VolumeRules() else None
 
     def failed_step(self, node: NodeFacts) -> tuple[str, list[str]] | None:
         """The first step the node fails and its reasons, or None when the pod may run there."""
-        if self.pre_filter_reason is not None:
-            return NODE_AFFINITY, [self.pre_filter_reason]
+        if self.pre_filter is not None:
+            return self.pre_filter[0], [self.pre_filter[1]]
         if self.candidate_names is not None and node.name not in self.candidate_names:
             return NODE_AFFINITY, [NOT_NAMED_REASON]
         for name, step in self.steps:
             reasons = step(node)
             if reasons:
                 return name, reasons
+        if self.volumes is not None:  # each of the three volume filters names itself
+            return volume_failure(self.volumes, node.name, node.labels)
         return None
 
     def first_failure(self, node: NodeFacts) -> list[str] | None:
