@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import msgspec
 from engine_builders import fixture_node
 from gang_cases import H100, cluster, decide_gang, hard, pod
 from hypothesis import given, settings
@@ -130,3 +131,26 @@ def test_never_below_the_minimum_within_the_hard_tier_and_the_same_answer_again(
     again = decide_gang(list(reversed(nodes)), list(reversed(hypernodes)), list(reversed(pods)), constraint,
                         min_member=minimum, minimum_placement=True)  # fmt: skip
     assert again == decision
+
+
+@settings(max_examples=60, deadline=None)
+@given(gangs(), st.integers(0, 3), st.integers(1, 3))
+def test_never_below_min_sub_groups_nor_a_subgroups_size(
+    case: tuple[list[NodeState], list[object], list[PodRequest], NetworkConstraint, int], wanted: int, size: int
+) -> None:
+    nodes, hypernodes, pods, constraint, minimum = case
+    pods = [msgspec.structs.replace(p, labels={"replica": str(i % 3)}) for i, p in enumerate(pods)]
+    policy = SubGroupPolicy(
+        name="r", match_label_keys=("replica",), sub_group_size=size, min_sub_groups=wanted, network=hard(1)
+    )
+    decision = decide_gang(nodes, hypernodes, pods, constraint, (policy,), min_member=minimum, minimum_placement=True)
+    placed = [p for p in decision.pods if p.node is not None]
+    if not placed or not decision.partial:
+        return
+    by_group: dict[str, list[str]] = {}
+    for p in placed:
+        by_group.setdefault(p.sub_group, []).append(p.node or "")
+    assert len(placed) >= minimum
+    assert all(len(members) >= size for members in by_group.values())  # no subgroup below its size
+    assert len(by_group) >= wanted
+    assert all(len({n.split("-")[0] for n in members}) == 1 for members in by_group.values())  # tier 1

@@ -225,3 +225,16 @@ def test_no_hard_tier_is_ever_exceeded_and_the_answer_is_the_same_for_the_same_i
                 assert all(tier_of_nodes(ns) <= (policy.network.highest_tier or 0) for ns in by_replica.values())
     again = decide_gang(list(reversed(nodes)), list(reversed(hypernodes)), list(reversed(pods)), gang, policies)
     assert again == decision
+
+
+def test_a_subgroup_smaller_than_its_size_is_placed_with_the_whole_gang() -> None:
+    # subGroupSize only says when a subgroup is ready; a gang that fits whole places every member.
+    policy = SubGroupPolicy(name="r", match_label_keys=("replica",), sub_group_size=2, network=hard(1))
+    pods = [
+        pod("w-0", labels={"replica": "0"}),
+        pod("w-1", labels={"replica": "0"}),
+        pod("w-2", labels={"replica": "1"}),
+    ]
+    decision = decide_gang(cluster(), volcano_example(), pods, hard(2), (policy,), min_member=1, minimum_placement=True)
+    assert decision.placed and not decision.partial
+    assert all(p.node is not None for p in decision.pods)

@@ -182,8 +182,8 @@ def _place_unit(layout: Layout, unit: Unit, limit: UnitLimit, partial: bool) -> 
         best = layout.trial(roomiest, unit.pending, free)
     if len(best) < want and not partial:
         return False
-    if len(best) + len(unit.running) >= unit.minimum or unit.policy == GANG_UNIT:
-        layout.keep(best)  # a subgroup below its own minimum keeps nothing (Volcano discards it)
+    if not partial or unit.policy == GANG_UNIT or len(best) + len(unit.running) >= unit.minimum:
+        layout.keep(best)  # at the minimum, a subgroup below its own size keeps nothing (Volcano discards it)
     return True
 
 
