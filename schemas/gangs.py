@@ -3,8 +3,8 @@
 - Volcano: a PodGroup (`scheduling.volcano.sh/v1beta1`), members joined by the
   pod annotation `scheduling.k8s.io/group-name`; `spec.minMember`,
   `spec.networkTopology` {mode hard|soft, highestTierAllowed | highestTierName},
-  `spec.subGroupPolicy[]` {name, subGroupSize, minSubGroups, matchLabelKeys,
-  networkTopology}.
+  `spec.subGroupPolicy[]` {name, subGroupSize, minSubGroups, labelSelector,
+  matchLabelKeys, networkTopology}, every one of them.
 - Kueue: pod annotations `kueue.x-k8s.io/pod-group-name`,
   `kueue.x-k8s.io/pod-group-total-count` (the gang's size), and the topology
   requests `kueue.x-k8s.io/podset-required-topology` (hard),
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 import msgspec
 
 from schemas.errors import FieldError
-from schemas.events import NetworkConstraint, SubGroupPolicy, TopologyMode
+from schemas.events import LabelSelector, LabelSelectorRequirement, NetworkConstraint, SubGroupPolicy, TopologyMode
 
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"
@@ -38,8 +38,22 @@ class NetworkTopologySpec(msgspec.Struct, rename="camel", frozen=True, kw_only=T
     highest_tier_name: str = ""
 
 
+class LabelSelectorRequirementSpec(msgspec.Struct, frozen=True, kw_only=True):
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+class LabelSelectorSpec(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    """metav1.LabelSelector as written (matchLabels, matchExpressions)."""
+
+    match_labels: dict[str, str] = {}
+    match_expressions: tuple[LabelSelectorRequirementSpec, ...] = ()
+
+
 class SubGroupPolicySpec(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
     name: str = ""
+    label_selector: LabelSelectorSpec | None = None
     network_topology: NetworkTopologySpec | None = None
     sub_group_size: int | None = None
     min_sub_groups: int | None = None
@@ -91,16 +105,37 @@ def volcano_policy(group: PodGroup) -> tuple[NetworkConstraint | None, tuple[Sub
         field = f"spec.subGroupPolicy[{i}]"
         if spec.sub_group_size is not None and spec.sub_group_size < 1:
             raise FieldError(f"{field}.subGroupSize", f"must be at least 1, got {spec.sub_group_size}")
+        if spec.min_sub_groups is not None and spec.min_sub_groups < 0:
+            raise FieldError(f"{field}.minSubGroups", f"must not be negative, got {spec.min_sub_groups}")
         policies.append(
             SubGroupPolicy(
                 name=spec.name,
                 sub_group_size=spec.sub_group_size or 0,
                 min_sub_groups=spec.min_sub_groups or 0,
                 match_label_keys=spec.match_label_keys,
+                label_selector=_selector(spec.label_selector, f"{field}.labelSelector"),
                 network=network_constraint(spec.network_topology, f"{field}.networkTopology"),
             )
         )
     return network, tuple(policies)
+
+
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _selector(spec: LabelSelectorSpec | None, field: str) -> LabelSelector | None:
+    """The selector in the contract's terms; FieldError for an operator Kubernetes does not know."""
+    if spec is None:
+        return None
+    for i, req in enumerate(spec.match_expressions):
+        if req.operator not in SELECTOR_OPERATORS:
+            allowed = ", ".join(SELECTOR_OPERATORS)
+            reason = f"must be one of {allowed}, got {req.operator!r}"
+            raise FieldError(f"{field}.matchExpressions[{i}].operator", reason)
+    expressions = tuple(
+        LabelSelectorRequirement(key=e.key, operator=e.operator, values=e.values) for e in spec.match_expressions
+    )
+    return LabelSelector(match_labels=dict(spec.match_labels), match_expressions=expressions)
 
 
 def kueue_group(annotations: Mapping[str, str]) -> tuple[str, int] | None:

@@ -135,6 +135,8 @@ class GangInput(msgspec.Struct, frozen=True, kw_only=True):
 
     podgroup: PodGroup | None = None
     pods: tuple[PodRequest, ...]
+    # Volcano's and Kueue's rule: when the whole gang does not fit, place its minimum (false: all or nothing).
+    minimum_placement: bool = True
 
 
 class PlaceInput(msgspec.Struct, frozen=True, kw_only=True):

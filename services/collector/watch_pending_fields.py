@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
+from engine.decide.gang import ranks
 from engine.node import vendor
 from engine.node.vendors import neuron, nvidia
 from engine.node.vendors.metax import qos as metax_qos
@@ -49,6 +50,7 @@ PENDING_ANNOTATIONS: Mapping[str, str] = {
     gang_keys.KUEUE_PREFERRED: "engine.gang_input: Kueue's preferred topology level",
     gang_keys.KUEUE_SLICE_REQUIRED: "engine.gang_input: Kueue's slice topology level",
     gang_keys.KUEUE_SLICE_SIZE: "engine.gang_input: Kueue's slice size",
+    ranks.JOB_COMPLETION_INDEX: "engine.decide.gang.ranks: an Indexed Job member's rank",
 }
 
 # Labels of a pending pod, by who reads them from PodRequest.labels. Labels that pod affinity
@@ -56,6 +58,10 @@ PENDING_ANNOTATIONS: Mapping[str, str] = {
 PENDING_LABELS: Mapping[str, str] = {
     "pod-group.scheduling.sigs.k8s.io": "the PodGroup the pod belongs to (the label form)",
     gang_keys.KUEUE_GROUP: "the Kueue pod group the pod belongs to",
+    ranks.KUEUE_POD_INDEX: "engine.decide.gang.ranks: a gang member's rank",
+    ranks.JOB_COMPLETION_INDEX: "engine.decide.gang.ranks: a gang member's rank",
+    ranks.STATEFULSET_POD_INDEX: "engine.decide.gang.ranks: a gang member's rank",
+    ranks.LWS_WORKER_INDEX: "engine.decide.gang.ranks: a gang member's rank",
 }
 
 

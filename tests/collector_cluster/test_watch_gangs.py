@@ -290,3 +290,13 @@ def test_members_carry_only_the_labels_read_their_subgroups_included_and_stay_bo
     assert first.labels == {"rack": "r1"} and not first.unpublishable
     assert second.unpublishable.startswith("the pod's scheduling event is ")
     assert (second.name, second.annotations, second.gang) == ("w-1", {}, first.gang)
+
+
+def test_members_keep_their_pod_index_so_the_engine_orders_them_by_rank() -> None:
+    tracker = PodTracker("topoplace")
+    index = {"batch.kubernetes.io/job-completion-index": "3", "apps.kubernetes.io/pod-index": "3", "other": "x"}
+    tracker.observe(member("w-3", labels=index, annotations={"batch.kubernetes.io/job-completion-index": "3"}), 1.0)
+    (gang,) = gang_events(tracker.podgroup_observed(podgroup("job", namespace="ml", min_member=1), 2.0))
+    (first,) = gang.members
+    assert first.labels == {"batch.kubernetes.io/job-completion-index": "3", "apps.kubernetes.io/pod-index": "3"}
+    assert first.annotations == {**VOLCANO, "batch.kubernetes.io/job-completion-index": "3"}

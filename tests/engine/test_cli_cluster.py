@@ -338,3 +338,79 @@ def test_pods_of_one_volcano_gang_get_the_gang_answer(tmp_path: Path, capsys: py
     assert answer["hypernode"] == "s0"
     assert sorted(p["node"] for p in answer["pods"]) == ["gpu-a", "gpu-b"]
     assert "not yet used" not in err  # PodGroups and HyperNodes are read
+
+
+def _labelled(pod: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    pod["metadata"]["labels"] = labels
+    return pod
+
+
+def _gpu_tree() -> list[dict[str, Any]]:
+    def hypernode(name: str, tier: int, kind: str, names: list[str]) -> dict[str, Any]:
+        members = [{"type": kind, "selector": {"exactMatch": {"name": n}}} for n in names]
+        return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+                "spec": {"tier": tier, "members": members}}  # fmt: skip
+
+    return [
+        hypernode("s0", 1, "Node", ["gpu-0", "gpu-1"]),
+        hypernode("s1", 1, "Node", ["gpu-2", "gpu-3"]),
+        hypernode("s2", 2, "HyperNode", ["s0", "s1"]),
+    ]
+
+
+def test_every_subgroup_policy_of_a_podgroup_and_its_label_selector_are_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The workers' policy is the second one and chooses its members by a selector expression: each
+    # replica stays under one leaf (tier 1) although the gang may use the spine; ranks by pod index.
+    group = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "job", "namespace": "default"},
+        "spec": {
+            "minMember": 4,
+            "networkTopology": {"mode": "hard", "highestTierAllowed": 2},
+            "subGroupPolicy": [
+                {"name": "ps", "labelSelector": {"matchLabels": {"role": "ps"}}, "matchLabelKeys": ["ps"]},
+                {
+                    "name": "workers",
+                    "labelSelector": {"matchExpressions": [{"key": "role", "operator": "In", "values": ["worker"]}]},
+                    "matchLabelKeys": ["replica"],
+                    "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+                },
+            ],
+        },
+    }
+    nodes = [k8s_node(f"gpu-{i}", **{"nvidia.com/gpu": "8"}) for i in range(4)]
+    note = {"scheduling.k8s.io/group-name": "job"}
+    members = [
+        _labelled(
+            k8s_pod(f"w-{i}", gpus=8, annotations=note),
+            {"role": "worker", "replica": "ab"[i % 2], "batch.kubernetes.io/job-completion-index": str(i)},
+        )
+        for i in range(4)
+    ]
+    code, answer, err = run(tmp_path, as_list(*nodes, group, *_gpu_tree()), as_list(*members), capsys=capsys)
+    assert code == 0, err
+    leaf = {"gpu-0": "s0", "gpu-1": "s0", "gpu-2": "s1", "gpu-3": "s1"}
+    replicas: dict[str, set[str]] = {}
+    for pod in answer["pods"]:
+        replicas.setdefault("ab"[int(pod["name"][2:]) % 2], set()).add(leaf[pod["node"]])
+    assert replicas == {"a": {"s0"}, "b": {"s1"}}  # each replica under one leaf
+    assert [(p["sub_group"], p["domain"], p["rank"]) for p in answer["pods"]] == [
+        (f"workers/{'ab'[i % 2]}", leaf[answer["pods"][i]["node"]], i) for i in range(4)
+    ]
+
+
+def test_a_gang_that_fits_only_at_its_min_member_is_placed_at_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "job", "namespace": "default"}, "spec": {"minMember": 1}}  # fmt: skip
+    note = {"scheduling.k8s.io/group-name": "job"}
+    members = [k8s_pod(f"w-{i}", gpus=8, annotations=note) for i in range(2)]
+    cluster = as_list(k8s_node("gpu-0", **{"nvidia.com/gpu": "8"}), group)
+    code, answer, err = run(tmp_path, cluster, as_list(*members), capsys=capsys)
+    assert code == 0, err
+    assert answer["placed"] is True and answer["partial"] is True
+    assert [(p["name"], p["node"]) for p in answer["pods"]] == [("w-0", "gpu-0"), ("w-1", None)]

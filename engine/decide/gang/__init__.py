@@ -2,7 +2,9 @@
 
 request.py   GangRequest in, GangDecision (each member's node and devices, or the reason) out
 input.py     a gang as a user writes it (Volcano PodGroup, Kueue annotations) -> GangRequest
-place.py     the decision: constraint, slots, the tier walk, a plan per candidate, the best plan
+ranks.py     a member's pod index, and the rank order members are laid out in
+subgroups.py every subGroupPolicy's subgroups (labelSelector, matchLabelKeys, sizes, minSubGroups)
+place.py     the decision: constraints, units, slots, the tier walk, a plan per candidate, the best plan, the minimum
 slots.py     how many members of each shape every node takes
 tiers.py     the constraint's limit, where running members pin the gang, a tier's candidates
 plan.py      members laid out inside one candidate hypernode

@@ -10,6 +10,7 @@ from engine.cluster.index import ClusterIndex
 from engine.cluster.network import NetworkTree
 from engine.core.model import PodRequest
 from engine.decide.gang.plan import Plan
+from engine.decide.gang.ranks import member_key, rank_of
 from engine.decide.gang.request import GangDecision, GangRequest, MemberPlacement
 from engine.decide.gang.slots import Shape
 from engine.decide.kube.messages import fit_error_message
@@ -25,7 +26,11 @@ def placed_decision(
     fits: dict[tuple[bytes, str], tuple[NodeFit, ...]],
     running: list[PodRequest],
     planned: int,
+    *,
+    unit_of: dict[str, str],
+    partial: str = "",
 ) -> GangDecision:
+    """The plan's members on their nodes; `partial`: why the members the plan leaves out wait."""
     shape_of = {m.uid: s for s in shapes for m in s.members}
     members = {m.uid: m for s in shapes for m in s.members}
     placements: dict[str, MemberPlacement] = {}
@@ -47,8 +52,21 @@ def placed_decision(
             qos=device_request.qos if device_request is not None else "",
             app_class=device_request.app_class if device_request is not None else "",
         )
-    pending = sorted(members.values(), key=lambda p: (p.name, p.uid))
-    return decision_of(gang, tree, index, pending, placements, running, placed=True, reason="", planned=planned)
+    pending = list(members.values())
+    left = len(pending) - len(placements)
+    return decision_of(
+        gang,
+        tree,
+        index,
+        pending,
+        placements,
+        running,
+        placed=True,
+        reason=partial if left else "",
+        planned=planned,
+        unit_of=unit_of,
+        partial=bool(left),
+    )
 
 
 def decision_of(
@@ -62,9 +80,23 @@ def decision_of(
     placed: bool,
     reason: str,
     planned: int = 0,
+    unit_of: dict[str, str] | None = None,
+    partial: bool = False,
 ) -> GangDecision:
-    pods = [placements.get(p.uid, MemberPlacement(name=p.name, uid=p.uid)) for p in pending]
-    pods += [MemberPlacement(name=p.name, uid=p.uid, node=p.node_name, running=True) for p in running]
+    """Every member's answer (running ones too) in rank order, with its rank, domain and subgroup."""
+    unit_of = unit_of or {}
+    members = [(p, placements.get(p.uid, MemberPlacement(name=p.name, uid=p.uid))) for p in pending]
+    members += [(p, MemberPlacement(name=p.name, uid=p.uid, node=p.node_name, running=True)) for p in running]
+    members.sort(key=lambda pm: member_key(pm[0]))
+    pods = [
+        msgspec.structs.replace(
+            m,
+            rank=rank_of(p),
+            domain=tree.leaf_of(m.node) if m.node is not None and tree.is_node(m.node) else None,
+            sub_group=unit_of.get(p.uid, ""),
+        )
+        for p, m in members
+    ]
     nodes = [p.node for p in pods if p.node is not None and tree.is_node(p.node)]
     hypernode = tree.lca(nodes) if placed and nodes else None
     return GangDecision(
@@ -72,9 +104,10 @@ def decision_of(
         placed=placed,
         hypernode=hypernode,
         tier=tree.tier_of(hypernode) if hypernode is not None else None,
-        pods=tuple(sorted(pods, key=lambda p: (p.name, p.uid))),
+        pods=tuple(pods),
         reason=reason,
         hypernodes_planned=planned,
+        partial=partial,
     )
 
 
@@ -91,4 +124,6 @@ def why_not(
     total = sum(need.values())
     where = f"no hypernode of tier <= {max_tier}" if hard else "no part of the network tree"
     head = f"gang {gang.name}: {where} holds its {total} pending member(s) (at most {best_slots} fit in one)"
+    if gang.sub_groups:
+        head += ", each subgroup inside its own limit"
     return f"{head}; {fit_error_message(len(index), misses)}" if misses else head

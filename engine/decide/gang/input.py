@@ -17,7 +17,12 @@ def gang_request(given: GangInput) -> GangRequest:
         network, sub_groups = volcano_policy(group)
         name = f"{group.metadata.namespace}/{group.metadata.name}"
         return GangRequest(
-            name=name, min_member=group.spec.min_member, network=network, sub_groups=sub_groups, pods=given.pods
+            name=name,
+            min_member=group.spec.min_member,
+            network=network,
+            sub_groups=sub_groups,
+            pods=given.pods,
+            minimum_placement=given.minimum_placement,
         )
     first = given.pods[0]
     found = kueue_group(first.annotations)
@@ -25,4 +30,11 @@ def gang_request(given: GangInput) -> GangRequest:
         raise FieldError("gang.podgroup", "is required unless the pods carry Kueue's pod-group annotations")
     network, sub_groups = kueue_policy(first.annotations)
     name = f"{first.namespace}/{found[0]}"
-    return GangRequest(name=name, min_member=found[1], network=network, sub_groups=sub_groups, pods=given.pods)
+    return GangRequest(
+        name=name,
+        min_member=found[1],
+        network=network,
+        sub_groups=sub_groups,
+        pods=given.pods,
+        minimum_placement=given.minimum_placement,
+    )

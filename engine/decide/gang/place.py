@@ -1,36 +1,45 @@
 """A gang's decision: every pending member placed inside the lowest network domain that holds them all.
 
-    resolve the constraint     hard: never above the allowed tier; soft (or none): prefer low tiers
+    resolve the constraints    the gang's and each subgroup's: hard = never above the allowed tier;
+                               soft (or none) = prefer low tiers
+    units                      every subGroupPolicy's subgroups (engine.decide.gang.subgroups) and the
+                               gang's own members, each in rank order (engine.decide.gang.ranks)
     slots per node             how many members of each shape a node takes: its device class answered
                                again and again (memoised per class), capped by the node's free resources
                                and its node rules; summed per hypernode in one pass over the tree
     the tier walk              from the lowest tier up: the hypernodes of the tier whose slots cover every
                                shape (Volcano's gradient search, pruned by the aggregate); the first tier
                                with a feasible hypernode ends the walk
-    a plan per candidate       members fill the candidate's nodes child domain by child domain (the
-                               fullest first, so members share low hypernodes); subgroups each find the
-                               smallest domain within their own tier limit
+    a plan per candidate       each subgroup takes the smallest domain within its own limit, then the
+                               gang's own members fill the candidate (engine.decide.gang.plan)
     the best candidate         the highest summed device score of the members (link quality, then what
                                the sets leave whole), then the tightest fit (fewest free slots left:
                                Volcano's binpack), then the name — deterministic, never random
+    at the minimum             when no domain holds the whole gang and the request allows it, the walk
+                               again for a plan of at least minMember members (running ones count) and
+                               each policy's minSubGroups; the rest wait, and join later inside the
+                               allowed ancestor of the running ones
 
 Members already running (a restarted or partly bound gang) are never placed again: the
-search stays inside the highest allowed ancestor of the hypernode they occupy, so the
-answer depends only on what the cluster says, not on the placer's memory.
+search stays inside the highest allowed ancestor of the hypernode they occupy (each subgroup's
+likewise), so the answer depends only on what the cluster says, not on the placer's memory.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from engine.cluster.index import ClusterIndex
 from engine.cluster.network import NetworkTree, aggregate
 from engine.core.model import Mode, WorkloadClass
 from engine.decide.gang.answer import decision_of, placed_decision, why_not
-from engine.decide.gang.plan import MAX_PLANNED, Plan, plan_in
+from engine.decide.gang.plan import MAX_PLANNED, Layout, Plan, UnitLimit, plan_in
+from engine.decide.gang.ranks import member_key
 from engine.decide.gang.request import GangDecision, GangRequest
 from engine.decide.gang.slots import node_slots, shapes_of
-from engine.decide.gang.tiers import limit_of, most_slots, pin_of, tier_candidates
+from engine.decide.gang.subgroups import Unit, units_of
+from engine.decide.gang.tiers import Pin, limit_of, minimum_candidates, most_slots, pin_of, tier_candidates
 
 if TYPE_CHECKING:  # the parts import the gang's slot tables: a type only, to keep the import one way
     from engine.decide.parts import DecisionParts
@@ -45,38 +54,98 @@ def place_gang(
     *,
     workload: tuple[WorkloadClass, ...] = (),
 ) -> GangDecision:
-    """Every pending member of `gang` placed inside one network domain, or none (with the reason).
+    """Every pending member of `gang` placed inside one network domain, or none (with the reason); with
+    `gang.minimum_placement`, at least its minimum when the whole gang does not fit.
 
     Raises RequestError(field, reason) for a member or constraint that cannot be read."""
-    pending = sorted((p for p in gang.pods if not p.node_name), key=lambda p: (p.name, p.uid))
-    running = [p for p in gang.pods if p.node_name]
+    pending = sorted((p for p in gang.pods if not p.node_name), key=member_key)
+    running = sorted((p for p in gang.pods if p.node_name), key=member_key)
+    sub_units, own = units_of(gang.sub_groups, pending, running)
+    unit_of = {p.uid: u.name for u in sub_units for p in (*u.pending, *u.running)}
     if not pending:
-        return decision_of(gang, tree, index, [], {}, running, placed=True, reason="every member is running")
+        reason = "every member is running"
+        return decision_of(gang, tree, index, [], {}, running, placed=True, reason=reason, unit_of=unit_of)
     mode_hard, max_tier = limit_of(tree, gang.network, "network")
+    units = [(u, _unit_limit(tree, u)) for u in sub_units]
+    units.append((own, UnitLimit(hard=mode_hard, tier=max_tier)))
     shapes = shapes_of(parts.slots, parts.vendors, parts.facts, pending, mode, workload)
+    shape_of = {m.uid: s.key for s in shapes for m in s.members}
     pin = pin_of(tree, running, mode_hard, max_tier)
     per_node, fits, misses = node_slots(parts.slots, index, tree, shapes)
     totals = {key: aggregate(tree, values) for key, values in per_node.items()}
     need = {shape.key: len(shape.members) for shape in shapes}
-    planned = 0
-    for tier in tree.tiers:
-        if mode_hard and tier > max_tier:
-            break
-        if pin.lca is not None and tier < tree.tier_of(pin.lca):
-            continue
-        candidates = tier_candidates(tree, tier, pin, totals, need)
-        if not candidates:
-            continue
-        plans: list[Plan] = []
-        for hypernode in candidates[:MAX_PLANNED]:
-            planned += 1
-            plan = plan_in(tree, hypernode, shapes, per_node, fits, gang.sub_groups, pin.lca)
-            if plan is not None:
-                plans.append(plan)
-        if plans:
-            best = min(plans, key=lambda p: (-p.score, p.free_after, p.hypernode))
-            return placed_decision(gang, tree, index, shapes, best, fits, running, planned)
+
+    def layout(hypernode: str) -> Layout:
+        return Layout(tree, hypernode, shape_of, per_node, fits, pin.lca)
+
+    walk = _Walk(tree, pin, mode_hard, max_tier, totals, need, layout, units)
+    best = walk.run(least=0)
+    least = max(gang.min_member - len(running), 1)
+    short = ""
+    if best is None and gang.minimum_placement and least < len(pending):
+        best = walk.run(least=least, min_sub_groups=tuple(p.min_sub_groups for p in gang.sub_groups))
+        short = f"gang {gang.name}: placed at its minimum; the other pending member(s) wait for room"
+    if best is not None:
+        return placed_decision(
+            gang, tree, index, shapes, best, fits, running, walk.planned, unit_of=unit_of, partial=short
+        )
     allowed_tiers = [t for t in tree.tiers if not mode_hard or t <= max_tier]
     best_slots = max((most_slots(tree, t, totals, need) for t in allowed_tiers), default=0)
     reason = why_not(index, gang, misses, mode_hard, max_tier, best_slots, need)
-    return decision_of(gang, tree, index, pending, {}, running, placed=False, reason=reason, planned=planned)
+    return decision_of(
+        gang, tree, index, pending, {}, running, placed=False, reason=reason, planned=walk.planned, unit_of=unit_of
+    )
+
+
+def _unit_limit(tree: NetworkTree, unit: Unit) -> UnitLimit:
+    """A subgroup's own limit, and (hard) the domain its running members allow the rest."""
+    hard, tier = limit_of(tree, unit.network, f"subGroupPolicy[{unit.policy}].networkTopology")
+    allowed = pin_of(tree, unit.running, hard, tier).domain if hard else None
+    return UnitLimit(hard=hard, tier=tier, allowed=allowed)
+
+
+class _Walk:
+    """The tier walk over one gang's candidates (see the module docstring); counts the plans it makes."""
+
+    def __init__(
+        self,
+        tree: NetworkTree,
+        pin: Pin,
+        hard: bool,
+        max_tier: int,
+        totals: dict[bytes, tuple[int, ...]],
+        need: dict[bytes, int],
+        layout: Callable[[str], Layout],
+        units: Sequence[tuple[Unit, UnitLimit]],
+    ) -> None:
+        self.tree, self.pin, self.hard, self.max_tier = tree, pin, hard, max_tier
+        self.totals, self.need, self.layout, self.units = totals, need, layout, units
+        self.planned = 0
+
+    def run(self, *, least: int, min_sub_groups: tuple[int, ...] = ()) -> Plan | None:
+        """The best plan of the lowest tier that has one: the whole gang (`least` 0), or at least `least`."""
+        tree, pin = self.tree, self.pin
+        for tier in tree.tiers:
+            if self.hard and tier > self.max_tier:
+                break
+            if pin.lca is not None and tier < tree.tier_of(pin.lca):
+                continue
+            if least:
+                candidates = minimum_candidates(tree, tier, pin, self.totals, self.need, least)
+            else:
+                candidates = tier_candidates(tree, tier, pin, self.totals, self.need)
+            plans: list[Plan] = []
+            for hypernode in candidates[:MAX_PLANNED]:
+                self.planned += 1
+                plan = plan_in(
+                    self.layout(hypernode),
+                    self.units,
+                    partial=bool(least),
+                    minimum=least,
+                    min_sub_groups=min_sub_groups,
+                )
+                if plan is not None:
+                    plans.append(plan)
+            if plans:
+                return min(plans, key=lambda p: (-p.placed, -p.score, p.free_after, p.hypernode))
+        return None

@@ -1,16 +1,19 @@
-"""A plan inside one candidate hypernode: members fill it child domain by child domain, the fullest
-first, so they share low hypernodes; a subgroup first takes the smallest domain within its own limit."""
+"""A plan inside one candidate hypernode: each subgroup first takes the smallest domain within its own
+limit that holds it, then the gang's own members fill the candidate; members go in rank order, node by
+node in the domain's fill order (the running members' domain first, then child domains with the most
+free slots, depth first), so consecutive ranks share a node, then a leaf, then the next tier up."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import msgspec
 
 from engine.cluster.network import NetworkTree
 from engine.core.model import PodRequest
-from engine.decide.gang.slots import Shape
-from engine.decide.gang.tiers import is_within, limit_of
+from engine.decide.gang.subgroups import GANG_UNIT, Unit, ready_count
+from engine.decide.gang.tiers import is_within
 from engine.node.answer import NodeFit
-from schemas.events import SubGroupPolicy
 
 MAX_PLANNED = 8  # candidate hypernodes of one tier planned in full; the rest are pruned by slots
 
@@ -20,10 +23,98 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     assignments: tuple[tuple[str, str, int], ...]  # (member uid, node, fit number on that node)
     score: float
     free_after: int
+    placed: int = 0  # members placed (all pending ones unless the plan keeps only the minimum)
 
 
-def _fill_order(tree: NetworkTree, hypernode: str, free: dict[str, int], anchor: str | None) -> list[str]:
-    """The candidate's nodes in the order members fill them: the anchor's domain first, then child
+class UnitLimit(msgspec.Struct, frozen=True, kw_only=True):
+    """A unit's resolved constraint: hard or soft, its highest tier, and the domain its running members allow."""
+
+    hard: bool
+    tier: int
+    allowed: str | None = None  # hard: the pending members stay inside it (where running ones pin them)
+
+
+class Layout:
+    """The members laid out so far inside one candidate: which shape owns each node, and how many it took."""
+
+    def __init__(
+        self,
+        tree: NetworkTree,
+        hypernode: str,
+        shape_of: dict[str, bytes],
+        per_node: dict[bytes, list[int]],
+        fits: dict[tuple[bytes, str], tuple[NodeFit, ...]],
+        anchor: str | None,
+    ) -> None:
+        self.tree, self.hypernode, self.shape_of, self.per_node, self.fits = tree, hypernode, shape_of, per_node, fits
+        self.anchor = anchor
+        self.start, self.end = tree.node_range(hypernode)
+        self.owner: dict[int, bytes] = {}  # node position -> the shape it serves (each node serves one)
+        self.used: dict[int, int] = {}
+        self.assignments: list[tuple[str, str, int]] = []
+        self.score = 0.0
+
+    def _free_by_position(self, key: bytes) -> dict[int, int]:
+        """What each node of the candidate still takes of the shape (nodes another shape serves: none)."""
+        values, owner, used = self.per_node[key], self.owner, self.used
+        out: dict[int, int] = {}
+        for i in range(self.start, self.end):
+            room = values[i]
+            if room and owner.get(i, key) == key:
+                room -= used.get(i, 0)
+                if room > 0:
+                    out[i] = room
+        return out
+
+    def free_of(self, keys: set[bytes]) -> dict[str, int]:
+        names = self.tree.nodes
+        free: dict[str, int] = {}
+        for key in keys:
+            for i, room in self._free_by_position(key).items():
+                free[names[i]] = free.get(names[i], 0) + room
+        return free
+
+    def trial(self, domain: str, members: Sequence[PodRequest], free: dict[str, int]) -> list[tuple[PodRequest, int]]:
+        """Members (rank order) on the domain's nodes in fill order, as many as fit; nothing is kept yet."""
+        index_of = self.tree.node_index
+        order = [index_of(n) for n in fill_order(self.tree, domain, free, self.anchor)]
+        rooms: dict[bytes, dict[int, int]] = {}
+        owner: dict[int, bytes] = {}  # nodes this trial gives a shape
+        pointer: dict[bytes, int] = {}
+        out: list[tuple[PodRequest, int]] = []
+        for member in members:
+            key = self.shape_of[member.uid]
+            room = rooms.get(key)
+            if room is None:
+                room = rooms[key] = self._free_by_position(key)
+            i = pointer.get(key, 0)
+            while i < len(order) and (room.get(order[i], 0) <= 0 or owner.get(order[i], key) != key):
+                i += 1
+            pointer[key] = i
+            if i == len(order):
+                continue
+            pos = order[i]
+            room[pos] -= 1
+            owner[pos] = key
+            out.append((member, pos))
+        return out
+
+    def keep(self, trial: list[tuple[PodRequest, int]]) -> None:
+        for member, pos in trial:
+            key = self.shape_of[member.uid]
+            nth = self.used.get(pos, 0)
+            self.used[pos] = nth + 1
+            self.owner[pos] = key
+            node = self.tree.nodes[pos]
+            self.assignments.append((member.uid, node, nth))
+            self.score += self.fits[(key, node)][nth].score.score
+
+    def free_after(self) -> int:
+        return sum(sum(self._free_by_position(key).values()) for key in set(self.shape_of.values()))
+
+
+def fill_order(tree: NetworkTree, hypernode: str, free: dict[str, int], anchor: str | None) -> list[str]:
+    """The hypernode's nodes in the order members fill them: the anchor's domain first, then child
     domains with the most free slots first (fewest domains used), nodes by most slots, then name."""
     start, end = tree.node_range(hypernode)
     prefix = [0]
@@ -51,87 +142,80 @@ def _holds(tree: NetworkTree, hypernode: str, anchor: str) -> bool:
     return bool(anchor) and (hypernode == anchor or is_within(tree, anchor, hypernode))
 
 
-def plan_in(
-    tree: NetworkTree,
-    hypernode: str,
-    shapes: list[Shape],
-    per_node: dict[bytes, list[int]],
-    fits: dict[tuple[bytes, str], tuple[NodeFit, ...]],
-    sub_groups: tuple[SubGroupPolicy, ...],
-    anchor: str | None,
-) -> Plan | None:
-    """Members on nodes of `hypernode`, or None when they do not all fit.
-
-    A node serves one shape only (each shape's slots assume the node as it is now)."""
-    taken: set[str] = set()  # nodes given to an earlier shape
-    assignments: list[tuple[str, str, int]] = []
-    score = 0.0
-    left = 0
-    start, end = tree.node_range(hypernode)
-    for shape in shapes:
-        values = per_node[shape.key]
-        free = {tree.nodes[i]: values[i] for i in range(start, end) if values[i] and tree.nodes[i] not in taken}
-        used: dict[str, int] = {}
-        for group in _subgroups(shape.members, sub_groups):
-            domain = _group_domain(tree, hypernode, group, free, sub_groups) if sub_groups else hypernode
-            if domain is None:
-                return None
-            remaining = list(reversed(group))  # popped from the end: name order
-            for node in _fill_order(tree, domain, free, anchor):
-                while remaining and free[node] > 0:
-                    nth = used.get(node, 0)
-                    used[node] = nth + 1
-                    free[node] -= 1
-                    assignments.append((remaining.pop().uid, node, nth))
-                    score += fits[(shape.key, node)][nth].score.score
-                if not remaining:
-                    break
-            if remaining:
-                return None
-        taken.update(used)
-        left += sum(free.values())
-    return Plan(hypernode=hypernode, assignments=tuple(assignments), score=round(score, 6), free_after=left)
-
-
-def _subgroups(members: list[PodRequest], policies: tuple[SubGroupPolicy, ...]) -> list[list[PodRequest]]:
-    """Members split by the first policy: by its label values, then in chunks of its size (name order)."""
-    if not policies:
-        return [members]
-    policy = policies[0]
-    by_labels: dict[tuple[str, ...], list[PodRequest]] = {}
-    for member in members:
-        by_labels.setdefault(tuple(member.labels.get(k, "") for k in policy.match_label_keys), []).append(member)
-    groups: list[list[PodRequest]] = []
-    for _, group in sorted(by_labels.items()):
-        size = policy.sub_group_size or len(group)
-        groups.extend(group[i : i + size] for i in range(0, len(group), size))
-    return groups
-
-
-def _group_domain(
-    tree: NetworkTree,
-    hypernode: str,
-    group: list[PodRequest],
-    free: dict[str, int],
-    policies: tuple[SubGroupPolicy, ...],
-) -> str | None:
-    """The smallest domain inside `hypernode`, within the subgroup's tier limit, with room for the group."""
-    network = policies[0].network
-    hard, limit = limit_of(tree, network, "subGroupPolicy.networkTopology")
-    best: tuple[int, int, str] | None = None
-    start, end = tree.node_range(hypernode)
+def _domains(layout: Layout, limit: UnitLimit, free: dict[str, int]) -> list[tuple[int, str]]:
+    """(room, name) of the hypernodes inside the candidate (and the allowed domain) within the unit's
+    tier when hard, smallest tier first, then least room (the tightest), then name."""
+    tree = layout.tree
+    start, end = layout.start, layout.end
+    if limit.allowed is not None:
+        a, b = tree.node_range(limit.allowed)
+        start, end = max(start, a), min(end, b)
+    prefix = [0]
+    for name in tree.nodes[start:end]:
+        prefix.append(prefix[-1] + free.get(name, 0))
+    out: list[tuple[int, int, str]] = []
     for name in tree.hypernodes:
         tier = tree.tier_of(name)
-        if tier > limit and hard:
-            continue
         a, b = tree.node_range(name)
-        if not (start <= a and b <= end and b > a):
+        if (limit.hard and tier > limit.tier) or not (start <= a and b <= end and b > a):
             continue
-        room = sum(free.get(n, 0) for n in tree.nodes[a:b])
-        if room >= len(group):
-            key = (tier, room, name)
-            if best is None or key < best:
-                best = key
-    if best is None and not hard:
-        return hypernode
-    return None if best is None else best[2]
+        out.append((tier, prefix[b - start] - prefix[a - start], name))
+    out.sort()
+    return [(room, name) for _, room, name in out]
+
+
+def _place_unit(layout: Layout, unit: Unit, limit: UnitLimit, partial: bool) -> bool:
+    """The unit's pending members placed in one domain; False when a whole gang cannot be planned here."""
+    free = layout.free_of({layout.shape_of[m.uid] for m in unit.pending})
+    want = len(unit.pending)
+    own = unit.policy == GANG_UNIT  # the gang's own members: the candidate itself
+    domains = [(sum(free.values()), layout.hypernode)] if own else _domains(layout, limit, free)
+    best: list[tuple[PodRequest, int]] = []
+    for room, domain in domains:
+        if room >= want:
+            trial = layout.trial(domain, unit.pending, free)
+            if len(trial) == want:
+                best = trial
+                break
+    if len(best) < want and partial and domains:
+        roomiest = min(domains, key=lambda rd: (-rd[0], layout.tree.tier_of(rd[1]), rd[1]))[1]
+        best = layout.trial(roomiest, unit.pending, free)
+    if len(best) < want and not partial:
+        return False
+    if not partial or unit.policy == GANG_UNIT or len(best) + len(unit.running) >= unit.minimum:
+        layout.keep(best)  # at the minimum, a subgroup below its own size keeps nothing (Volcano discards it)
+    return True
+
+
+def plan_in(
+    layout: Layout,
+    units: Sequence[tuple[Unit, UnitLimit]],
+    *,
+    partial: bool = False,
+    minimum: int = 0,
+    min_sub_groups: Sequence[int] = (),
+) -> Plan | None:
+    """Every unit laid out in the candidate, or None when the gang does not fit (`partial`: when fewer
+    than `minimum` members, or fewer ready subgroups than a policy's minSubGroups, could be placed)."""
+    placed: dict[str, int] = {}
+    for unit, limit in units:
+        if not unit.pending:
+            continue
+        before = len(layout.assignments)
+        if not _place_unit(layout, unit, limit, partial):
+            return None
+        placed[unit.name] = len(layout.assignments) - before
+    count = len(layout.assignments)
+    if partial:
+        plain = [u for u, _ in units]
+        if count < max(minimum, 1) or any(
+            ready_count(plain, placed, policy) < wanted for policy, wanted in enumerate(min_sub_groups)
+        ):
+            return None
+    return Plan(
+        hypernode=layout.hypernode,
+        assignments=tuple(layout.assignments),
+        score=round(layout.score, 6),
+        free_after=layout.free_after(),
+        placed=count,
+    )

@@ -16,6 +16,9 @@ class GangRequest(msgspec.Struct, frozen=True, kw_only=True):
     network: NetworkConstraint | None = None
     sub_groups: tuple[SubGroupPolicy, ...] = ()
     pods: tuple[PodRequest, ...]
+    # When the whole gang does not fit: place at least `min_member` members (running ones count) and
+    # each policy's minSubGroups, as Volcano and Kueue do, the rest joining later. Off: all or nothing.
+    minimum_placement: bool = False
 
 
 class MemberPlacement(msgspec.Struct, frozen=True, kw_only=True):
@@ -28,6 +31,9 @@ class MemberPlacement(msgspec.Struct, frozen=True, kw_only=True):
     running: bool = False  # already on its node before this decision
     qos: str = ""
     app_class: str = ""
+    rank: int | None = None  # its pod index (engine.decide.gang.ranks); None: it has none
+    domain: str | None = None  # the lowest hypernode holding its node
+    sub_group: str = ""  # "<policy>/<values>" or "<policy>/slice-<n>"; "": the gang's own
 
 
 class GangDecision(msgspec.Struct, frozen=True, kw_only=True):
@@ -38,3 +44,4 @@ class GangDecision(msgspec.Struct, frozen=True, kw_only=True):
     pods: tuple[MemberPlacement, ...] = ()
     reason: str = ""
     hypernodes_planned: int = 0  # candidates planned in full (the rest were pruned by their slots)
+    partial: bool = False  # placed at its minimum: some pending members wait (node None; `reason` says why)

@@ -16,6 +16,7 @@ from engine.cluster.network import NetworkTree
 from engine.core.memo import BoundedCache, Memo
 from engine.core.model import Allocation, Mode, NodeState, PodRequest, WorkloadClass
 from engine.decide.claim import NO_DEVICES, Claim, claim
+from engine.decide.gang.ranks import RANK_ANNOTATIONS
 from engine.decide.kube.resources import pods_on_node
 from engine.decide.node_rules import NodeFactsTable, PodRules
 from engine.node.answer import NodeAnswers, NodeFit
@@ -106,10 +107,12 @@ def _held(fit: NodeFit, device_request: object) -> tuple[Allocation, ...]:
 
 
 def _shape_key(request: PodRequest) -> bytes:
+    # A pod index written as an annotation (an Indexed Job's) differs per member and no node rule reads it.
+    annotations = {k: v for k, v in request.annotations.items() if k not in RANK_ANNOTATIONS}
     return msgspec.json.encode(
         (
             request.requests,
-            request.annotations,
+            annotations,
             request.node_selector,
             request.affinity,
             request.tolerations,

@@ -51,6 +51,13 @@ def pin_of(tree: NetworkTree, running: Sequence[PodRequest], hard: bool, max_tie
     return Pin(lca=lca, domain=domain if domain is not None else lca)
 
 
+def _pinned(tree: NetworkTree, name: str, pin: Pin) -> bool:
+    """Whether the hypernode holds the running members and lies inside their allowed domain."""
+    if pin.lca is not None and not (name == pin.lca or is_within(tree, pin.lca, name)):
+        return False
+    return pin.domain is None or name == pin.domain or is_within(tree, name, pin.domain)
+
+
 def tier_candidates(
     tree: NetworkTree, tier: int, pin: Pin, totals: dict[bytes, tuple[int, ...]], need: dict[bytes, int]
 ) -> list[str]:
@@ -63,11 +70,23 @@ def tier_candidates(
     out: list[tuple[int, str]] = []
     for i in ids:
         name = tree.hypernodes[i]
-        if pin.lca is not None and not (name == pin.lca or is_within(tree, pin.lca, name)):
-            continue
-        if pin.domain is not None and not (name == pin.domain or is_within(tree, name, pin.domain)):
-            continue
-        out.append((sum(totals[key][i] for key in need), name))
+        if _pinned(tree, name, pin):
+            out.append((sum(totals[key][i] for key in need), name))
+    out.sort()
+    return [name for _, name in out]
+
+
+def minimum_candidates(
+    tree: NetworkTree, tier: int, pin: Pin, totals: dict[bytes, tuple[int, ...]], need: dict[bytes, int], least: int
+) -> list[str]:
+    """The tier's pinned hypernodes whose slots hold at least `least` pending members; those holding the
+    most first (the rest of the gang joins there later), then by name."""
+    out: list[tuple[int, str]] = []
+    for i in tree.hypernode_ids_at(tier):
+        name = tree.hypernodes[i]
+        room = sum(min(totals[key][i], n) for key, n in need.items())
+        if room >= least and _pinned(tree, name, pin):
+            out.append((-room, name))
     out.sort()
     return [name for _, name in out]
 
