@@ -1,7 +1,8 @@
 """A cluster given as Kubernetes objects -> the engine's Snapshot, and the pods to place.
 
-Nodes and Pods are used now, and for a gang its Volcano PodGroup and the
-HyperNodes; every other kind is accepted and left aside, named once in a note
+Nodes and Pods are used now, for a gang its Volcano PodGroup and the
+HyperNodes, and for preemption PriorityClasses and PodDisruptionBudgets
+(priority.py); every other kind is accepted and left aside, named once in a note
 (`not yet used: PersistentVolumeClaim`), never an error. A Pod
 with `spec.nodeName` that has not finished is running there and counts against
 its node; a Pod without one is pending and is not counted (kube-scheduler
@@ -17,17 +18,31 @@ import msgspec
 from engine import NodeState, PodRequest, Snapshot
 from engine.cluster.network import decode_hypernodes
 from engine.core.hypernodes import HyperNode
+from engine.decide.preempt import DisruptionBudget
+from engine.decide.preempt import RunningPod as PreemptiblePod
 from schemas.gangs import PodGroup
+from schemas.pod_requests import format_quantity
 from services.collector import watch_translate as translate
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
 from topoplace.cluster_objects.nodes import merged, node_from_object, with_pods
 from topoplace.cluster_objects.pods import RunningPod, decode_pod, pod_to_place, running_pod
+from topoplace.cluster_objects.priority import (
+    Priorities,
+    PriorityClass,
+    budget,
+    priority_class,
+    running_for_preemption,
+)
 
 
 class ClusterRead(msgspec.Struct, frozen=True, kw_only=True):
     snapshot: Snapshot
     notes: tuple[str, ...]  # for stderr: kinds not used yet, devices read without their seal
     podgroups: dict[str, PodGroup] = {}  # Volcano PodGroups by namespace/name, for a gang
+    # For preemption: the running pods (priority, start, devices), PodDisruptionBudgets, PriorityClasses.
+    running: tuple[PreemptiblePod, ...] = ()
+    budgets: tuple[DisruptionBudget, ...] = ()
+    priority_classes: tuple[PriorityClass, ...] = ()
 
 
 def _unused_note(kinds: list[str]) -> list[str]:
@@ -46,9 +61,16 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
     pod_names: set[str] = set()
     hypernodes: list[HyperNode] = []
     podgroups: dict[str, PodGroup] = {}
+    bound: list[tuple[ClusterObject, RunningPod]] = []
+    classes: list[PriorityClass] = []
+    budget_items: list[ClusterObject] = []
     for path in paths:
         for item in read_objects(path):
-            if item.kind == "HyperNode":
+            if item.kind == "PriorityClass":
+                classes.append(priority_class(item))
+            elif item.kind == "PodDisruptionBudget":
+                budget_items.append(item)
+            elif item.kind == "HyperNode":
                 hypernodes.append(_decoded_hypernode(item))
             elif item.kind == "PodGroup":
                 group = _decoded(item, PodGroup)
@@ -59,13 +81,37 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
                     raise ClusterInputError(item.where, "metadata.name", f"node {node.name!r} given twice")
                 nodes[node.name] = node
             elif item.kind == "Pod":
-                _read_running(item, pod_names, running, notes)
+                _read_running(item, pod_names, running, notes, bound)
             else:
                 unused.append(item.kind)
+    snapshot = Snapshot(nodes=_assembled(nodes, running, snapshot_nodes, notes), hypernodes=tuple(hypernodes))
+    preemptible = _preemptible(bound, Priorities(classes), {n.name for n in snapshot.nodes})
     return ClusterRead(
-        snapshot=Snapshot(nodes=_assembled(nodes, running, snapshot_nodes, notes), hypernodes=tuple(hypernodes)),
+        snapshot=snapshot,
         notes=tuple(_unused_note(unused) + notes),
         podgroups=podgroups,
+        running=preemptible,
+        budgets=tuple(budget(item, preemptible) for item in budget_items),
+        priority_classes=tuple(classes),
+    )
+
+
+def _preemptible(
+    bound: list[tuple[ClusterObject, RunningPod]], priorities: Priorities, nodes: set[str]
+) -> tuple[PreemptiblePod, ...]:
+    """The running pods on known nodes as preemption weighs them; each holds its devices under the id
+    its node's allocations give it (nodes.py: its uid when annotated, else its name)."""
+    return tuple(
+        running_for_preemption(
+            item,
+            priorities,
+            pod.node,
+            pod.allocations[0].pod_uid if pod.allocations else pod.name,
+            {k: format_quantity(v) for k, v in pod.requests.items()},
+            pod.host_ports,
+        )
+        for item, pod in bound
+        if pod.node in nodes
     )
 
 
@@ -84,7 +130,11 @@ def _decoded_hypernode(item: ClusterObject) -> HyperNode:
 
 
 def _read_running(
-    item: ClusterObject, pod_names: set[str], running: dict[str, list[RunningPod]], notes: list[str]
+    item: ClusterObject,
+    pod_names: set[str],
+    running: dict[str, list[RunningPod]],
+    notes: list[str],
+    bound: list[tuple[ClusterObject, RunningPod]],
 ) -> None:
     pod = decode_pod(item)
     meta = pod.metadata
@@ -94,7 +144,9 @@ def _read_running(
     pod_names.add(name)
     if not pod.spec.node_name or translate.is_finished(pod):
         return
-    running.setdefault(pod.spec.node_name, []).append(running_pod(item, pod, notes))
+    found = running_pod(item, pod, notes)
+    running.setdefault(pod.spec.node_name, []).append(found)
+    bound.append((item, found))
 
 
 def _assembled(

@@ -3,13 +3,18 @@
 The answer (JSON):
 
     {"node": name | null, "devices": [...], "score": number, "reason": text | null,
-     "nodes": [{"name", "fits", "reasons": [kube-scheduler's reasons], "score": number | null}, ...]}
+     "nodes": [{"name", "fits", "reasons": [kube-scheduler's reasons], "score": number | null}, ...],
+     "victims": ["namespace/name", ...], "nominated": bool}
 
-with every node listed, by name. Several Pods of one gang (Volcano's `scheduling.k8s.io/group-name`
+with every node listed, by name. A pod that fits nowhere as things are may fit by preemption
+(kube's DefaultPreemption, engine/decide/preempt/): `node` is then the node it is nominated to,
+`victims` the lower-priority pods to evict first, `nominated` true, and `preemption` says why each
+victim (`victims[].why`), the candidate nodes best first, and the message it had without eviction.
+Several Pods of one gang (Volcano's `scheduling.k8s.io/group-name`
 naming a PodGroup of the cluster, or Kueue's pod-group annotations) get today's gang answer
 (`engine place --snapshot` with `gang`): each member's node and devices, the hypernode and tier.
 Notes (kinds not used yet, devices read without their seal, feature gates) go to stderr, one line
-each. Exit codes: 0 placed, 1 no place, 2 bad input (one line naming the
+each. Exit codes: 0 placed (or nominated), 1 no place, 2 bad input (one line naming the
 file and the field).
 """
 
@@ -127,6 +132,8 @@ def answer_of(decision: Decision) -> dict[str, Any]:
         "score": decision.score,
         "reason": decision.reason or None,
         "nodes": nodes,
+        "victims": [],  # with preemption: the pods to evict (namespace/name) so that it runs on `node`
+        "nominated": False,  # with preemption: `node` is where it is nominated once they are gone
     }
 
 
@@ -151,15 +158,50 @@ def place_on_cluster(args: argparse.Namespace) -> int:
             _note(f"feature gate {gate}: not used by topoplace yet")
         if len(pods) > 1:
             return _place_gang(cluster, pods, args)
-        decision = place(cluster.snapshot, _the_pod(pods, args.node), Mode(args.mode), explain=True)
+        pod = _the_pod(pods, args.node)
+        decision = place(cluster.snapshot, pod, Mode(args.mode), explain=True)
+        answer = answer_of(decision)
+        if decision.node is None:
+            answer = _preempted(answer, cluster, pod, args)
     except RequestError as exc:
         print(f"topoplace engine: {', '.join(args.pods)}: {exc}", file=sys.stderr)
         return BAD_INPUT
     except ValueError as exc:
         print(f"topoplace engine: {exc}", file=sys.stderr)
         return BAD_INPUT
-    print(msgspec.json.format(msgspec.json.encode(answer_of(decision)).decode(), indent=2))
-    return OK if decision.node is not None else NO_PLACE
+    print(msgspec.json.format(msgspec.json.encode(answer).decode(), indent=2))
+    return OK if answer["node"] is not None else NO_PLACE
+
+
+def _preempted(
+    answer: dict[str, Any], cluster: ClusterRead, pod: PodRequest, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The answer of a pod that fits nowhere as things are: nominated to a node once its victims are gone,
+    or kube's message with preemption's own ("... preemption: 0/N nodes are available: ...")."""
+    import msgspec
+
+    from engine import Engine, Mode
+    from topoplace.cluster_objects.priority import Priorities, read_preemptor
+
+    preemptor = read_preemptor(args.pods, pod, Priorities(cluster.priority_classes))
+    result = Engine().preempt(cluster.snapshot, preemptor, cluster.running, cluster.budgets, Mode(args.mode))
+    if result.node is None or result.decision is None:
+        return {**answer, "reason": f"{answer['reason']} {result.reason}"}
+    return {
+        **answer,
+        "node": result.node,
+        "devices": msgspec.to_builtins(result.decision.devices),
+        "score": result.decision.score,
+        "reason": None,
+        "victims": [v.pod for v in result.victims],
+        "nominated": True,
+        "preemption": {
+            "unschedulable": answer["reason"],
+            "budget_violations": result.budget_violations,
+            "victims": [msgspec.to_builtins(v) for v in result.victims],
+            "candidates": [c.node for c in result.candidates],
+        },
+    }
 
 
 def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace) -> int:
