@@ -179,8 +179,8 @@ class Engine:
         """Where `preemptor` runs by evicting lower-priority `running` pods, and which (engine/decide/preempt/).
 
         Raises RequestError(field, reason) when the request cannot be read."""
-        room = Room(self._parts, preemptor.request, mode, snapshot.workload)
         cpu = reads_cpu(snapshot.workload)
+        room = Room(self._parts, preemptor.request, mode, snapshot.workload, cpu=cpu)
 
         def place_on(node: NodeState) -> Decision:
             index = self.new_index(cpu=cpu)

@@ -267,3 +267,46 @@ def test_a_pod_without_devices_keeps_kubes_reprieve_on_a_gpu_node() -> None:
     pods = [running("a", "n", prio=5, cpu="2", gpus=gpus["a"]), running("b", "n", prio=1, cpu="2", gpus=gpus["b"])]
     node = built_node("n", pods, devices=True, gpus=gpus)
     assert victims(preempt([node], pods, preemptor(10, cpu="2"))) == ["default/b"]
+
+
+# --- kube-scheduler's own candidate-selection scenarios (TestSelectBestCandidate), in our units -----------------
+# A node of 5 CPUs, pods of 1 (small), 2 (medium) and 3 (large) CPUs, a preemptor of 5 CPUs: every
+# lower-priority pod of the chosen node goes. Priorities as upstream's: -100, 0, 100, 1000, 10000.
+NEG, LOW, MID, HIGH = -100, 0, 100, 1000
+SMALL, MEDIUM, LARGE = "1", "2", "3"
+
+UPSTREAM_CASES: dict[str, tuple[list[tuple[str, int, str, float]], str]] = {
+    # name: ([(node, priority, cpu, start time)], the node chosen)
+    "node with min highest priority pod is picked": (
+        [("n1", MID, MEDIUM, 0), ("n1", MID, LARGE, 0), ("n2", MID, MEDIUM, 0), ("n2", LOW, MEDIUM, 0),
+         ("n3", LOW, MEDIUM, 0), ("n3", LOW, MEDIUM, 0)], "n3"),
+    "when highest priorities are the same, minimum sum of priorities is picked": (
+        [("n1", MID, MEDIUM, 0), ("n1", MID, LARGE, 0), ("n2", MID, LARGE, 0), ("n2", LOW, MEDIUM, 0),
+         ("n3", MID, MEDIUM, 0), ("n3", MID, MEDIUM, 0)], "n2"),
+    "sum of adjusted priorities is considered": (
+        [("n1", MID, SMALL, 0), ("n1", NEG, SMALL, 0), ("n1", NEG, SMALL, 0), ("n2", MID, LARGE, 0),
+         ("n2", NEG, MEDIUM, 0), ("n3", MID, MEDIUM, 0), ("n3", NEG, SMALL, 0), ("n3", LOW, SMALL, 0)], "n2"),
+    "non-overlapping lowest high priority, sum priorities, and number of pods": (
+        [("n1", MID, SMALL, 0), ("n1", LOW, SMALL, 0), ("n1", LOW, SMALL, 0), ("n2", HIGH, LARGE, 0),
+         ("n3", MID, MEDIUM, 0), ("n3", LOW, SMALL, 0), ("n3", LOW, SMALL, 0), ("n3", LOW, MEDIUM, 0),
+         ("n4", MID, MEDIUM, 0), ("n4", MID, SMALL, 0), ("n4", MID, SMALL, 0), ("n4", NEG, SMALL, 0)], "n1"),
+    "same priority, same number of victims, different start time for each node's pod": (
+        [("n1", MID, MEDIUM, 2), ("n1", MID, MEDIUM, 2), ("n2", MID, MEDIUM, 3), ("n2", MID, MEDIUM, 3),
+         ("n3", MID, MEDIUM, 1), ("n3", MID, MEDIUM, 1)], "n2"),
+    "same priority, same number of victims, different start time for all pods": (
+        [("n1", MID, MEDIUM, 4), ("n1", MID, MEDIUM, 2), ("n2", MID, MEDIUM, 5), ("n2", MID, MEDIUM, 1),
+         ("n3", MID, MEDIUM, 3), ("n3", MID, MEDIUM, 6)], "n3"),
+    "different priority, same number of victims, different start time for all pods": (
+        [("n1", LOW, MEDIUM, 4), ("n1", MID, MEDIUM, 2), ("n2", MID, MEDIUM, 6), ("n2", LOW, MEDIUM, 1),
+         ("n3", LOW, MEDIUM, 3), ("n3", MID, MEDIUM, 5)], "n2"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(UPSTREAM_CASES))
+def test_kube_schedulers_candidate_selection(case: str) -> None:
+    specs, chosen = UPSTREAM_CASES[case]
+    pods = [running(f"p{i}", node, prio=prio, cpu=cpu, start=start) for i, (node, prio, cpu, start) in enumerate(specs)]
+    names = sorted({node for node, *_ in specs})
+    nodes = [built_node(name, pods, cpu="5") for name in names]
+    result = preempt(nodes, pods, preemptor(HIGH if "non-overlapping" not in case else 10 * HIGH, cpu="5"))
+    assert result.node == chosen

@@ -73,9 +73,12 @@ class Room:
         request: PodRequest,
         mode: Mode,
         workload: tuple[WorkloadClass, ...] = (),
+        *,
+        cpu: bool = False,
     ) -> None:
-        """Raises RequestError naming a bad field of the request."""
-        self.claim: Claim = claim(parts.vendors, request, mode, workload)
+        """`cpu`: the node policy weighs the pod's CPU (as an index reading CPU makes it). Raises RequestError
+        naming a bad field of the request."""
+        self.claim: Claim = claim(parts.vendors, request, mode, workload, cpu=cpu)
         # A table of its own: nodes without some pods are new states, never seen again.
         self.rules = PodRules(request, parts.vendors.share_resources)
         self.answers = parts.node
