@@ -136,3 +136,18 @@ def test_devices_a_counted_node_frees(tmp_path: Path, capsys: pytest.CaptureFixt
     )  # fmt: skip
     assert (code, answer["victims"]) == (0, ["default/second"])  # the later started of equals
     assert sorted(d["index"] for d in answer["devices"]) == [4, 5, 6, 7]  # the GPUs it held
+
+
+@pytest.mark.parametrize(("priority", "node", "victims"), [(50, "a", ["default/low"]), (200, "a", [])])
+def test_a_nominated_pod_holds_its_room_from_pods_of_lower_or_equal_priority(
+    priority: int, node: str, victims: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "waiting" (priority 100) is nominated to a, whose 4 CPUs hold low (2, priority 10). A pod of
+    # priority 50 finds only 2 CPUs there once waiting's 2 are held: it must evict low. A pod of
+    # priority 200 does not count waiting and fits as things are.
+    low = k8s_pod("low", node="a", cpu="2", priority=10)
+    waiting = k8s_pod("waiting", cpu="2", priority=100)
+    waiting["status"] = {"phase": "Pending", "nominatedNodeName": "a"}
+    cluster = as_list(k8s_node("a"), low, waiting)
+    code, answer, _ = run(tmp_path, cluster, k8s_pod("new", cpu="2", priority=priority), capsys=capsys)
+    assert (code, answer["node"], answer["victims"], answer["nominated"]) == (0, node, victims, bool(victims))

@@ -30,6 +30,7 @@ from topoplace.cluster_objects.priority import (
     Priorities,
     PriorityClass,
     budget,
+    nomination,
     priority_class,
     running_for_preemption,
 )
@@ -41,6 +42,7 @@ class ClusterRead(msgspec.Struct, frozen=True, kw_only=True):
     podgroups: dict[str, PodGroup] = {}  # Volcano PodGroups by namespace/name, for a gang
     # For preemption: the running pods (priority, start, devices), PodDisruptionBudgets, PriorityClasses.
     running: tuple[PreemptiblePod, ...] = ()
+    nominated: tuple[PreemptiblePod, ...] = ()  # pending pods nominated to a node (RunningPod.node: that node)
     budgets: tuple[DisruptionBudget, ...] = ()
     priority_classes: tuple[PriorityClass, ...] = ()
 
@@ -62,6 +64,7 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
     hypernodes: list[HyperNode] = []
     podgroups: dict[str, PodGroup] = {}
     bound: list[tuple[ClusterObject, RunningPod]] = []
+    pending: list[tuple[ClusterObject, RunningPod]] = []
     classes: list[PriorityClass] = []
     budget_items: list[ClusterObject] = []
     for path in paths:
@@ -81,16 +84,20 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
                     raise ClusterInputError(item.where, "metadata.name", f"node {node.name!r} given twice")
                 nodes[node.name] = node
             elif item.kind == "Pod":
-                _read_running(item, pod_names, running, notes, bound)
+                _read_running(item, pod_names, running, notes, (bound, pending))
             else:
                 unused.append(item.kind)
     snapshot = Snapshot(nodes=_assembled(nodes, running, snapshot_nodes, notes), hypernodes=tuple(hypernodes))
-    preemptible = _preemptible(bound, Priorities(classes), {n.name for n in snapshot.nodes})
+    priorities, names = Priorities(classes), {n.name for n in snapshot.nodes}
+    preemptible = _preemptible(bound, priorities, names)
     return ClusterRead(
         snapshot=snapshot,
         notes=tuple(_unused_note(unused) + notes),
         podgroups=podgroups,
         running=preemptible,
+        nominated=_preemptible(
+            [(item, msgspec.structs.replace(pod, node=nomination(item))) for item, pod in pending], priorities, names
+        ),  # fmt: skip
         budgets=tuple(budget(item, preemptible) for item in budget_items),
         priority_classes=tuple(classes),
     )
@@ -134,7 +141,7 @@ def _read_running(
     pod_names: set[str],
     running: dict[str, list[RunningPod]],
     notes: list[str],
-    bound: list[tuple[ClusterObject, RunningPod]],
+    found_pods: tuple[list[tuple[ClusterObject, RunningPod]], list[tuple[ClusterObject, RunningPod]]],
 ) -> None:
     pod = decode_pod(item)
     meta = pod.metadata
@@ -142,7 +149,12 @@ def _read_running(
     if name in pod_names:
         raise ClusterInputError(item.where, "metadata.name", f"pod {name!r} given twice")
     pod_names.add(name)
-    if not pod.spec.node_name or translate.is_finished(pod):
+    bound, pending = found_pods
+    if translate.is_finished(pod):
+        return
+    if not pod.spec.node_name:
+        if nomination(item):  # pending, nominated to a node by a preemption: its room is held there
+            pending.append((item, running_pod(item, pod, notes)))
         return
     found = running_pod(item, pod, notes)
     running.setdefault(pod.spec.node_name, []).append(found)

@@ -174,6 +174,11 @@ def running_for_preemption(item: ClusterObject, priorities: Priorities, node: st
     )
 
 
+def nomination(item: ClusterObject) -> str:
+    """The pod's status.nominatedNodeName ("" when it has none)."""
+    return _decoded(item, _Pod).status.nominated_node_name
+
+
 def preemptor_of(item: ClusterObject, request: PodRequest, priorities: Priorities) -> Preemptor:
     """The pod to place as a preemptor: its priority, preemption policy and nomination."""
     pod = _decoded(item, _Pod)

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 from topoplace.commands.exit_codes import BAD_INPUT, NO_PLACE, OK
 
 if TYPE_CHECKING:
-    from engine import Decision, NodeState, PodRequest
+    from engine import Decision, NodeState, PodRequest, Snapshot
     from engine.core.model import GangInput
+    from engine.decide.preempt import Preemptor
     from topoplace.cluster_objects.cluster import ClusterRead
 
 
@@ -141,7 +142,9 @@ def place_on_cluster(args: argparse.Namespace) -> int:
     import msgspec
 
     from engine import Mode, RequestError, place
+    from engine.decide.preempt.nominated import with_nominated
     from topoplace.cluster_objects.cluster import read_cluster, read_pods
+    from topoplace.cluster_objects.priority import Priorities, read_preemptor
 
     try:
         gates = parse_feature_gates(args.feature_gates)
@@ -159,10 +162,15 @@ def place_on_cluster(args: argparse.Namespace) -> int:
         if len(pods) > 1:
             return _place_gang(cluster, pods, args)
         pod = _the_pod(pods, args.node)
-        decision = place(cluster.snapshot, pod, Mode(args.mode), explain=True)
+        preemptor = read_preemptor(args.pods, pod, Priorities(cluster.priority_classes))
+        # Pods nominated to a node hold their room there from pods of lower or equal priority (kube's filters).
+        snapshot = with_nominated(
+            cluster.snapshot, cluster.nominated, preemptor.priority, f"{pod.namespace}/{pod.name}"
+        )
+        decision = place(snapshot, pod, Mode(args.mode), explain=True)
         answer = answer_of(decision)
         if decision.node is None:
-            answer = _preempted(answer, cluster, pod, args)
+            answer = _preempted(answer, cluster, snapshot, preemptor, args)
     except RequestError as exc:
         print(f"topoplace engine: {', '.join(args.pods)}: {exc}", file=sys.stderr)
         return BAD_INPUT
@@ -174,17 +182,15 @@ def place_on_cluster(args: argparse.Namespace) -> int:
 
 
 def _preempted(
-    answer: dict[str, Any], cluster: ClusterRead, pod: PodRequest, args: argparse.Namespace
+    answer: dict[str, Any], cluster: ClusterRead, snapshot: Snapshot, preemptor: Preemptor, args: argparse.Namespace
 ) -> dict[str, Any]:
     """The answer of a pod that fits nowhere as things are: nominated to a node once its victims are gone,
     or kube's message with preemption's own ("... preemption: 0/N nodes are available: ...")."""
     import msgspec
 
     from engine import Engine, Mode
-    from topoplace.cluster_objects.priority import Priorities, read_preemptor
 
-    preemptor = read_preemptor(args.pods, pod, Priorities(cluster.priority_classes))
-    result = Engine().preempt(cluster.snapshot, preemptor, cluster.running, cluster.budgets, Mode(args.mode))
+    result = Engine().preempt(snapshot, preemptor, cluster.running, cluster.budgets, Mode(args.mode))
     if result.node is None or result.decision is None:
         return {**answer, "reason": f"{answer['reason']} {result.reason}"}
     return {
