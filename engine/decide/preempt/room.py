@@ -20,8 +20,10 @@ import msgspec
 
 from engine.core.model import Mode, NodeState, PodRequest, WorkloadClass
 from engine.decide.claim import Claim, claim
-from engine.decide.kube.filters import NODE_AFFINITY, NODE_NAME, NODE_UNSCHEDULABLE, TAINT_TOLERATION
-from engine.decide.node_rules import NOT_READY, PodRules, node_facts
+from engine.decide.kube.filters import NODE_AFFINITY, NODE_NAME, NODE_UNSCHEDULABLE, TAINT_TOLERATION, NodeFacts
+from engine.decide.kube.ports import UsedPorts
+from engine.decide.kube.resources import parse_requests
+from engine.decide.node_rules import NOT_READY, PodRules
 from engine.decide.parts import DecisionParts
 from engine.decide.preempt.model import RunningPod
 from engine.node.answer import NodeFit, NodeMiss
@@ -79,9 +81,9 @@ class Room:
         """`cpu`: the node policy weighs the pod's CPU (as an index reading CPU makes it). Raises RequestError
         naming a bad field of the request."""
         self.claim: Claim = claim(parts.vendors, request, mode, workload, cpu=cpu)
-        # A table of its own: nodes without some pods are new states, never seen again.
-        self.rules = PodRules(request, parts.vendors.share_resources)
+        self.rules = PodRules(request, parts.vendors.share_resources, parts.facts)
         self.answers = parts.node
+        self._milli: dict[str, dict[str, int]] = {}  # each running pod's requests, in milli-units
         self.mode = mode
 
     @property
@@ -92,20 +94,52 @@ class Room:
         """The node's reasons that no eviction cures, or None when removing pods may help."""
         if not node.ready:
             return [NOT_READY]
-        failed = self.rules.compiled.failed_step(node_facts(node))
+        failed = self.rules.compiled.failed_step(self.rules.nodes.of(node))
         if failed is not None and failed[0] in UNRESOLVABLE_STEPS:
             return failed[1]
         return None
 
+    def _requests(self, pod: RunningPod) -> dict[str, int]:
+        found = self._milli.get(pod.key)
+        if found is None:
+            found = self._milli[pod.key] = parse_requests(pod.requests, f"{pod.key}: requests")
+        return found
+
+    def _facts_without(self, node: NodeState, pods: list[RunningPod]) -> NodeFacts:
+        """The node's rule inputs once `pods` have left (milli-units, as the rules read them)."""
+        facts = self.rules.nodes.of(node)
+        if not pods:
+            return facts
+        requested = dict(facts.requested)
+        for pod in pods:
+            for resource, amount in self._requests(pod).items():
+                requested[resource] = max(requested.get(resource, 0) - amount, 0)
+        ports = list(node.host_ports)
+        for pod in pods:
+            for port in pod.host_ports:
+                if port in ports:
+                    ports.remove(port)
+        return msgspec.structs.replace(
+            facts,
+            requested=requested,
+            pod_count=max(facts.pod_count - len(pods), 0),
+            used_ports=UsedPorts(ports) if ports else None,
+        )
+
     def fit(self, node: NodeState, gone: Iterable[RunningPod]) -> Fit | list[str]:
         """The preemptor's fit on `node` once `gone` have left, or kube's reasons it still does not fit."""
-        reduced = without(node, gone)
-        failure = self.rules.failure(reduced)
+        pods = list(gone)
+        if not node.ready:
+            return [NOT_READY]
+        failure = self.rules.compiled.first_failure(self._facts_without(node, pods))
         if failure is not None:
             return failure
         plugin, device_request = self.claim.plugin, self.claim.request
         if plugin is None or device_request is None:
             return Fit()
+        holders = {p.holder for p in pods if p.holder}
+        kept = tuple(a for a in node.allocations if a.pod_uid not in holders)
+        reduced = node if len(kept) == len(node.allocations) else msgspec.structs.replace(node, allocations=kept)
         result = self.answers.named(plugin, device_request, reduced, self.mode)
         if isinstance(result, NodeMiss):
             return [result.unfit.summary]
