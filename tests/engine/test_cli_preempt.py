@@ -12,6 +12,10 @@ from typing import Any
 import pytest
 from test_cli_cluster import as_list, k8s_node, k8s_pod, run
 
+from engine.decide.preempt import RunningPod
+from topoplace.cluster_objects.files import ClusterObject
+from topoplace.cluster_objects.priority import budget as read_budget
+
 NEVER = "preemption: not eligible due to preemptionPolicy=Never."
 
 
@@ -151,3 +155,36 @@ def test_a_nominated_pod_holds_its_room_from_pods_of_lower_or_equal_priority(
     cluster = as_list(k8s_node("a"), low, waiting)
     code, answer, _ = run(tmp_path, cluster, k8s_pod("new", cpu="2", priority=priority), capsys=capsys)
     assert (code, answer["node"], answer["victims"], answer["nominated"]) == (0, node, victims, bool(victims))
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "allowed"),
+    [
+        ({"minAvailable": 2}, None, 1),  # 3 healthy, keep 2
+        ({"minAvailable": "50%"}, None, 1),  # 50% of 3 rounded up: keep 2
+        ({"maxUnavailable": 1}, None, 1),
+        ({"maxUnavailable": "50%"}, None, 2),  # 50% of 3 rounded up
+        ({"minAvailable": 5}, None, 0),  # never below 0
+        ({"minAvailable": 0}, {"disruptionsAllowed": 0}, 0),  # the status, as kube-scheduler reads it
+    ],
+)
+def test_a_budget_counts_as_the_disruption_controller_would(
+    spec: dict[str, Any], status: dict[str, Any] | None, allowed: int
+) -> None:
+    body: dict[str, Any] = {"kind": "PodDisruptionBudget", "metadata": {"name": "db", "namespace": "default"},
+                            "spec": {"selector": {"matchLabels": {"app": "db"}}, **spec}}  # fmt: skip
+    if status is not None:
+        body["status"] = status
+    pods = [RunningPod(name=f"db-{i}", node="a", labels={"app": "db"}) for i in range(3)]
+    pods.append(RunningPod(name="web", node="a", labels={"app": "web"}))
+    assert (
+        read_budget(ClusterObject(kind="PodDisruptionBudget", where="f", body=body), pods).disruptions_allowed
+        == allowed
+    )
+
+
+def test_a_budget_with_a_bad_percentage_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pdb = budget("db", {"app": "db"}, min_available="half")
+    code, _, err = run(tmp_path, as_list(k8s_node("a"), pdb), k8s_pod("new"), capsys=capsys)
+    assert code == 2
+    assert "spec.minAvailable: expected a number or a percentage, got 'half'" in err

@@ -1,6 +1,6 @@
 """Preemption's properties on random small clusters, and its victims against an exhaustive search.
 
-Each cluster has up to four nodes of two NVLink quads and 4 CPUs, each with up to four running pods
+Each cluster has up to six nodes of two NVLink quads and 4 CPUs, each with up to four running pods
 (random priority, CPU, GPUs, start time, a label a budget may select). The exhaustive search tries
 every subset of every node's lower-priority pods, placing the preemptor with the engine on the node
 rebuilt without them (not through the preemption code).
@@ -21,7 +21,7 @@ from engine import Engine, NodeState, Snapshot
 from engine.decide.preempt import DisruptionBudget, Preemption, Preemptor, RunningPod
 from schemas.events.network import LabelSelector
 
-NODES = ("a", "b", "c", "d")
+NODES = ("a", "b", "c", "d", "e", "f")
 
 
 class Cluster:
@@ -39,7 +39,7 @@ class Cluster:
 
 @st.composite
 def clusters(draw: st.DrawFn) -> Cluster:
-    names = NODES[: draw(st.integers(1, 4))]
+    names = NODES[: draw(st.integers(1, 6))]
     pods: list[RunningPod] = []
     gpus: dict[str, tuple[int, ...]] = {}
     for node in names:
