@@ -140,6 +140,7 @@ def test_devices_a_counted_node_frees(tmp_path: Path, capsys: pytest.CaptureFixt
     )  # fmt: skip
     assert (code, answer["victims"]) == (0, ["default/second"])  # the later started of equals
     assert sorted(d["index"] for d in answer["devices"]) == [4, 5, 6, 7]  # the GPUs it held
+    assert answer["preemption"]["count_only"] is None  # no links: counting devices chooses the same
 
 
 @pytest.mark.parametrize(("priority", "node", "victims"), [(50, "a", ["default/low"]), (200, "a", [])])

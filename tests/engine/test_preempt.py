@@ -15,7 +15,7 @@ from engine_builders import ENGINE
 from preempt_builders import built_node, preemptor, running
 
 from engine import NodeState, Snapshot
-from engine.decide.preempt import DisruptionBudget, Preemption, Preemptor, RunningPod
+from engine.decide.preempt import CountOnly, DisruptionBudget, Preemption, Preemptor, RunningPod
 from schemas.events.network import LabelSelector
 from schemas.kube import Taint
 
@@ -245,6 +245,12 @@ def test_evict_the_two_pods_that_free_one_quad() -> None:
     assert sorted(d.index for d in blind.devices) == [2, 3, 4, 5]
     assert blind.score_parts["set_score"] < result.decision.score_parts["set_score"]
     assert all("frees device(s)" in v.why for v in result.victims)
+    # the explanation names kube's choice and what it would have given
+    assert result.count_only == CountOnly(
+        victims=("default/c", "default/b"),
+        set_score=blind.score_parts["set_score"],
+        set_score_chosen=result.decision.score_parts["set_score"],
+    )
 
 
 def test_single_gpu_pods_free_an_nvlink_pair_not_two_quads() -> None:
@@ -266,7 +272,8 @@ def test_a_pod_without_devices_keeps_kubes_reprieve_on_a_gpu_node() -> None:
     gpus = {"a": (0, 1), "b": (4, 5)}
     pods = [running("a", "n", prio=5, cpu="2", gpus=gpus["a"]), running("b", "n", prio=1, cpu="2", gpus=gpus["b"])]
     node = built_node("n", pods, devices=True, gpus=gpus)
-    assert victims(preempt([node], pods, preemptor(10, cpu="2"))) == ["default/b"]
+    result = preempt([node], pods, preemptor(10, cpu="2"))
+    assert (victims(result), result.count_only) == (["default/b"], None)
 
 
 # --- kube-scheduler's own candidate-selection scenarios (TestSelectBestCandidate), in our units -----------------

@@ -9,7 +9,8 @@ The answer (JSON):
 with every node listed, by name. A pod that fits nowhere as things are may fit by preemption
 (kube's DefaultPreemption, engine/decide/preempt/): `node` is then the node it is nominated to,
 `victims` the lower-priority pods to evict first, `nominated` true, and `preemption` says why each
-victim (`victims[].why`), the candidate nodes best first, and the message it had without eviction.
+victim (`victims[].why`), the candidate nodes best first, the message it had without eviction, and
+for a device pod what counting devices alone would have evicted there (`count_only`).
 Several Pods of one gang (Volcano's `scheduling.k8s.io/group-name`
 naming a PodGroup of the cluster, or Kueue's pod-group annotations) get today's gang answer
 (`engine place --snapshot` with `gang`): each member's node and devices, the hypernode and tier.
@@ -206,6 +207,8 @@ def _preempted(
             "budget_violations": result.budget_violations,
             "victims": [msgspec.to_builtins(v) for v in result.victims],
             "candidates": [c.node for c in result.candidates],
+            # a device pod: what counting devices alone (kube's reprieve) would evict there, and the link score
+            "count_only": msgspec.to_builtins(result.count_only),
         },
     }
 

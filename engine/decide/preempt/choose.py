@@ -26,6 +26,7 @@ from engine.decide.preempt.budgets import split_by_violation
 from engine.decide.preempt.model import (
     PREEMPT_NEVER,
     Candidate,
+    CountOnly,
     DisruptionBudget,
     Preemption,
     Preemptor,
@@ -33,7 +34,7 @@ from engine.decide.preempt.model import (
     Victim,
 )
 from engine.decide.preempt.room import NOT_HELPFUL, Fit, Room, without
-from engine.decide.preempt.victims import importance_order, select_victims, start_of
+from engine.decide.preempt.victims import count_only_victims, importance_order, select_victims, start_of
 
 NEVER_REASON = "preemption: not eligible due to preemptionPolicy=Never."
 WAITING_REASON = "preemption: not eligible due to a terminating pod on the nominated node."
@@ -103,13 +104,34 @@ def preempt(
     candidates.sort(key=lambda c: (node_order_key(c), c.node))
     best = candidates[0]
     decision = place_on(without(nodes[best.node], best.victims))
+    mine = on_node.get(best.node, ())
     return Preemption(
         node=best.node,
-        victims=_explained(room, preemptor, nodes[best.node], best, budgets, on_node.get(best.node, ())),
+        victims=_explained(room, preemptor, nodes[best.node], best, budgets, mine),
         budget_violations=best.budget_violations,
         decision=decision,
         candidates=tuple(candidates),
+        count_only=_count_only(room, nodes[best.node], best, mine, preemptor.priority, budgets),
     )
+
+
+def _count_only(
+    room: Room,
+    node: NodeState,
+    chosen: Candidate,
+    running: Sequence[RunningPod],
+    priority: int,
+    budgets: Sequence[DisruptionBudget],
+) -> CountOnly | None:
+    """kube's choice on the chosen node for a device pod, when it differs from ours."""
+    if not room.wants_devices:
+        return None
+    theirs = count_only_victims(room, node, running, priority, budgets)
+    if {p.key for p in theirs} == {p.key for p in chosen.victims}:
+        return None
+    fit = room.fit(node, theirs)
+    assert isinstance(fit, Fit)  # kube's reprieve keeps only pods with which the preemptor fits
+    return CountOnly(victims=tuple(p.key for p in theirs), set_score=fit.set_score, set_score_chosen=chosen.set_score)
 
 
 def _explained(

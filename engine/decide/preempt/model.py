@@ -78,6 +78,15 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
     remainder_loss: float = 0.0  # the idle link score its devices break (fewer broken sets: smaller)
 
 
+class CountOnly(msgspec.Struct, frozen=True, kw_only=True):
+    """What kube's reprieve, counting devices only, would evict on the chosen node instead, and the link
+    score the pod would get there (set when it differs from the device-aware choice)."""
+
+    victims: tuple[str, ...]  # namespace/name, most important first
+    set_score: float
+    set_score_chosen: float
+
+
 class Preemption(msgspec.Struct, frozen=True, kw_only=True):
     """The outcome of a preemption attempt.
 
@@ -91,3 +100,4 @@ class Preemption(msgspec.Struct, frozen=True, kw_only=True):
     decision: Decision | None = None
     reason: str = ""
     candidates: tuple[Candidate, ...] = ()  # every node where preemption works, best first
+    count_only: CountOnly | None = None  # a device pod: kube's choice on that node, when it differs

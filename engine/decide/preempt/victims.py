@@ -94,6 +94,15 @@ def _holders_victims(
     return chosen_set
 
 
+def count_only_victims(
+    room: Room, node: NodeState, running: Sequence[RunningPod], priority: int, budgets: Sequence[DisruptionBudget]
+) -> list[RunningPod]:
+    """kube's own reprieve on the node, whatever devices it frees (for the explanation of a device pod)."""
+    potential = [p for p in running if p.priority < priority]
+    violating, fine = split_by_violation(importance_order(potential), budgets)
+    return importance_order(_reprieve(room, node, [*violating, *fine], (), lambda _: True))
+
+
 def select_victims(
     room: Room, node: NodeState, running: Sequence[RunningPod], priority: int, budgets: Sequence[DisruptionBudget]
 ) -> Candidate | list[str]:
