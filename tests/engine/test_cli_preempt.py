@@ -189,3 +189,12 @@ def test_a_budget_with_a_bad_percentage_is_bad_input(tmp_path: Path, capsys: pyt
     code, _, err = run(tmp_path, as_list(k8s_node("a"), pdb), k8s_pod("new"), capsys=capsys)
     assert code == 2
     assert "spec.minAvailable: expected a number or a percentage, got 'half'" in err
+
+
+def test_the_pod_to_place_naming_a_missing_class_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # as the API server's admission refuses it, even where it would fit
+    code, _, err = run(tmp_path, as_list(k8s_node("a")), k8s_pod("new", priorityClassName="gold"), capsys=capsys)
+    assert code == 2
+    assert "spec.priorityClassName: no PriorityClass 'gold' in the cluster" in err
