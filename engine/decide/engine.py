@@ -5,6 +5,7 @@
     engine.place_in(index, request, mode)    # over an index the caller keeps current
     engine.place_gang(index, tree, gang)     # a gang inside one network domain
     engine.choose_devices(node, request)     # one node's devices, computed afresh
+    engine.preempt(snapshot, preemptor, running, budgets)  # where it runs by evicting lower-priority pods
 
 Everything an engine remembers is its own: two engines in one process share
 nothing, and an engine with `Limits(caches=False)` gives the same answers as
@@ -13,6 +14,8 @@ package that is missing fails when the registry is built, not at a pod.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import msgspec
 
@@ -28,6 +31,9 @@ from engine.decide.gang.slots import SlotTables
 from engine.decide.node_rules import NodeFactsTable
 from engine.decide.parts import DecisionParts
 from engine.decide.pod import place_indexed
+from engine.decide.preempt.choose import preempt
+from engine.decide.preempt.model import DisruptionBudget, Preemption, Preemptor, RunningPod
+from engine.decide.preempt.room import Room
 from engine.decide.ranking import ClassAnswers
 from engine.node.answer import NodeAnswers, NodeMiss
 from engine.node.fragmentation import reads_cpu
@@ -161,6 +167,27 @@ class Engine:
     ) -> GangDecision:
         """Every pending member of `gang` inside one network domain of `tree`, or none (with the reason)."""
         return place_gang(self._parts, index, tree, gang, mode, workload=workload)
+
+    def preempt(
+        self,
+        snapshot: Snapshot,
+        preemptor: Preemptor,
+        running: Sequence[RunningPod],
+        budgets: Sequence[DisruptionBudget] = (),
+        mode: Mode = Mode.DEFAULT,
+    ) -> Preemption:
+        """Where `preemptor` runs by evicting lower-priority `running` pods, and which (engine/decide/preempt/).
+
+        Raises RequestError(field, reason) when the request cannot be read."""
+        cpu = reads_cpu(snapshot.workload)
+        room = Room(self._parts, preemptor.request, mode, snapshot.workload, cpu=cpu)
+
+        def place_on(node: NodeState) -> Decision:
+            index = self.new_index(cpu=cpu)
+            index.upsert(node)
+            return self.place_in(index, preemptor.request, mode, workload=snapshot.workload)
+
+        return preempt(room, snapshot, preemptor, running, budgets, place_on)
 
     def choose_devices(self, node: NodeState, request: PodRequest, mode: Mode = Mode.DEFAULT) -> DeviceChoice:
         """The devices one node would give `request` (the node answer's step, on its own).

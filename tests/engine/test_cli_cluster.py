@@ -315,8 +315,11 @@ def test_the_installed_command_answers_and_exits_1_when_nothing_fits(tmp_path: P
         "node": None,
         "devices": [],
         "score": 0.0,
-        "reason": "0/1 nodes are available: 1 Too many pods.",
+        "reason": "0/1 nodes are available: 1 Too many pods."
+        " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
         "nodes": [{"name": "a", "fits": False, "reasons": ["Too many pods"], "score": None}],
+        "victims": [],
+        "nominated": False,
     }
 
 

@@ -1,8 +1,9 @@
 """A cluster given as Kubernetes objects -> the engine's Snapshot, and the pods to place.
 
 Nodes and Pods are used now, PersistentVolumeClaims, PersistentVolumes and
-StorageClasses for the pods' volumes (storage.py), and for a gang its Volcano
-PodGroup and the HyperNodes; every other kind is accepted and left aside, named once in a note
+StorageClasses for the pods' volumes (storage.py), for a gang its Volcano
+PodGroup and the HyperNodes, and for preemption PriorityClasses and
+PodDisruptionBudgets (priority.py); every other kind is accepted and left aside, named once in a note
 (`not yet used: PersistentVolumeClaim`), never an error. A Pod
 with `spec.nodeName` that has not finished is running there and counts against
 its node; a Pod without one is pending and is not counted (kube-scheduler
@@ -19,12 +20,23 @@ from engine import NodeState, PodRequest, Snapshot
 from engine.cluster.network import decode_hypernodes
 from engine.core.hypernodes import HyperNode
 from engine.decide.kube.volumes import resolve_volumes
+from engine.decide.preempt import DisruptionBudget
+from engine.decide.preempt import RunningPod as PreemptiblePod
 from schemas.gangs import PodGroup
+from schemas.pod_requests import format_quantity
 from schemas.volumes import VolumeCatalog
 from services.collector import watch_translate as translate
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
 from topoplace.cluster_objects.nodes import merged, node_from_object, with_pods
 from topoplace.cluster_objects.pods import RunningPod, decode_pod, pod_to_place, running_pod
+from topoplace.cluster_objects.priority import (
+    Priorities,
+    PriorityClass,
+    budget,
+    nomination,
+    priority_class,
+    running_for_preemption,
+)
 from topoplace.cluster_objects.storage import STORAGE_KINDS, catalog_of, pod_claim_names
 
 
@@ -32,6 +44,11 @@ class ClusterRead(msgspec.Struct, frozen=True, kw_only=True):
     snapshot: Snapshot
     notes: tuple[str, ...]  # for stderr: kinds not used yet, devices read without their seal
     podgroups: dict[str, PodGroup] = {}  # Volcano PodGroups by namespace/name, for a gang
+    # For preemption: the running pods (priority, start, devices), PodDisruptionBudgets, PriorityClasses.
+    running: tuple[PreemptiblePod, ...] = ()
+    nominated: tuple[PreemptiblePod, ...] = ()  # pending pods nominated to a node (RunningPod.node: that node)
+    budgets: tuple[DisruptionBudget, ...] = ()
+    priority_classes: tuple[PriorityClass, ...] = ()
     volumes: VolumeCatalog = VolumeCatalog()  # claims, volumes and classes, for the pods' volumes
 
 
@@ -51,12 +68,19 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
     pod_names: set[str] = set()
     hypernodes: list[HyperNode] = []
     podgroups: dict[str, PodGroup] = {}
+    bound: list[tuple[ClusterObject, RunningPod]] = []
+    pending: list[tuple[ClusterObject, RunningPod]] = []
+    classes: list[PriorityClass] = []
+    budget_items: list[ClusterObject] = []
     storage: list[ClusterObject] = []
-    claims_in_use: set[str] = set()
     for path in paths:
         for item in read_objects(path):
             if item.kind in STORAGE_KINDS:
                 storage.append(item)
+            elif item.kind == "PriorityClass":
+                classes.append(priority_class(item))
+            elif item.kind == "PodDisruptionBudget":
+                budget_items.append(item)
             elif item.kind == "HyperNode":
                 hypernodes.append(_decoded_hypernode(item))
             elif item.kind == "PodGroup":
@@ -68,16 +92,51 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
                     raise ClusterInputError(item.where, "metadata.name", f"node {node.name!r} given twice")
                 nodes[node.name] = node
             elif item.kind == "Pod":
-                if _read_running(item, pod_names, running, notes):
-                    namespace = item.body.get("metadata", {}).get("namespace") or "default"
-                    claims_in_use.update(f"{namespace}/{name}" for name in pod_claim_names(item))
+                _read_running(item, pod_names, running, notes, (bound, pending))
             else:
                 unused.append(item.kind)
+    snapshot = Snapshot(nodes=_assembled(nodes, running, snapshot_nodes, notes), hypernodes=tuple(hypernodes))
+    priorities, names = Priorities(classes), {n.name for n in snapshot.nodes}
+    preemptible = _preemptible(bound, priorities, names)
     return ClusterRead(
-        snapshot=Snapshot(nodes=_assembled(nodes, running, snapshot_nodes, notes), hypernodes=tuple(hypernodes)),
+        snapshot=snapshot,
         notes=tuple(_unused_note(unused) + notes),
         podgroups=podgroups,
-        volumes=catalog_of(storage, claims_in_use),
+        running=preemptible,
+        nominated=_preemptible(
+            [(item, msgspec.structs.replace(pod, node=nomination(item))) for item, pod in pending], priorities, names
+        ),  # fmt: skip
+        budgets=tuple(budget(item, preemptible) for item in budget_items),
+        priority_classes=tuple(classes),
+        volumes=catalog_of(storage, _claims_in_use(bound)),
+    )
+
+
+def _claims_in_use(bound: list[tuple[ClusterObject, RunningPod]]) -> set[str]:
+    """namespace/name of every claim a running pod mounts (ReadWriteOncePod holds it)."""
+    in_use: set[str] = set()
+    for item, _ in bound:
+        namespace = item.body.get("metadata", {}).get("namespace") or "default"
+        in_use.update(f"{namespace}/{name}" for name in pod_claim_names(item))
+    return in_use
+
+
+def _preemptible(
+    bound: list[tuple[ClusterObject, RunningPod]], priorities: Priorities, nodes: set[str]
+) -> tuple[PreemptiblePod, ...]:
+    """The running pods on known nodes as preemption weighs them; each holds its devices under the id
+    its node's allocations give it (nodes.py: its uid when annotated, else its name)."""
+    return tuple(
+        running_for_preemption(
+            item,
+            priorities,
+            pod.node,
+            pod.allocations[0].pod_uid if pod.allocations else pod.name,
+            {k: format_quantity(v) for k, v in pod.requests.items()},
+            pod.host_ports,
+        )
+        for item, pod in bound
+        if pod.node in nodes
     )
 
 
@@ -96,19 +155,28 @@ def _decoded_hypernode(item: ClusterObject) -> HyperNode:
 
 
 def _read_running(
-    item: ClusterObject, pod_names: set[str], running: dict[str, list[RunningPod]], notes: list[str]
-) -> bool:
-    """True when the pod runs on a node (its claims are in use)."""
+    item: ClusterObject,
+    pod_names: set[str],
+    running: dict[str, list[RunningPod]],
+    notes: list[str],
+    found_pods: tuple[list[tuple[ClusterObject, RunningPod]], list[tuple[ClusterObject, RunningPod]]],
+) -> None:
     pod = decode_pod(item)
     meta = pod.metadata
     name = f"{meta.namespace or 'default'}/{meta.name}"
     if name in pod_names:
         raise ClusterInputError(item.where, "metadata.name", f"pod {name!r} given twice")
     pod_names.add(name)
-    if not pod.spec.node_name or translate.is_finished(pod):
-        return False
-    running.setdefault(pod.spec.node_name, []).append(running_pod(item, pod, notes))
-    return True
+    bound, pending = found_pods
+    if translate.is_finished(pod):
+        return
+    if not pod.spec.node_name:
+        if nomination(item):  # pending, nominated to a node by a preemption: its room is held there
+            pending.append((item, running_pod(item, pod, notes)))
+        return
+    found = running_pod(item, pod, notes)
+    running.setdefault(pod.spec.node_name, []).append(found)
+    bound.append((item, found))
 
 
 def _assembled(

@@ -3,13 +3,19 @@
 The answer (JSON):
 
     {"node": name | null, "devices": [...], "score": number, "reason": text | null,
-     "nodes": [{"name", "fits", "reasons": [kube-scheduler's reasons], "score": number | null}, ...]}
+     "nodes": [{"name", "fits", "reasons": [kube-scheduler's reasons], "score": number | null}, ...],
+     "victims": ["namespace/name", ...], "nominated": bool}
 
-with every node listed, by name. Several Pods of one gang (Volcano's `scheduling.k8s.io/group-name`
+with every node listed, by name. A pod that fits nowhere as things are may fit by preemption
+(kube's DefaultPreemption, engine/decide/preempt/): `node` is then the node it is nominated to,
+`victims` the lower-priority pods to evict first, `nominated` true, and `preemption` says why each
+victim (`victims[].why`), the candidate nodes best first, the message it had without eviction, and
+for a device pod what counting devices alone would have evicted there (`count_only`).
+Several Pods of one gang (Volcano's `scheduling.k8s.io/group-name`
 naming a PodGroup of the cluster, or Kueue's pod-group annotations) get today's gang answer
 (`engine place --snapshot` with `gang`): each member's node and devices, the hypernode and tier.
 Notes (kinds not used yet, devices read without their seal, feature gates) go to stderr, one line
-each. Exit codes: 0 placed, 1 no place, 2 bad input (one line naming the
+each. Exit codes: 0 placed (or nominated), 1 no place, 2 bad input (one line naming the
 file and the field).
 """
 
@@ -22,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 from topoplace.commands.exit_codes import BAD_INPUT, NO_PLACE, OK
 
 if TYPE_CHECKING:
-    from engine import Decision, NodeState, PodRequest
+    from engine import Decision, NodeState, PodRequest, Snapshot
     from engine.core.model import GangInput
+    from engine.decide.preempt import Preemptor
     from topoplace.cluster_objects.cluster import ClusterRead
 
 
@@ -127,6 +134,8 @@ def answer_of(decision: Decision) -> dict[str, Any]:
         "score": decision.score,
         "reason": decision.reason or None,
         "nodes": nodes,
+        "victims": [],  # with preemption: the pods to evict (namespace/name) so that it runs on `node`
+        "nominated": False,  # with preemption: `node` is where it is nominated once they are gone
     }
 
 
@@ -134,7 +143,9 @@ def place_on_cluster(args: argparse.Namespace) -> int:
     import msgspec
 
     from engine import Mode, RequestError, place
+    from engine.decide.preempt.nominated import with_nominated
     from topoplace.cluster_objects.cluster import read_cluster, read_pods
+    from topoplace.cluster_objects.priority import Priorities, read_preemptor
 
     try:
         gates = parse_feature_gates(args.feature_gates)
@@ -151,15 +162,55 @@ def place_on_cluster(args: argparse.Namespace) -> int:
             _note(f"feature gate {gate}: not used by topoplace yet")
         if len(pods) > 1:
             return _place_gang(cluster, pods, args)
-        decision = place(cluster.snapshot, _the_pod(pods, args.node), Mode(args.mode), explain=True)
+        pod = _the_pod(pods, args.node)
+        preemptor = read_preemptor(args.pods, pod, Priorities(cluster.priority_classes))
+        # Pods nominated to a node hold their room there from pods of lower or equal priority (kube's filters).
+        snapshot = with_nominated(
+            cluster.snapshot, cluster.nominated, preemptor.priority, f"{pod.namespace}/{pod.name}"
+        )
+        decision = place(snapshot, pod, Mode(args.mode), explain=True)
+        answer = answer_of(decision)
+        if decision.node is None:
+            answer = _preempted(answer, cluster, snapshot, preemptor, args)
     except RequestError as exc:
         print(f"topoplace engine: {', '.join(args.pods)}: {exc}", file=sys.stderr)
         return BAD_INPUT
     except ValueError as exc:
         print(f"topoplace engine: {exc}", file=sys.stderr)
         return BAD_INPUT
-    print(msgspec.json.format(msgspec.json.encode(answer_of(decision)).decode(), indent=2))
-    return OK if decision.node is not None else NO_PLACE
+    print(msgspec.json.format(msgspec.json.encode(answer).decode(), indent=2))
+    return OK if answer["node"] is not None else NO_PLACE
+
+
+def _preempted(
+    answer: dict[str, Any], cluster: ClusterRead, snapshot: Snapshot, preemptor: Preemptor, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The answer of a pod that fits nowhere as things are: nominated to a node once its victims are gone,
+    or kube's message with preemption's own ("... preemption: 0/N nodes are available: ...")."""
+    import msgspec
+
+    from engine import Engine, Mode
+
+    result = Engine().preempt(snapshot, preemptor, cluster.running, cluster.budgets, Mode(args.mode))
+    if result.node is None or result.decision is None:
+        return {**answer, "reason": f"{answer['reason']} {result.reason}"}
+    return {
+        **answer,
+        "node": result.node,
+        "devices": msgspec.to_builtins(result.decision.devices),
+        "score": result.decision.score,
+        "reason": None,
+        "victims": [v.pod for v in result.victims],
+        "nominated": True,
+        "preemption": {
+            "unschedulable": answer["reason"],
+            "budget_violations": result.budget_violations,
+            "victims": [msgspec.to_builtins(v) for v in result.victims],
+            "candidates": [c.node for c in result.candidates],
+            # a device pod: what counting devices alone (kube's reprieve) would evict there, and the link score
+            "count_only": msgspec.to_builtins(result.count_only),
+        },
+    }
 
 
 def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace) -> int:

@@ -1,0 +1,40 @@
+"""Preemption: where a pending pod runs by evicting lower-priority pods, and which (kube's DefaultPreemption).
+
+    model.py     what it reads (RunningPod, DisruptionBudget, Preemptor) and answers (Preemption, Victim)
+    budgets.py   PodDisruptionBudgets: which victims would violate one
+    room.py      the preemptor's fit on a node once some pods are gone; failures no eviction cures
+    victims.py   the victims on one node: kube's reprieve, the device holders chosen by the link score
+    choose.py    eligibility, the candidate nodes, the node chosen, kube's messages
+    nominated.py the room of pods nominated to a node, held from pods of lower or equal priority
+
+`Engine.preempt(snapshot, preemptor, running, budgets)` runs it; the answer
+says which pods to evict and where the preemptor is nominated. Carrying it out
+(DisruptionTarget, deletion, nominatedNodeName, the freed devices held for the
+preemptor) is the binder's.
+"""
+
+from engine.decide.preempt.model import (
+    DEFAULT_PRIORITY,
+    PREEMPT_LOWER_PRIORITY,
+    PREEMPT_NEVER,
+    Candidate,
+    CountOnly,
+    DisruptionBudget,
+    Preemption,
+    Preemptor,
+    RunningPod,
+    Victim,
+)
+
+__all__ = [
+    "DEFAULT_PRIORITY",
+    "PREEMPT_LOWER_PRIORITY",
+    "PREEMPT_NEVER",
+    "Candidate",
+    "CountOnly",
+    "DisruptionBudget",
+    "Preemption",
+    "Preemptor",
+    "RunningPod",
+    "Victim",
+]

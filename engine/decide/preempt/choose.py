@@ -1,0 +1,159 @@
+"""Preemption for one pod over the cluster: eligibility, candidate nodes, the node chosen, in kube's words.
+
+eligible        preemptionPolicy Never never preempts ("not eligible due to preemptionPolicy=Never.");
+                a pod nominated to a node where a lower-priority pod is terminating by preemption
+                waits for it ("not eligible due to a terminating pod on the nominated node."), unless
+                removing pods cannot help it on that node any more
+candidates      every node whose failure removing pods can cure (room.py), with its victims
+                (victims.py); a node that cannot be cured says "Preemption is not helpful for
+                scheduling"
+the node        pickOneNodeForPreemption's order: fewest PodDisruptionBudget violations, the lowest
+                highest victim priority, the smallest sum of victim priorities, the fewest victims,
+                the latest earliest start among the highest-priority victims; then (ours) the best
+                link score and the least broken idle score the preemptor gets there, then the name
+none            "preemption: 0/N nodes are available: ..." with each node's reasons, counted as
+                the scheduler's own FitError counts them
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from engine.core.model import Decision, NodeState, Snapshot
+from engine.decide.kube.messages import fit_error_message
+from engine.decide.preempt.budgets import split_by_violation
+from engine.decide.preempt.model import (
+    PREEMPT_NEVER,
+    Candidate,
+    CountOnly,
+    DisruptionBudget,
+    Preemption,
+    Preemptor,
+    RunningPod,
+    Victim,
+)
+from engine.decide.preempt.room import NOT_HELPFUL, Fit, Room, without
+from engine.decide.preempt.victims import count_only_victims, importance_order, select_victims, start_of
+
+NEVER_REASON = "preemption: not eligible due to preemptionPolicy=Never."
+WAITING_REASON = "preemption: not eligible due to a terminating pod on the nominated node."
+_PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32 + 1 so that negative priorities sum as they should
+
+
+def node_order_key(candidate: Candidate) -> tuple[float, ...]:
+    """Smaller is better: pickOneNodeForPreemption's criteria in order, then ours (see the docstring)."""
+    victims = candidate.victims
+    if not victims:
+        return (-math.inf,)  # a node that needs no eviction (pods left while we looked): take it
+    top = victims[0].priority
+    earliest = min(start_of(p) for p in victims if p.priority == top)
+    return (
+        float(candidate.budget_violations),
+        float(top),
+        float(sum(p.priority + _PRIORITY_OFFSET for p in victims)),
+        float(len(victims)),
+        -earliest,
+        -candidate.set_score,
+        candidate.remainder_loss,
+    )
+
+
+def _waits(room: Room, preemptor: Preemptor, nodes: dict[str, NodeState], running: Sequence[RunningPod]) -> bool:
+    """PodEligibleToPreemptOthers' second rule: nominated, and a lower-priority pod there is terminating."""
+    nominated = nodes.get(preemptor.nominated_node) if preemptor.nominated_node else None
+    if nominated is None or room.unresolvable(nominated) is not None:
+        return False
+    return any(
+        p.node == nominated.name and p.priority < preemptor.priority and p.terminating_by_preemption for p in running
+    )
+
+
+def preempt(
+    room: Room,
+    snapshot: Snapshot,
+    preemptor: Preemptor,
+    running: Sequence[RunningPod],
+    budgets: Sequence[DisruptionBudget],
+    place_on: Callable[[NodeState], Decision],
+) -> Preemption:
+    """Where `preemptor` runs by evicting lower-priority pods, and which; `place_on` places it on a node
+    (the node without its victims) for its devices and score."""
+    if preemptor.policy == PREEMPT_NEVER:
+        return Preemption(node=None, reason=NEVER_REASON)
+    nodes = {n.name: n for n in snapshot.nodes}
+    if _waits(room, preemptor, nodes, running):
+        return Preemption(node=None, reason=WAITING_REASON)
+    on_node: dict[str, list[RunningPod]] = {}
+    for pod in running:
+        on_node.setdefault(pod.node, []).append(pod)
+    reasons: list[str] = []
+    candidates: list[Candidate] = []
+    for name in sorted(nodes):
+        node = nodes[name]
+        if room.unresolvable(node) is not None:
+            reasons.append(NOT_HELPFUL)
+            continue
+        found = select_victims(room, node, on_node.get(name, ()), preemptor.priority, budgets)
+        if isinstance(found, Candidate):
+            candidates.append(found)
+        else:
+            reasons.extend(found)
+    if not candidates:
+        return Preemption(node=None, reason="preemption: " + fit_error_message(len(nodes), reasons))
+    candidates.sort(key=lambda c: (node_order_key(c), c.node))
+    best = candidates[0]
+    decision = place_on(without(nodes[best.node], best.victims))
+    mine = on_node.get(best.node, ())
+    return Preemption(
+        node=best.node,
+        victims=_explained(room, preemptor, nodes[best.node], best, budgets, mine),
+        budget_violations=best.budget_violations,
+        decision=decision,
+        candidates=tuple(candidates),
+        count_only=_count_only(room, nodes[best.node], best, mine, preemptor.priority, budgets),
+    )
+
+
+def _count_only(
+    room: Room,
+    node: NodeState,
+    chosen: Candidate,
+    running: Sequence[RunningPod],
+    priority: int,
+    budgets: Sequence[DisruptionBudget],
+) -> CountOnly | None:
+    """kube's choice on the chosen node for a device pod, when it differs from ours."""
+    if not room.wants_devices:
+        return None
+    theirs = count_only_victims(room, node, running, priority, budgets)
+    if {p.key for p in theirs} == {p.key for p in chosen.victims}:
+        return None
+    fit = room.fit(node, theirs)
+    assert isinstance(fit, Fit)  # kube's reprieve keeps only pods with which the preemptor fits
+    return CountOnly(victims=tuple(p.key for p in theirs), set_score=fit.set_score, set_score_chosen=chosen.set_score)
+
+
+def _explained(
+    room: Room,
+    preemptor: Preemptor,
+    node: NodeState,
+    chosen: Candidate,
+    budgets: Sequence[DisruptionBudget],
+    running: Sequence[RunningPod],
+) -> tuple[Victim, ...]:
+    """Each victim with why: its priority below the preemptor's, a budget it violates, the devices it frees."""
+    potential = importance_order([p for p in running if p.priority < preemptor.priority])
+    violating = {p.key for p in split_by_violation(potential, budgets)[0]}
+    fit = room.fit(node, chosen.victims)
+    taken = set(fit.devices) if isinstance(fit, Fit) else set()
+    out: list[Victim] = []
+    for pod in chosen.victims:
+        why = [f"priority {pod.priority} < {preemptor.priority}"]
+        freed = sorted({a.index for a in node.allocations if pod.holder and a.pod_uid == pod.holder} & taken)
+        if freed:
+            why.append(f"frees device(s) {', '.join(map(str, freed))} of the pod's set")
+        if pod.key in violating:
+            why.append("its PodDisruptionBudget allows no more disruptions")
+        out.append(Victim(pod=pod.key, priority=pod.priority, violates_budget=pod.key in violating, why="; ".join(why)))
+    return tuple(out)
