@@ -23,6 +23,7 @@ from engine.decide.claim import Claim, claim
 from engine.decide.kube.filters import NODE_AFFINITY, NODE_NAME, NODE_UNSCHEDULABLE, TAINT_TOLERATION, NodeFacts
 from engine.decide.kube.ports import UsedPorts
 from engine.decide.kube.resources import parse_requests
+from engine.decide.kube.volumes import VOLUME_BINDING, VOLUME_RESTRICTIONS, VOLUME_ZONE
 from engine.decide.node_rules import NOT_READY, PodRules
 from engine.decide.parts import DecisionParts
 from engine.decide.preempt.model import RunningPod
@@ -30,7 +31,11 @@ from engine.node.answer import NodeFit, NodeMiss
 from schemas.pod_requests import format_quantity
 from schemas.quantity import parse_quantity
 
-UNRESOLVABLE_STEPS = frozenset({NODE_UNSCHEDULABLE, NODE_NAME, TAINT_TOLERATION, NODE_AFFINITY})
+# kube's UnschedulableAndUnresolvable filters. VolumeRestrictions (a ReadWriteOncePod claim in use) is
+# resolvable in kube by evicting its holder; the claims in use here are fixed for the decision, so it is not.
+UNRESOLVABLE_STEPS = frozenset(
+    {NODE_UNSCHEDULABLE, NODE_NAME, TAINT_TOLERATION, NODE_AFFINITY, VOLUME_RESTRICTIONS, VOLUME_BINDING, VOLUME_ZONE}
+)
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 
