@@ -1,7 +1,9 @@
 """A cluster given as Kubernetes objects -> the engine's Snapshot, and the pods to place.
 
-Nodes and Pods are used now, and for a gang its Volcano PodGroup and the
-HyperNodes; every other kind is accepted and left aside, named once in a note
+Nodes and Pods are used now, Namespaces (their labels) and Services,
+ReplicationControllers, ReplicaSets and StatefulSets (their selectors, for the
+cluster-default spread constraints: workloads.py), and for a gang its Volcano
+PodGroup and the HyperNodes; every other kind is accepted and left aside, named once in a note
 (`not yet used: PersistentVolumeClaim`), never an error. A Pod
 with `spec.nodeName` that has not finished is running there and counts against
 its node; a Pod without one is pending and is not counted (kube-scheduler
@@ -22,12 +24,14 @@ from services.collector import watch_translate as translate
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
 from topoplace.cluster_objects.nodes import merged, node_from_object, with_pods
 from topoplace.cluster_objects.pods import RunningPod, decode_pod, pod_to_place, running_pod
+from topoplace.cluster_objects.workloads import WORKLOAD_KINDS, WorkloadSelectors
 
 
 class ClusterRead(msgspec.Struct, frozen=True, kw_only=True):
     snapshot: Snapshot
     notes: tuple[str, ...]  # for stderr: kinds not used yet, devices read without their seal
     podgroups: dict[str, PodGroup] = {}  # Volcano PodGroups by namespace/name, for a gang
+    workloads: WorkloadSelectors = msgspec.field(default_factory=WorkloadSelectors)
 
 
 def _unused_note(kinds: list[str]) -> list[str]:
@@ -46,9 +50,12 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
     pod_names: set[str] = set()
     hypernodes: list[HyperNode] = []
     podgroups: dict[str, PodGroup] = {}
+    workloads = WorkloadSelectors()
     for path in paths:
         for item in read_objects(path):
-            if item.kind == "HyperNode":
+            if item.kind in WORKLOAD_KINDS:
+                workloads.add(item)
+            elif item.kind == "HyperNode":
                 hypernodes.append(_decoded_hypernode(item))
             elif item.kind == "PodGroup":
                 group = _decoded(item, PodGroup)
@@ -63,9 +70,14 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
             else:
                 unused.append(item.kind)
     return ClusterRead(
-        snapshot=Snapshot(nodes=_assembled(nodes, running, snapshot_nodes, notes), hypernodes=tuple(hypernodes)),
+        snapshot=Snapshot(
+            nodes=_assembled(nodes, running, snapshot_nodes, notes),
+            hypernodes=tuple(hypernodes),
+            namespaces=workloads.namespace_list(),
+        ),
         notes=tuple(_unused_note(unused) + notes),
         podgroups=podgroups,
+        workloads=workloads,
     )
 
 
@@ -115,14 +127,15 @@ def _assembled(
     return tuple(sorted(out, key=lambda n: n.name))
 
 
-def read_pods(paths: Sequence[str]) -> list[PodRequest]:
-    """The pods to place: every Pod object of the files. Raises ClusterInputError."""
+def read_pods(paths: Sequence[str], workloads: WorkloadSelectors | None = None) -> list[PodRequest]:
+    """The pods to place: every Pod object of the files (`workloads`: the cluster's Services and controllers,
+    for their default spread selector). Raises ClusterInputError."""
     pods: list[PodRequest] = []
     for path in paths:
         for item in read_objects(path):
             if item.kind != "Pod":
                 raise ClusterInputError(item.where, "kind", f"expected Pod objects to place, got {item.kind}")
-            pods.append(pod_to_place(item))
+            pods.append(pod_to_place(item, workloads))
     if not pods:
         raise ClusterInputError(", ".join(paths), "", "no Pod to place")
     return pods
