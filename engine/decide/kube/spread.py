@@ -148,42 +148,57 @@ class PodTopologySpread:
         soft = self.soft
         if not soft:
             return {}
-        feasible = list(feasible)
         labels_of = self.pods.labels_of
         require_all = not self.system_defaulted
-        ignored = {n for n in feasible if require_all and not all(c.key in labels_of(n) for c in soft)}
-        domains: list[dict[str, int]] = [{} for _ in soft]
-        for name in feasible:
-            if name not in ignored:
-                for i, c in enumerate(soft):
-                    if c.key != HOSTNAME:
-                        domains[i].setdefault(labels_of(name).get(c.key, ""), 0)
-        weights = [
-            math.log((len(feasible) - len(ignored) if c.key == HOSTNAME else len(domains[i])) + 2)
-            for i, c in enumerate(soft)
-        ]
-        own: list[dict[str, int]] = [{} for _ in soft]  # hostname: each node's own matching pods
+        keys = [c.key for c in soft]
+        names = list(feasible)
+        scored: list[tuple[str, Labels]] = []  # feasible nodes not ignored, with their labels
+        domains: list[dict[str, int]] = [{} for _ in soft]  # the non-hostname constraints' domains
+        for name in names:
+            labels = labels_of(name)
+            if require_all and not all(k in labels for k in keys):
+                continue  # IgnoredNodes: scored 0
+            scored.append((name, labels))
+            for i, key in enumerate(keys):
+                if key != HOSTNAME:
+                    domains[i].setdefault(labels.get(key, ""), 0)
+        own = self._count_domains(domains, require_all)
+        # Each domain's share of a node's score: count * log(domains + 2) + maxSkew - 1.
+        shares: list[dict[str, float]] = []
         for i, c in enumerate(soft):
-            for node, count in self.matching(c):
-                labels = labels_of(node)
-                if c.key == HOSTNAME:
-                    own[i][node] = own[i].get(node, 0) + count
-                elif (not require_all or all(k.key in labels for k in soft)) and self._policy(c, node):
-                    domain = labels.get(c.key, "")
-                    if domain in domains[i]:
-                        domains[i][domain] += count
+            weight = math.log((len(scored) if c.key == HOSTNAME else len(domains[i])) + 2)
+            if c.key == HOSTNAME:
+                shares.append({name: count * weight for name, count in own[i].items()})
+            else:
+                shares.append({value: count * weight + (c.max_skew - 1) for value, count in domains[i].items()})
         raw: dict[str, int] = {}
-        for name in feasible:
-            if name in ignored:
-                continue
-            labels, total = labels_of(name), 0.0
+        for name, labels in scored:
+            total = 0.0
             for i, c in enumerate(soft):
                 value = labels.get(c.key)
                 if value is not None:
-                    count = own[i].get(name, 0) if c.key == HOSTNAME else domains[i][value]
-                    total += count * weights[i] + (c.max_skew - 1)
+                    if c.key == HOSTNAME:
+                        total += shares[i].get(name, 0.0) + (c.max_skew - 1)
+                    else:
+                        total += shares[i][value]
             raw[name] = math.floor(total + 0.5)  # Go's math.Round (totals are not negative)
-        return _normalized(raw, feasible)
+        return _normalized(raw, names)
+
+    def _count_domains(self, domains: list[dict[str, int]], require_all: bool) -> list[dict[str, int]]:
+        """Adds the matching pods of every node (eligible for the constraint) to its domain's count, for the
+        domains of feasible nodes; returns each node's own count for the hostname constraints."""
+        own: list[dict[str, int]] = [{} for _ in self.soft]
+        keys = [c.key for c in self.soft]
+        for i, c in enumerate(self.soft):
+            for node, count in self.matching(c):
+                labels = self.pods.labels_of(node)
+                if c.key == HOSTNAME:
+                    own[i][node] = own[i].get(node, 0) + count
+                elif (not require_all or all(k in labels for k in keys)) and self._policy(c, node):
+                    domain = labels.get(c.key, "")
+                    if domain in domains[i]:
+                        domains[i][domain] += count
+        return own
 
 
 def _normalized(raw: Mapping[str, int], feasible: Iterable[str]) -> dict[str, int]:
