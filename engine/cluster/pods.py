@@ -33,7 +33,7 @@ class TermKind(enum.Enum):
 
 DOMAIN_KEYS_BOUND = 64  # topology keys whose domains are kept
 WeightedTerm = tuple[AffinityTerm, int]  # the term and its weight (0 for a required one)
-GroupKey = tuple[str, tuple[tuple[str, str], ...]]  # namespace, sorted labels
+GroupKey = tuple[str, tuple[tuple[str, str], ...], bool]  # namespace, sorted labels, terminating
 
 
 def _count(counts: dict[str, int], node: str, change: int) -> None:
@@ -63,13 +63,14 @@ def pod_terms(pod: PlacedPod) -> Iterator[tuple[TermKind, WeightedTerm]]:
 
 
 class LabelGroup:
-    """Running pods of one namespace with one label set: how many on each node."""
+    """Running pods of one namespace with one label set (and terminating or not): how many on each node."""
 
-    __slots__ = ("labels", "namespace", "nodes")
+    __slots__ = ("labels", "namespace", "nodes", "terminating")
 
-    def __init__(self, namespace: str, labels: Labels) -> None:
+    def __init__(self, namespace: str, labels: Labels, terminating: bool) -> None:
         self.namespace = namespace
         self.labels = labels
+        self.terminating = terminating
         self.nodes: dict[str, int] = {}
 
 
@@ -133,10 +134,10 @@ class PodTopologyIndex:
         self.namespace_labels = {ns.name: ns.labels for ns in namespaces}
 
     def _pod(self, node: str, pod: PlacedPod, change: int) -> None:
-        key: GroupKey = (pod.namespace, tuple(sorted(pod.labels.items())))
+        key: GroupKey = (pod.namespace, tuple(sorted(pod.labels.items())), pod.terminating)
         group = self._groups.get(key)
         if group is None:
-            group = self._groups[key] = LabelGroup(pod.namespace, pod.labels)
+            group = self._groups[key] = LabelGroup(pod.namespace, pod.labels, pod.terminating)
             for pair in key[1]:
                 self._by_label.setdefault(pair, set()).add(key)
         _count(group.nodes, node, change)

@@ -37,6 +37,7 @@ class PlacedPod(msgspec.Struct, frozen=True, kw_only=True):
     namespace: str = "default"
     labels: dict[str, str] = {}
     affinities: PodAffinities | None = None
+    terminating: bool = False  # being deleted: PodTopologySpread no longer counts it
 
 
 class Namespace(msgspec.Struct, frozen=True, kw_only=True):

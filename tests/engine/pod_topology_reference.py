@@ -127,7 +127,11 @@ class Reference:
 
     def _count(self, c: TopologySpreadConstraint, node: NodeState) -> int:
         selector = selector_of(c.label_selector, self.pod.labels, c.match_label_keys)
-        return sum(1 for p in node.running if p.namespace == self.pod.namespace and selector.matches(p.labels))
+        return sum(
+            1
+            for p in node.running
+            if p.namespace == self.pod.namespace and not p.terminating and selector.matches(p.labels)
+        )
 
     def spread_failure(self, node: NodeState) -> str | None:
         hard = [c for c in self.pod.topology_spread_constraints if c.when_unsatisfiable == DO_NOT_SCHEDULE]

@@ -122,3 +122,14 @@ def test_a_bad_spread_constraint_exits_2_naming_the_field(tmp_path: Path, capsys
     assert code == 2
     assert answer is None
     assert "spec.topologySpreadConstraints[0]" in err and "maxSkew" in err
+
+
+def test_a_pod_being_deleted_does_not_count_for_spread(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    leaving = labelled(k8s_pod("old", node="a1"), app="web")
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    constraint = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                  "labelSelector": {"matchLabels": {"app": "web"}}}  # fmt: skip
+    pod = labelled(k8s_pod("new", topologySpreadConstraints=[constraint]), app="web")
+    code, answer, _ = run(tmp_path, as_list(node("a1", "a"), node("b1", "b"), leaving), pod, capsys=capsys)
+    assert code == 0
+    assert reasons_of(answer) == {"a1": [], "b1": []}

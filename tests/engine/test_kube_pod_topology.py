@@ -69,12 +69,15 @@ def _labels(app: str, ver: str | None) -> dict[str, str]:
 
 
 placed = st.builds(
-    lambda i, ns, app, ver, aff: PlacedPod(uid=f"p{i}", namespace=ns, labels=_labels(app, ver), affinities=aff),
+    lambda i, ns, app, ver, aff, gone: PlacedPod(
+        uid=f"p{i}", namespace=ns, labels=_labels(app, ver), affinities=aff, terminating=gone
+    ),
     st.integers(0, 10**6),
     st.sampled_from(("default", "other")),
     st.sampled_from(APPS),
     st.sampled_from((None, "1", "2")),
     st.one_of(st.none(), pod_affinities),
+    st.integers(0, 5).map(lambda n: n == 0),
 )
 nodes = st.builds(
     lambda i, zone, pool, tainted, hostname, pods: NodeState(

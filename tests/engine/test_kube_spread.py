@@ -9,6 +9,7 @@ import math
 
 from pod_topology_builders import HOSTNAME, ZONE, decide, incoming, kube_node, running, snapshot, spread, verdicts
 
+from engine.core.model import PlacedPod
 from schemas.kube import LabelSelector, Taint
 
 SPREAD = "node(s) didn't match pod topology spread constraints"
@@ -141,3 +142,12 @@ def test_hostname_spread_is_one_per_node_with_max_skew_1() -> None:
     cluster = snapshot(kube_node("n1", None, running("p", foo="")), kube_node("n2", None))
     pod = incoming(labels=FOO, constraints=(spread(HOSTNAME, labels=FOO),))
     assert verdicts(decide(cluster, pod)) == {"n1": SPREAD, "n2": 0.0}
+
+
+def test_a_pod_being_deleted_no_longer_counts() -> None:
+    leaving = PlacedPod(uid="old", labels=FOO, terminating=True)
+    cluster = snapshot(
+        kube_node("n1", "A", leaving, running("p1", foo="")), kube_node("n2", "B", running("p2", foo=""))
+    )
+    pod = incoming(labels=FOO, constraints=(spread(ZONE, labels=FOO),))
+    assert verdicts(decide(cluster, pod)) == {"n1": 0.0, "n2": 0.0}  # A counts 1, not 2

@@ -59,7 +59,11 @@ def placed_pod(item: ClusterObject, pod: obj.Pod) -> PlacedPod:
     namespace = meta.namespace or "default"
     affinities, _ = pod_topology(item)
     return PlacedPod(
-        uid=meta.uid or f"{namespace}/{meta.name}", namespace=namespace, labels=dict(meta.labels), affinities=affinities
+        uid=meta.uid or f"{namespace}/{meta.name}",
+        namespace=namespace,
+        labels=dict(meta.labels),
+        affinities=affinities,
+        terminating=meta.deletion_timestamp is not None,
     )
 
 

@@ -100,9 +100,12 @@ class PodTopologySpread:
         return found
 
     def matching(self, constraint: Constraint) -> Iterable[tuple[str, int]]:
-        """(node, matching pods there) for the pods of the pod's namespace the constraint selects."""
+        """(node, matching pods there) for the pods of the pod's namespace the constraint selects (not those
+        being deleted)."""
         for group in self.pods.groups(constraint.selector):
-            if group.namespace == self.namespace and constraint.selector.matches(group.labels):
+            if group.terminating or group.namespace != self.namespace:
+                continue
+            if constraint.selector.matches(group.labels):
                 yield from group.nodes.items()
 
     def _counts(self, i: int, constraint: Constraint) -> dict[str, int]:
