@@ -169,7 +169,10 @@ class Reference:
         soft, require_all = self._soft()
         if not soft:
             return {}
-        has_all = lambda n: all(c.topology_key in n.labels for c in soft)  # noqa: E731
+
+        def has_all(n: NodeState) -> bool:
+            return all(c.topology_key in n.labels for c in soft)
+
         ignored = {n.name for n in feasible if require_all and not has_all(n)}
         kept = [n for n in feasible if n.name not in ignored]
         raw: dict[str, int] = {}

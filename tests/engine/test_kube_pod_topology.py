@@ -13,6 +13,8 @@ from pod_topology_builders import HOSTNAME, ZONE, affinities, decide, incoming, 
 from pod_topology_reference import Reference
 
 from engine import Engine, NodeState, PodRequest
+from engine.cluster.pods import TermKind
+from engine.core.labels import selector_of
 from engine.core.model import PlacedPod
 from engine.decide.node_rules import PodRules
 from schemas.kube import LabelSelector, PodAffinities, Taint, Toleration, TopologySpreadConstraint
@@ -153,3 +155,24 @@ def test_a_pod_without_affinity_or_spread_builds_no_topology_rules() -> None:
     assert PodRules(incoming(labels={"app": "web"}), (), None, index).topology is None
     with_terms = incoming(affinity=PodAffinities(pod_affinity=None, pod_anti_affinity=None))
     assert PodRules(with_terms, (), None, index).topology is None
+
+
+def test_the_index_forgets_a_removed_node_and_follows_a_relabelled_one() -> None:
+    guard = affinities(anti=(term(labels={"app": "web"}),))
+    pods = (PlacedPod(uid="a", labels={"app": "web"}, affinities=guard), PlacedPod(uid="b", labels={"app": "web"}))
+    engine = Engine()
+    index = engine.new_index()
+    index.upsert(NodeState(name="n1", labels={ZONE: "A"}, running=pods))
+    index.upsert(NodeState(name="n2", labels={ZONE: "A"}))
+    assert dict(index.pods.domains(ZONE)) == {"A": {"n1", "n2"}}
+    assert [dict(g.nodes) for g in index.pods.groups(selector_of(LabelSelector(match_labels={"app": "web"})))] == [
+        {"n1": 2}
+    ]
+    assert index.pods.has_pods_with_affinity
+    index.upsert(NodeState(name="n2", labels={ZONE: "B"}))
+    assert dict(index.pods.domains(ZONE)) == {"A": {"n1"}, "B": {"n2"}}
+    index.remove("n1")
+    assert dict(index.pods.domains(ZONE)) == {"B": {"n2"}}
+    assert list(index.pods.groups(selector_of(LabelSelector()))) == []
+    assert not index.pods.has_pods_with_affinity
+    assert all(not index.pods.terms(kind) for kind in TermKind)
