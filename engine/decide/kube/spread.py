@@ -38,7 +38,8 @@ SYSTEM_DEFAULTS = ((HOSTNAME, 3), (ZONE, 5))  # kube-scheduler's List defaulting
 MAX_NODE_SCORE = 100
 NO_DOMAIN_MINIMUM = 2**31 - 1  # kube's critical path when no domain is eligible: every skew passes
 
-Eligible = Callable[[int, str], bool]  # (constraint index, node name) -> counted for that constraint
+# (constraint, node name) -> the node passes the constraint's nodeAffinityPolicy and nodeTaintsPolicy
+InclusionPolicies = Callable[["Constraint", str], bool]
 
 
 class Constraint:
@@ -66,7 +67,7 @@ def default_constraints(selector: LabelSelector | None, labels: Labels) -> list[
                 max_skew=skew, topology_key=key, when_unsatisfiable="ScheduleAnyway", label_selector=selector
             ),
             labels,
-        )  # fmt: skip
+        )
         for key, skew in SYSTEM_DEFAULTS
     ]
 
@@ -74,7 +75,7 @@ def default_constraints(selector: LabelSelector | None, labels: Labels) -> list[
 class PodTopologySpread:
     """One pod's constraints; the filter's counts are made once per decision, the score's on `scores`."""
 
-    def __init__(self, request: PodRequest, pods: PodTopologyIndex, eligible: Callable[[Constraint, str], bool]):
+    def __init__(self, request: PodRequest, pods: PodTopologyIndex, eligible: InclusionPolicies) -> None:
         self.pods = pods
         self.namespace = request.namespace
         own = request.topology_spread_constraints
