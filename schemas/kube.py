@@ -8,9 +8,11 @@ the field (msgspec adds the path, e.g. "- at `$.nodeAffinity...`").
 
 `HostPort` is one port a container takes on its node (NodePorts).
 
-`Affinity` carries node affinity only: pod affinity and anti-affinity
-(`podAffinity`, `podAntiAffinity`) are ignored for now, so a pod that asks for
-them is placed as if it had not.
+`Affinity` carries node affinity; a pod's `podAffinity` and `podAntiAffinity`
+are read on their own (`PodAffinities`, from the same `spec.affinity` object)
+with its `topologySpreadConstraints` (`TopologySpreadConstraint`), so a reader
+that knows the pods running on each node (InterPodAffinity, PodTopologySpread)
+asks for them and one that does not (the cluster watcher, for now) is unchanged.
 """
 
 from __future__ import annotations
@@ -138,7 +140,7 @@ class NodeAffinity(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
 
 
 class Affinity(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
-    """Node affinity only; podAffinity and podAntiAffinity are not read yet."""
+    """Node affinity (podAffinity and podAntiAffinity: `PodAffinities`, read from the same object)."""
 
     node_affinity: NodeAffinity | None = None
 
@@ -161,3 +163,125 @@ class HostPort(msgspec.Struct, frozen=True, kw_only=True):
             raise RequestError("port", f"must be between 1 and 65535, got {self.port}")
         if self.protocol and self.protocol not in PORT_PROTOCOLS:
             raise RequestError("protocol", f"unknown protocol {self.protocol!r} (allowed: {', '.join(PORT_PROTOCOLS)})")
+
+
+LABEL_SELECTOR_OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST)
+
+
+class LabelSelectorRequirement(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        op = self.operator
+        if op not in LABEL_SELECTOR_OPERATORS:
+            raise RequestError("operator", f"unknown operator {op!r} (allowed: {', '.join(LABEL_SELECTOR_OPERATORS)})")
+        if not self.key:
+            raise RequestError("key", "a label selector requirement needs a key")
+        if op in (IN, NOT_IN) and not self.values:
+            raise RequestError("values", f"must be given when operator is {op}")
+        if op in (EXISTS, DOES_NOT_EXIST) and self.values:
+            raise RequestError("values", f"must be empty when operator is {op}, got {list(self.values)}")
+
+
+class LabelSelector(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    """metav1.LabelSelector: matchLabels and matchExpressions ANDed; an empty one selects everything."""
+
+    match_labels: dict[str, str] = {}
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+
+class PodAffinityTerm(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    """Pods (labelSelector, in namespaces) in the same topologyKey domain as the node.
+
+    No labelSelector selects no pod; no namespaces and no namespaceSelector mean the pod's own
+    namespace; an empty namespaceSelector means every namespace. matchLabelKeys / mismatchLabelKeys
+    add `key In / NotIn (the owner pod's value)` to the selector for the keys the owner pod has."""
+
+    label_selector: LabelSelector | None = None
+    namespaces: tuple[str, ...] = ()
+    topology_key: str
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: tuple[str, ...] = ()
+    mismatch_label_keys: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.topology_key:
+            raise RequestError("topologyKey", "must not be empty")
+        both = set(self.match_label_keys) & set(self.mismatch_label_keys)
+        if both:
+            raise RequestError("matchLabelKeys", f"{sorted(both)} also in mismatchLabelKeys")
+        if self.label_selector is None and (self.match_label_keys or self.mismatch_label_keys):
+            raise RequestError("matchLabelKeys", "needs a labelSelector")
+
+
+class WeightedPodAffinityTerm(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    weight: int
+    pod_affinity_term: PodAffinityTerm
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.weight <= 100:
+            raise RequestError("weight", f"must be between 1 and 100, got {self.weight}")
+
+
+class PodAffinityRules(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    """podAffinity or podAntiAffinity: required terms (every one must hold) and weighted preferred ones."""
+
+    required_during_scheduling_ignored_during_execution: tuple[PodAffinityTerm, ...] = ()
+    preferred_during_scheduling_ignored_during_execution: tuple[WeightedPodAffinityTerm, ...] = ()
+
+
+class PodAffinities(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    """The pod (anti-)affinity part of a pod's `spec.affinity`."""
+
+    pod_affinity: PodAffinityRules | None = None
+    pod_anti_affinity: PodAffinityRules | None = None
+
+    @property
+    def empty(self) -> bool:
+        affinity, anti = self.pod_affinity, self.pod_anti_affinity
+        return not any(
+            rules is not None
+            and (
+                rules.required_during_scheduling_ignored_during_execution
+                or rules.preferred_during_scheduling_ignored_during_execution
+            )
+            for rules in (affinity, anti)
+        )
+
+
+DO_NOT_SCHEDULE = "DoNotSchedule"
+SCHEDULE_ANYWAY = "ScheduleAnyway"
+HONOR = "Honor"
+IGNORE = "Ignore"
+
+
+class TopologySpreadConstraint(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    """One of a pod's topologySpreadConstraints (defaults as the API server's: nodeAffinityPolicy Honor,
+    nodeTaintsPolicy Ignore; minDomains only with DoNotSchedule)."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str = HONOR
+    node_taints_policy: str = IGNORE
+    match_label_keys: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.max_skew < 1:
+            raise RequestError("maxSkew", f"must be at least 1, got {self.max_skew}")
+        if not self.topology_key:
+            raise RequestError("topologyKey", "must not be empty")
+        if self.when_unsatisfiable not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+            raise RequestError(
+                "whenUnsatisfiable", f"must be DoNotSchedule or ScheduleAnyway, got {self.when_unsatisfiable!r}"
+            )
+        if self.min_domains is not None and (self.min_domains < 1 or self.when_unsatisfiable != DO_NOT_SCHEDULE):
+            raise RequestError("minDomains", "must be at least 1, and only with whenUnsatisfiable DoNotSchedule")
+        policies = (("nodeAffinityPolicy", self.node_affinity_policy), ("nodeTaintsPolicy", self.node_taints_policy))
+        for field, policy in policies:
+            if policy not in (HONOR, IGNORE):
+                raise RequestError(field, f"must be Honor or Ignore, got {policy!r}")

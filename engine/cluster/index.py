@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
 
+from engine.cluster.pods import PodTopologyIndex
 from engine.core.memo import IdentityCache, Interner
 from engine.core.model import Allocation, NodeState, Snapshot
 from engine.node.fragmentation import node_cpu
@@ -125,6 +126,7 @@ class ClusterIndex:
         # (decide/ranking.py) read what is new since they last looked. Reset when it grows long.
         self.class_log: list[int] = []
         self.log_epoch = 0
+        self.pods = PodTopologyIndex()  # running pods by labels and domain (InterPodAffinity, PodTopologySpread)
         for node in nodes:
             self.upsert(node)
 
@@ -136,6 +138,7 @@ class ClusterIndex:
         if before is node:
             return
         self._nodes[name] = node
+        self.pods.sync(node)
         new_class = self.device_classes.class_of(node, self.reads)
         if before is None:
             bisect.insort(self._names, name)
@@ -160,6 +163,7 @@ class ClusterIndex:
     def remove(self, name: str) -> None:
         if self._nodes.pop(name, None) is None:
             return
+        self.pods.drop(name)
         self._leave(self._class.pop(name), name)
         del self._names[bisect.bisect_left(self._names, name)]
 
@@ -228,6 +232,7 @@ class ClusterIndex:
         an identity check), else a new one is built (with `classes`). Raises ValueError on a node name given
         twice."""
         if previous is not None and previous._snapshot_nodes is snapshot.nodes and previous.reads == reads:
+            previous.pods.set_namespaces(snapshot.namespaces)
             return previous
         index = previous if previous is not None and previous.reads == reads else cls(reads, classes=classes)
         seen: set[str] = set()
@@ -239,4 +244,5 @@ class ClusterIndex:
         for name in [n for n in index._names if n not in seen]:
             index.remove(name)
         index._snapshot_nodes = snapshot.nodes
+        index.pods.set_namespaces(snapshot.namespaces)
         return index

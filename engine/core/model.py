@@ -14,7 +14,7 @@ import msgspec
 from engine.core.hypernodes import HyperNode
 from schemas.events import DeviceAssignment
 from schemas.gangs import PodGroup
-from schemas.kube import Affinity, HostPort, Taint, Toleration
+from schemas.kube import Affinity, HostPort, LabelSelector, PodAffinities, Taint, Toleration, TopologySpreadConstraint
 from schemas.topology import Device, Link
 from schemas.volumes import VolumeRules
 
@@ -28,6 +28,24 @@ class Allocation(msgspec.Struct, frozen=True, kw_only=True):
     cores: int = 100
     qos: str = ""  # MetaX sGPU QoS policy of the holder (a shared card accepts only its first pod's)
     app_class: str = ""  # MetaX online/offline class of the holder
+
+
+class PlacedPod(msgspec.Struct, frozen=True, kw_only=True):
+    """A pod running on a node, as InterPodAffinity and PodTopologySpread read it: who it is, its labels,
+    its pod (anti-)affinity."""
+
+    uid: str
+    namespace: str = "default"
+    labels: dict[str, str] = {}
+    affinities: PodAffinities | None = None
+    terminating: bool = False  # being deleted: PodTopologySpread no longer counts it
+
+
+class Namespace(msgspec.Struct, frozen=True, kw_only=True):
+    """A namespace's labels, which affinity terms' namespaceSelector reads."""
+
+    name: str
+    labels: dict[str, str] = {}
 
 
 class NodeState(msgspec.Struct, frozen=True, kw_only=True):
@@ -49,6 +67,7 @@ class NodeState(msgspec.Struct, frozen=True, kw_only=True):
     pods: int = 0  # pods on the node, any scheduler's
     host_ports: tuple[HostPort, ...] = ()  # the host ports its pods hold (NodePorts)
     allocations: tuple[Allocation, ...] = ()
+    running: tuple[PlacedPod, ...] = ()  # its pods' labels and pod affinity (InterPodAffinity, PodTopologySpread)
 
 
 MILLI = 1_000  # thousandths of one device: a whole device
@@ -78,6 +97,7 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     topology_levels: tuple[str, ...] = ()
     # The cluster's typical pod classes; empty = unknown (the fragmentation policy then binpacks).
     workload: tuple[WorkloadClass, ...] = ()
+    namespaces: tuple[Namespace, ...] = ()  # their labels, for affinity terms' namespaceSelector
 
 
 class PodRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -99,6 +119,12 @@ class PodRequest(msgspec.Struct, frozen=True, kw_only=True):
     dra_resources: tuple[str, ...] = ()
     # Its PersistentVolumeClaims resolved against the cluster (engine.decide.kube.volumes.resolve_volumes).
     volumes: VolumeRules | None = None
+    affinities: PodAffinities | None = None  # podAffinity / podAntiAffinity (InterPodAffinity)
+    topology_spread_constraints: tuple[TopologySpreadConstraint, ...] = ()
+    # The selector of the Services / ReplicaSets / StatefulSets / ReplicationControllers the pod belongs
+    # to (kube-scheduler's DefaultSelector): the cluster-default spread constraints count pods by it when
+    # the pod has none of its own. None: not known (no default constraints).
+    default_spread_selector: LabelSelector | None = None
 
 
 class Mode(enum.StrEnum):

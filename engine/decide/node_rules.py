@@ -9,11 +9,13 @@ pod into plain values and kept cheap per call.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from types import MappingProxyType
 
+from engine.cluster.index import ClusterIndex
 from engine.core.model import NodeState, PodRequest
 from engine.decide.kube.filters import UNSCHEDULABLE_REASON, CompiledPodRules, NodeFacts, PodFacts
+from engine.decide.kube.pod_topology import pod_topology_rules
 from engine.decide.kube.ports import UsedPorts
 from engine.decide.kube.resources import parse_requests
 
@@ -86,9 +88,16 @@ def node_facts(node: NodeState) -> NodeFacts:
 class PodRules:
     """One pod's node-level rules."""
 
-    def __init__(self, request: PodRequest, ignored: Collection[str], facts: NodeFactsTable | None = None) -> None:
+    def __init__(
+        self,
+        request: PodRequest,
+        ignored: Collection[str],
+        facts: NodeFactsTable | None = None,
+        index: ClusterIndex | None = None,
+    ) -> None:
         """`ignored`: resources the vendors check (not the node rules); `facts`: the engine's parsed nodes
-        (a table of its own when None)."""
+        (a table of its own when None); `index`: the cluster whose running pods InterPodAffinity and
+        PodTopologySpread read (None: those rules are not asked)."""
         self.nodes = facts if facts is not None else NodeFactsTable()
         ignored = {*ignored, *request.dra_resources}
         self.facts = pod_facts(request, ignored)
@@ -97,12 +106,31 @@ class PodRules:
         node_affinity = request.affinity.node_affinity if request.affinity is not None else None
         preferred = node_affinity.preferred_during_scheduling_ignored_during_execution if node_affinity else ()
         self.max_preference = float(sum(term.weight for term in preferred))
+        self.topology = (
+            None
+            if index is None
+            else pod_topology_rules(request, index, self.compiled.affinity, self.facts.tolerations)
+        )
+
+    @property
+    def scores_by_pods(self) -> bool:
+        """InterPodAffinity or PodTopologySpread score this pod: call `prepare_scores` before `preference`."""
+        return self.topology is not None and self.topology.scores
+
+    def prepare_scores(self, feasible: Iterable[str]) -> None:
+        """Their scores, normalised over the nodes that pass every filter (as kube-scheduler does)."""
+        if self.topology is not None:
+            self.max_preference += self.topology.prepare(feasible)
 
     def failure(self, node: NodeState) -> list[str] | None:
         """kube-scheduler's reasons the node is infeasible for the pod (the first failing rule's), or None."""
         if not node.ready:
             return [NOT_READY]
-        return self.compiled.first_failure(self.nodes.of(node))
+        failed = self.compiled.first_failure(self.nodes.of(node))
+        if failed is None and self.topology is not None and self.topology.filters:
+            reason = self.topology.failure(node)
+            return None if reason is None else [reason]
+        return failed
 
     def preference(self, node: NodeState) -> float:
         """Added to the node's score: the weights of the preferred affinity terms it matches, less
@@ -111,6 +139,8 @@ class PodRules:
         score = self.compiled.preference_score(facts)
         if node.taints:
             score -= PREFER_NO_SCHEDULE_PENALTY * self.compiled.intolerable_taints(facts)
+        if self.topology is not None:
+            return score + self.topology.points.get(node.name, 0.0)
         return float(score)
 
     @staticmethod

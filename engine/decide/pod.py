@@ -18,7 +18,7 @@ of classes, not of nodes. Explanations of the losers are built only when asked.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import msgspec
 
@@ -65,11 +65,14 @@ def place_indexed(
 
     Raises RequestError(field, reason) when the request cannot be read."""
     pod_claim = claim(parts.vendors, request, mode, workload, cpu=index.reads.resources)
-    rules = PodRules(request, parts.vendors.share_resources, parts.facts)
-    ranked = None if explain else fast_ranking(parts.classes, index, pod_claim, mode)
+    rules = PodRules(request, parts.vendors.share_resources, parts.facts, index)
     groups: list[Group] = []
-    if ranked is None:
+    if rules.scores_by_pods:  # scores normalised over the feasible nodes: every node is asked first
         groups = groups_of(parts.classes, index, pod_claim, mode)
+        rules.prepare_scores(feasible_names(index, groups, rules, allowed))
+    ranked = None if explain or groups else fast_ranking(parts.classes, index, pod_claim, mode)
+    if ranked is None:
+        groups = groups or groups_of(parts.classes, index, pod_claim, mode)
         best = best_of_groups(index, groups, rules, allowed)
     else:
         best = fast_best(ranked, index, rules, allowed)
@@ -106,6 +109,18 @@ def place_indexed(
         qos=device_request.qos if device_request is not None else "",
         app_class=device_request.app_class if device_request is not None else "",
     )
+
+
+def feasible_names(
+    index: ClusterIndex, groups: list[Group], rules: PodRules, allowed: Callable[[str], bool] | None
+) -> Iterator[str]:
+    """The nodes whose devices fit and that pass every node rule (and `allowed`)."""
+    for answer, members in groups:
+        if answer.__class__ is not NodeFit:
+            continue
+        for name in members:
+            if (allowed is None or allowed(name)) and rules.failure(index.node(name)) is None:
+                yield name
 
 
 def _with_uuids(assignments: tuple[DeviceAssignment, ...], node: NodeState) -> tuple[DeviceAssignment, ...]:

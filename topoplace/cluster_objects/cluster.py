@@ -1,9 +1,11 @@
 """A cluster given as Kubernetes objects -> the engine's Snapshot, and the pods to place.
 
-Nodes and Pods are used now, PersistentVolumeClaims, PersistentVolumes and
-StorageClasses for the pods' volumes (storage.py), for a gang its Volcano
-PodGroup and the HyperNodes, and for preemption PriorityClasses and
-PodDisruptionBudgets (priority.py); every other kind is accepted and left aside, named once in a note
+Nodes and Pods are used now, Namespaces (their labels) and Services,
+ReplicationControllers, ReplicaSets and StatefulSets (their selectors, for the
+cluster-default spread constraints: workloads.py), PersistentVolumeClaims,
+PersistentVolumes and StorageClasses for the pods' volumes (storage.py), for a
+gang its Volcano PodGroup and the HyperNodes, and for preemption PriorityClasses
+and PodDisruptionBudgets (priority.py); every other kind is accepted and left aside, named once in a note
 (`not yet used: PersistentVolumeClaim`), never an error. A Pod
 with `spec.nodeName` that has not finished is running there and counts against
 its node; a Pod without one is pending and is not counted (kube-scheduler
@@ -38,6 +40,7 @@ from topoplace.cluster_objects.priority import (
     running_for_preemption,
 )
 from topoplace.cluster_objects.storage import STORAGE_KINDS, catalog_of, pod_claim_names
+from topoplace.cluster_objects.workloads import WORKLOAD_KINDS, WorkloadSelectors
 
 
 class ClusterRead(msgspec.Struct, frozen=True, kw_only=True):
@@ -50,6 +53,7 @@ class ClusterRead(msgspec.Struct, frozen=True, kw_only=True):
     budgets: tuple[DisruptionBudget, ...] = ()
     priority_classes: tuple[PriorityClass, ...] = ()
     volumes: VolumeCatalog = VolumeCatalog()  # claims, volumes and classes, for the pods' volumes
+    workloads: WorkloadSelectors = msgspec.field(default_factory=WorkloadSelectors)
 
 
 def _unused_note(kinds: list[str]) -> list[str]:
@@ -73,9 +77,12 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
     classes: list[PriorityClass] = []
     budget_items: list[ClusterObject] = []
     storage: list[ClusterObject] = []
+    workloads = WorkloadSelectors()
     for path in paths:
         for item in read_objects(path):
-            if item.kind in STORAGE_KINDS:
+            if item.kind in WORKLOAD_KINDS:
+                workloads.add(item)
+            elif item.kind in STORAGE_KINDS:
                 storage.append(item)
             elif item.kind == "PriorityClass":
                 classes.append(priority_class(item))
@@ -95,7 +102,11 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
                 _read_running(item, pod_names, running, notes, (bound, pending))
             else:
                 unused.append(item.kind)
-    snapshot = Snapshot(nodes=_assembled(nodes, running, snapshot_nodes, notes), hypernodes=tuple(hypernodes))
+    snapshot = Snapshot(
+        nodes=_assembled(nodes, running, snapshot_nodes, notes),
+        hypernodes=tuple(hypernodes),
+        namespaces=workloads.namespace_list(),
+    )
     priorities, names = Priorities(classes), {n.name for n in snapshot.nodes}
     preemptible = _preemptible(bound, priorities, names)
     return ClusterRead(
@@ -109,6 +120,7 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
         budgets=tuple(budget(item, preemptible) for item in budget_items),
         priority_classes=tuple(classes),
         volumes=catalog_of(storage, _claims_in_use(bound)),
+        workloads=workloads,
     )
 
 
@@ -197,15 +209,18 @@ def _assembled(
     return tuple(sorted(out, key=lambda n: n.name))
 
 
-def read_pods(paths: Sequence[str], volumes: VolumeCatalog | None = None) -> list[PodRequest]:
-    """The pods to place: every Pod object of the files, its claims resolved against `volumes`.
+def read_pods(
+    paths: Sequence[str], volumes: VolumeCatalog | None = None, workloads: WorkloadSelectors | None = None
+) -> list[PodRequest]:
+    """The pods to place: every Pod object of the files, its claims resolved against `volumes`
+    (`workloads`: the cluster's Services and controllers, for their default spread selector).
     Raises ClusterInputError."""
     pods: list[PodRequest] = []
     for path in paths:
         for item in read_objects(path):
             if item.kind != "Pod":
                 raise ClusterInputError(item.where, "kind", f"expected Pod objects to place, got {item.kind}")
-            pod = pod_to_place(item)
+            pod = pod_to_place(item, workloads)
             claims = pod_claim_names(item)
             if claims:
                 rules = resolve_volumes(pod.namespace, claims, volumes or VolumeCatalog())

@@ -4,7 +4,8 @@ What Kubernetes says of a node (labels, annotations, taints, cordon,
 readiness, allocatable) comes from its Node object, read by the cluster
 watcher's own translation. What runs there comes from the Pods bound to it
 (`spec.nodeName`, not finished): their requests summed, their count, their
-host ports, the devices they hold (pods.py says how they are known).
+host ports, the devices they hold (pods.py says how they are known), their
+labels and pod (anti-)affinity (`NodeState.running`).
 
 The node's devices and links come from topoplace's own node snapshot where
 one names the node (`--snapshot`, merged by name: its devices, links, machine
@@ -102,6 +103,7 @@ def with_pods(node: NodeState, pods: Sequence[RunningPod], counted: bool) -> Nod
         pods=len(pods),
         host_ports=tuple(ports),
         allocations=tuple(allocations),
+        running=tuple(pod.placed for pod in pods),
     )
 
 

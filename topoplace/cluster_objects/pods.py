@@ -23,12 +23,14 @@ from decimal import Decimal
 import msgspec
 
 from engine import Allocation, PodRequest
+from engine.core.model import PlacedPod
 from schemas import annotations as pod_annotations
 from schemas.kube import HostPort
 from schemas.quantity import QuantityError, parse_quantity
 from services.collector import watch_objects as obj
 from services.collector import watch_translate as translate
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject
+from topoplace.cluster_objects.workloads import WorkloadSelectors, placed_pod, pod_topology
 
 SIDECAR = "Always"
 
@@ -62,6 +64,7 @@ class RunningPod(msgspec.Struct, frozen=True, kw_only=True):
     host_ports: tuple[HostPort, ...]
     allocations: tuple[Allocation, ...]  # from topoplace.io/devices; () when it names none
     device_count: dict[str, int]  # whole devices it requests by resource, for nodes known only by counts
+    placed: PlacedPod  # its labels and pod (anti-)affinity (InterPodAffinity, PodTopologySpread)
 
 
 def decode_pod(item: ClusterObject) -> obj.Pod:
@@ -97,9 +100,11 @@ def host_ports(item: ClusterObject) -> tuple[HostPort, ...]:
     return tuple(found)
 
 
-def pod_to_place(item: ClusterObject) -> PodRequest:
-    """A Pod object as the engine's request. Raises ClusterInputError."""
+def pod_to_place(item: ClusterObject, workloads: WorkloadSelectors | None = None) -> PodRequest:
+    """A Pod object as the engine's request (`workloads`: the cluster's, for its default spread selector).
+    Raises ClusterInputError."""
     pod = decode_pod(item)
+    affinities, constraints = pod_topology(item)
     requests, problems = translate.pod_requests(pod)
     _problem(item, problems)
     affinity, tolerations, problems = translate.node_constraints(pod)
@@ -120,6 +125,9 @@ def pod_to_place(item: ClusterObject) -> PodRequest:
         tolerations=tolerations,
         host_ports=host_ports(item),
         node_name=pod.spec.node_name or "",
+        affinities=affinities,
+        topology_spread_constraints=constraints,
+        default_spread_selector=workloads.default_selector(pod) if workloads is not None else None,
     )
 
 
@@ -142,6 +150,7 @@ def running_pod(item: ClusterObject, pod: obj.Pod, notes: list[str]) -> RunningP
         host_ports=host_ports(item),
         allocations=_allocations(item, pod, name, notes),
         device_count={r: int(a) for r, a in amounts.items() if a == a.to_integral_value() and a > 0},
+        placed=placed_pod(item, pod),
     )
 
 

@@ -155,7 +155,7 @@ def place_on_cluster(args: argparse.Namespace) -> int:
         names = {n.name for n in cluster.snapshot.nodes}
         if args.node is not None and args.node not in names:
             raise ValueError(f"--node: no node {args.node!r} in the cluster ({len(names)} nodes)")
-        pods = read_pods(args.pods, cluster.volumes)
+        pods = read_pods(args.pods, cluster.volumes, cluster.workloads)
         for line in cluster.notes:
             _note(line)
         for gate in sorted(gates):
