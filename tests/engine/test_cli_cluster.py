@@ -187,7 +187,7 @@ def test_multi_document_yaml_with_unused_kinds(tmp_path: Path, capsys: pytest.Ca
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "data"}},
         as_list(k8s_node("b"), k8s_pod("x", node="a")),
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "logs"}},
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "fast"}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "fast"}},
     ]
     cluster, pod = tmp_path / "cluster.yaml", tmp_path / "pod.yaml"
     cluster.write_text(yaml.safe_dump_all(documents))
@@ -197,7 +197,7 @@ def test_multi_document_yaml_with_unused_kinds(tmp_path: Path, capsys: pytest.Ca
     assert json.loads(captured.out)["node"] == "b"
     notes = [line for line in captured.err.splitlines() if "not yet used" in line]
     assert len(notes) == 2  # each unused kind named once
-    assert "ConfigMap" in notes[0] and "Service" in notes[1]
+    assert "ConfigMap" in notes[0] and "Secret" in notes[1]
 
 
 def test_clusters_from_several_files_and_single_objects(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
