@@ -1,0 +1,317 @@
+"""The structured-parameters allocator: devices for a pod's ResourceClaims on one node; pure.
+
+As k8s.io/dynamic-resource-allocation's structured allocator does it: the claims are
+taken one after the other, each request's devices one after the other; for each device
+every candidate is tried in pool and slice order (not allocated, selected by the class's
+and the request's CEL selectors, on this node, taints tolerated, counters left, every
+constraint satisfied), and the search goes deeper; when it cannot, it takes the last
+device back and tries the next candidate (backtracking across requests, subrequests and
+claims). A `firstAvailable` request takes its first subrequest that leads to a
+solution. `All` takes every selected device of the node's pools, and fails on an
+incomplete or invalid pool; `ExactCount` skips such pools. A claim never gets more than
+32 devices. With `score`, the search goes on past the first solution (up to
+`max_solutions`) and keeps the best-scored one: topology leads where the claims leave a
+choice; without, the first solution stands, as upstream.
+
+The search is bounded: after `max_steps` tries (upstream bounds it by the scheduler's
+filter timeout) it stops with an AllocationError saying so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence, Set
+from typing import Any
+
+import msgspec
+
+from engine.node.dra.cel_programs import CelPrograms, SelectorError, device_activation, evaluate, shown
+from engine.node.dra.constraints import Constraint, taint_prevents
+from engine.node.dra.counters import CounterLedger
+from engine.node.dra.model import AllocationResult, DeviceClass, DeviceId, NodeView, ResourceClaim, ResourceSlice
+from engine.node.dra.pools import gather_pools, node_matches
+from engine.node.dra.requests import (
+    ALLOCATION_RESULTS_MAX_SIZE,
+    AllocationError,
+    Candidate,
+    Features,
+    RequestData,
+    check_all_pools,
+    claim_text,
+    request_entries,
+)
+from engine.node.dra.result import Chosen, allocation_result
+
+MAX_STEPS = 200_000
+MAX_SOLUTIONS = 64
+
+
+class _TooMany(Exception):
+    """A claim would get more than 32 devices down this path (upstream's errAllocationResultMaxSizeExceeded)."""
+
+
+class AllocationInput(msgspec.Struct, frozen=True, kw_only=True):
+    """What the allocator reads of the cluster."""
+
+    slices: tuple[ResourceSlice, ...]
+    classes: Mapping[str, DeviceClass]
+    allocated: Set[DeviceId] = frozenset()  # devices that allocated claims hold (adminAccess ones excluded)
+    features: Features = Features()
+
+
+def allocate(
+    node: NodeView,
+    claims: Sequence[ResourceClaim],
+    given: AllocationInput,
+    programs: CelPrograms,
+    *,
+    score: Callable[[list[DeviceId]], float] | None = None,
+    max_steps: int = MAX_STEPS,
+    max_solutions: int = MAX_SOLUTIONS,
+) -> tuple[AllocationResult, ...] | None:
+    """One AllocationResult per claim, in order; None when the claims cannot be allocated on the node.
+
+    Raises AllocationError when allocation cannot proceed (a missing class, a broken selector, ...)."""
+    search = _Search(node, claims, given, programs, score, max_steps, max_solutions)
+    return search.run()
+
+
+class _Search:
+    def __init__(
+        self,
+        node: NodeView,
+        claims: Sequence[ResourceClaim],
+        given: AllocationInput,
+        programs: CelPrograms,
+        score: Callable[[list[DeviceId]], float] | None,
+        max_steps: int,
+        max_solutions: int,
+    ) -> None:
+        self.node, self.claims, self.given, self.programs = node, list(claims), given, programs
+        self.score, self.max_steps, self.max_solutions = score, max_steps, max_solutions
+        self.pools = gather_pools(given.slices, node)
+        self.entries: dict[tuple[int, int], list[RequestData]] = {}
+        self.constraints: list[list[Constraint]] = []
+        self.results: list[list[Chosen]] = [[] for _ in self.claims]
+        self.selected: dict[tuple[int, int], int] = {}
+        self.allocating: dict[DeviceId, set[int]] = {}
+        self.counters = CounterLedger(given.allocated)
+        self.matches: dict[tuple[DeviceId, int, int, int], bool] = {}
+        self.activations: dict[DeviceId, dict[str, Any]] = {}
+        self.steps = 0
+        self.best: tuple[float, list[list[Chosen]], dict[tuple[int, int], int]] | None = None
+        self.found = 0
+
+    # --- setup -------------------------------------------------------------------------
+    def _prepare(self) -> None:
+        for c, claim in enumerate(self.claims):
+            self.entries.update(request_entries(c, claim, self.given.classes, self.given.features))
+            least = 0
+            for r in range(len(claim.spec.devices.requests)):
+                for data in self.entries[(c, r)]:
+                    if data.mode == "All":
+                        self._all_devices(data, claim)
+                least += min(d.num_devices for d in self.entries[(c, r)])
+            if least > ALLOCATION_RESULTS_MAX_SIZE:
+                raise AllocationError(
+                    f"claim {claim_text(claim)}: number of requested devices {least} exceeds the claim limit"
+                    f" of {ALLOCATION_RESULTS_MAX_SIZE}"
+                )
+            constraints = []
+            for i, spec in enumerate(claim.spec.devices.constraints):
+                if spec.match_attribute is None and spec.distinct_attribute is None:
+                    raise AllocationError(
+                        f"claim {claim_text(claim)}, constraint #{i}: empty constraint (unsupported constraint type?)"
+                    )
+                constraints.append(Constraint(spec))
+            self.constraints.append(constraints)
+
+    def _all_devices(self, data: RequestData, claim: ResourceClaim) -> None:
+        check_all_pools(data, claim, self.pools)
+        data.all_devices = [c for c in self._candidates() if self._selectable(data, c)]
+        data.num_devices = len(data.all_devices)
+
+    def _candidates(self) -> list[Candidate]:
+        return [
+            Candidate(driver=pool.driver, pool=pool, slice=s, device=d)
+            for pool in self.pools
+            for s in pool.slices
+            for d in s.spec.devices
+        ]
+
+    def run(self) -> tuple[AllocationResult, ...] | None:
+        self._prepare()
+        self.candidates = [c for c in self._candidates() if not c.pool.incomplete and not c.pool.invalid]
+        done = self._one(0, 0, 0, 0, sub_fixed=False)
+        if not done and self.best is None:
+            if any(p.invalid for p in self.pools):
+                raise AllocationError("invalid resource pools were encountered")
+            return None
+        if self.best is not None:
+            _, self.results, self.selected = self.best
+        return tuple(
+            allocation_result(claim, c, self.results[c], self.entries, self.selected)
+            for c, claim in enumerate(self.claims)
+        )
+
+    # --- selection ---------------------------------------------------------------------
+    def _selectable(self, data: RequestData, candidate: Candidate) -> bool:
+        key = (candidate.id, data.claim_index, data.request_index, data.sub_index)
+        found = self.matches.get(key)
+        if found is None:
+            found = self._selectors_match(data, candidate, from_class=True) and self._selectors_match(
+                data, candidate, from_class=False
+            )
+            if found and candidate.slice.spec.per_device_node_selection:
+                d = candidate.device
+                found = node_matches(self.node, d.node_name, d.all_nodes, d.node_selector)
+            self.matches[key] = found
+        return found
+
+    def _selectors_match(self, data: RequestData, candidate: Candidate, *, from_class: bool) -> bool:
+        selectors = data.device_class.spec.selectors if from_class else data.selectors
+        whose = (
+            f"class {data.device_class.metadata.name}"
+            if from_class
+            else f"claim {claim_text(self.claims[data.claim_index])}"
+        )
+        for i, selector in enumerate(selectors):
+            assert selector.cel is not None  # checked when the requests were read
+            expression = selector.cel.expression
+            try:
+                activation = self.activations.get(candidate.id)
+                if activation is None:
+                    activation = device_activation(candidate.driver, candidate.device)
+                    self.activations[candidate.id] = activation
+                if not evaluate(self.programs.get(expression), activation):
+                    return False
+            except SelectorError as exc:
+                device = "/".join(candidate.id)
+                raise AllocationError(f"{whose}: selector #{i} {shown(expression)} on device {device}: {exc}") from None
+        return True
+
+    def _in_use(self, data: RequestData, device: DeviceId) -> bool:
+        if data.admin_access:
+            return data.claim_index in self.allocating.get(device, ())
+        return device in self.given.allocated or bool(self.allocating.get(device))
+
+    # --- the search --------------------------------------------------------------------
+    def _step(self) -> None:
+        self.steps += 1
+        if self.steps > self.max_steps:
+            raise AllocationError(
+                f"allocation search aborted after {self.max_steps} steps without a solution"
+                f" ({len(self.claims)} claim(s), {len(self.candidates)} device(s) on node {self.node.name})"
+            )
+
+    def _one(self, c: int, r: int, s: int, d: int, *, sub_fixed: bool) -> bool:
+        if self.best is not None and self.steps >= self.max_steps:
+            return True  # out of steps with a solution in hand: keep the best so far
+        self._step()
+        if c >= len(self.claims):
+            return self._solution()
+        if r >= len(self.claims[c].spec.devices.requests):
+            try:
+                return self._one(c + 1, 0, 0, 0, sub_fixed=False)
+            except _TooMany:
+                return False  # another path through earlier claims may need fewer devices
+        entries = self.entries[(c, r)]
+        if not sub_fixed and entries[0].sub_request:
+            return self._first_available(c, r, entries)
+        data = entries[s]
+        if data.mode == "All" and not data.all_devices:
+            return False  # All needs at least one device
+        if d >= data.num_devices:
+            return self._one(c, r + 1, 0, 0, sub_fixed=False)
+        if len(self.results[c]) + data.num_devices - d > ALLOCATION_RESULTS_MAX_SIZE:
+            raise _TooMany()
+        if data.all_devices is not None:
+            return self._all_next(data, d, sub_fixed)
+        for candidate in self.candidates:
+            if self._in_use(data, candidate.id) or not self._selectable(data, candidate):
+                continue
+            if not self._take(data, candidate, must=False):
+                continue
+            try:
+                done = self._one(c, r, s, d + 1, sub_fixed=sub_fixed)
+            except _TooMany:
+                self._give_back(data, candidate)
+                raise
+            if done:
+                return True
+            self._give_back(data, candidate)
+        return False
+
+    def _first_available(self, c: int, r: int, entries: list[RequestData]) -> bool:
+        all_too_many = True
+        for s in range(len(entries)):
+            self.selected[(c, r)] = s  # the path's choice, read when a solution is kept
+            try:
+                done = self._one(c, r, s, 0, sub_fixed=True)
+            except _TooMany:
+                continue
+            all_too_many = False
+            if done:
+                return True
+        if all_too_many:
+            raise _TooMany()
+        return False
+
+    def _all_next(self, data: RequestData, d: int, sub_fixed: bool) -> bool:
+        assert data.all_devices is not None
+        candidate = data.all_devices[d]
+        if self._in_use(data, candidate.id) or not self._take(data, candidate, must=True):
+            return False  # every device is needed: no other order can help
+        done = False
+        try:
+            done = self._one(data.claim_index, data.request_index, data.sub_index, d + 1, sub_fixed=sub_fixed)
+        finally:
+            if not done:
+                self._give_back(data, candidate)
+        return done
+
+    def _take(self, data: RequestData, candidate: Candidate, *, must: bool) -> bool:
+        device = candidate.device
+        if device.consumes_counters and (
+            not self.given.features.DRAPartitionableDevices or not self.counters.take(candidate.pool, device)
+        ):
+            return False
+        if self.given.features.DRADeviceTaints and taint_prevents(device, data.tolerations):
+            self._counters_back(candidate)
+            return False
+        constraints = self.constraints[data.claim_index]
+        for i, constraint in enumerate(constraints):
+            if not constraint.add(data.request, data.sub_request, device, candidate.driver):
+                if must:
+                    claim = claim_text(self.claims[data.claim_index])
+                    raise AllocationError(
+                        f"claim {claim}, request {data.name}: cannot add device {'/'.join(candidate.id)}"
+                        " because a claim constraint would not be satisfied"
+                    )
+                for earlier in constraints[:i]:
+                    earlier.remove(data.request, data.sub_request, device, candidate.driver)
+                self._counters_back(candidate)
+                return False
+        self.allocating.setdefault(candidate.id, set()).add(data.claim_index)
+        self.results[data.claim_index].append(Chosen(data=data, candidate=candidate))
+        return True
+
+    def _counters_back(self, candidate: Candidate) -> None:
+        if candidate.device.consumes_counters:
+            self.counters.give_back(candidate.pool, candidate.device)
+
+    def _give_back(self, data: RequestData, candidate: Candidate) -> None:
+        for constraint in self.constraints[data.claim_index]:
+            constraint.remove(data.request, data.sub_request, candidate.device, candidate.driver)
+        self.allocating[candidate.id].discard(data.claim_index)
+        self._counters_back(candidate)
+        self.results[data.claim_index].pop()
+
+    def _solution(self) -> bool:
+        if self.score is None:
+            return True
+        self.found += 1
+        devices = [chosen.candidate.id for result in self.results for chosen in result]
+        value = self.score(devices)
+        if self.best is None or value > self.best[0]:
+            self.best = (value, [list(r) for r in self.results], dict(self.selected))
+        return self.found >= self.max_solutions
