@@ -1,7 +1,8 @@
 """A cluster given as Kubernetes objects -> the engine's Snapshot, and the pods to place.
 
-Nodes and Pods are used now, and for a gang its Volcano PodGroup and the
-HyperNodes; every other kind is accepted and left aside, named once in a note
+Nodes and Pods are used now, for a gang its Volcano PodGroup and the
+HyperNodes, and for a pod's ResourceClaims the DRA objects (dra.py); every
+other kind is accepted and left aside, named once in a note
 (`not yet used: PersistentVolumeClaim`), never an error. A Pod
 with `spec.nodeName` that has not finished is running there and counts against
 its node; a Pod without one is pending and is not counted (kube-scheduler
@@ -19,6 +20,7 @@ from engine.cluster.network import decode_hypernodes
 from engine.core.hypernodes import HyperNode
 from schemas.gangs import PodGroup
 from services.collector import watch_translate as translate
+from topoplace.cluster_objects.dra import DRA_KINDS, DraObjects
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
 from topoplace.cluster_objects.nodes import merged, node_from_object, with_pods
 from topoplace.cluster_objects.pods import RunningPod, decode_pod, pod_to_place, running_pod
@@ -28,6 +30,7 @@ class ClusterRead(msgspec.Struct, frozen=True, kw_only=True):
     snapshot: Snapshot
     notes: tuple[str, ...]  # for stderr: kinds not used yet, devices read without their seal
     podgroups: dict[str, PodGroup] = {}  # Volcano PodGroups by namespace/name, for a gang
+    dra: DraObjects = msgspec.field(default_factory=DraObjects)  # ResourceSlices, DeviceClasses, ResourceClaims
 
 
 def _unused_note(kinds: list[str]) -> list[str]:
@@ -46,6 +49,7 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
     pod_names: set[str] = set()
     hypernodes: list[HyperNode] = []
     podgroups: dict[str, PodGroup] = {}
+    dra = DraObjects()
     for path in paths:
         for item in read_objects(path):
             if item.kind == "HyperNode":
@@ -60,12 +64,15 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
                 nodes[node.name] = node
             elif item.kind == "Pod":
                 _read_running(item, pod_names, running, notes)
+            elif item.kind in DRA_KINDS:
+                dra.add(item)
             else:
                 unused.append(item.kind)
     return ClusterRead(
         snapshot=Snapshot(nodes=_assembled(nodes, running, snapshot_nodes, notes), hypernodes=tuple(hypernodes)),
         notes=tuple(_unused_note(unused) + notes),
         podgroups=podgroups,
+        dra=dra,
     )
 
 

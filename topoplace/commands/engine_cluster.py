@@ -5,7 +5,11 @@ The answer (JSON):
     {"node": name | null, "devices": [...], "score": number, "reason": text | null,
      "nodes": [{"name", "fits", "reasons": [kube-scheduler's reasons], "score": number | null}, ...]}
 
-with every node listed, by name. Several Pods of one gang (Volcano's `scheduling.k8s.io/group-name`
+with every node listed, by name. A pod with spec.resourceClaims also gets
+`"claims": [{"namespace", "name", "allocation": {...status.allocation...}}]`, its claims
+allocated as kube-scheduler's structured allocator does on the chosen node (or the next
+fitting one); when none can hold them, node is null with kube-scheduler's reason.
+Several Pods of one gang (Volcano's `scheduling.k8s.io/group-name`
 naming a PodGroup of the cluster, or Kueue's pod-group annotations) get today's gang answer
 (`engine place --snapshot` with `gang`): each member's node and devices, the hypernode and tier.
 Notes (kinds not used yet, devices read without their seal, feature gates) go to stderr, one line
@@ -147,19 +151,58 @@ def place_on_cluster(args: argparse.Namespace) -> int:
         pods = read_pods(args.pods)
         for line in cluster.notes:
             _note(line)
-        for gate in sorted(gates):
+        for gate in sorted(set(gates) - set(DRA_GATES)):
             _note(f"feature gate {gate}: not used by topoplace yet")
         if len(pods) > 1:
             return _place_gang(cluster, pods, args)
         decision = place(cluster.snapshot, _the_pod(pods, args.node), Mode(args.mode), explain=True)
+        decision, claims = _with_claims(decision, cluster, args.pods, gates)
     except RequestError as exc:
         print(f"topoplace engine: {', '.join(args.pods)}: {exc}", file=sys.stderr)
         return BAD_INPUT
     except ValueError as exc:
         print(f"topoplace engine: {exc}", file=sys.stderr)
         return BAD_INPUT
-    print(msgspec.json.format(msgspec.json.encode(answer_of(decision)).decode(), indent=2))
+    answer = answer_of(decision)
+    if claims is not None:
+        answer["claims"] = claims
+    print(msgspec.json.format(msgspec.json.encode(answer).decode(), indent=2))
     return OK if decision.node is not None else NO_PLACE
+
+
+DRA_GATES = ("DRAAdminAccess", "DRAPrioritizedList", "DRAPartitionableDevices", "DRADeviceTaints")
+
+
+def _with_claims(
+    decision: Decision, cluster: ClusterRead, pod_paths: list[str], gates: dict[str, bool]
+) -> tuple[Decision, list[dict[str, Any]] | None]:
+    """The decision with the pod's ResourceClaims allocated (None: the pod names no claim)."""
+    import msgspec
+
+    from engine import NodeVerdict
+    from engine.node.dra import CelPrograms, Features
+    from topoplace.cluster_objects.dra import pod_claims
+    from topoplace.cluster_objects.dra_claims import place_claims
+
+    pod = pod_claims(pod_paths)
+    if not pod.refs:
+        return decision, None
+    features = Features(**{g: v for g, v in gates.items() if g in DRA_GATES})
+    outcome = place_claims(decision, pod, cluster.dra, cluster.snapshot.nodes, CelPrograms(), features)
+    if outcome.node == decision.node:
+        return decision, list(outcome.claims)
+    others = [v for v in decision.alternatives if v.node != outcome.node]
+    if decision.node is not None:  # the engine's choice cannot hold the claims
+        others.insert(
+            0, NodeVerdict(node=decision.node, fits=False, reasons=(outcome.reason or "cannot allocate all claims",))
+        )
+    if outcome.node is None:
+        return msgspec.structs.replace(
+            decision, node=None, devices=(), alternatives=tuple(others), reason=outcome.reason
+        ), []
+    score = next((v.score for v in decision.alternatives if v.node == outcome.node), 0.0)
+    moved = msgspec.structs.replace(decision, node=outcome.node, score=score, alternatives=tuple(others))
+    return moved, list(outcome.claims)
 
 
 def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace) -> int:
