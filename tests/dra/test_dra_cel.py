@@ -68,6 +68,9 @@ def holds(expression: str) -> bool:
         ('device.attributes["gpu.nvidia.com"].productName.indexOf("H100") == 7', True),
         ('["a", "b"].join("-") == "a-b"', True),
         ('[3, 1].exists(x, x == device.attributes["gpu.nvidia.com"].index)', True),
+        ('device.attributes["gpu.nvidia.com"].index == true', False),  # heterogeneous: unequal, no error
+        ('device.attributes["gpu.nvidia.com"].index != "3"', True),
+        ("3 == 3.0 && 3u == 3", True),
     ],
 )
 def test_the_device_environment(expression: str, expected: bool) -> None:

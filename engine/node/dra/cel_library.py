@@ -6,6 +6,10 @@
     strings (cel-go's ext.Strings): lowerAscii, upperAscii, trim, split, join, replace,
     substring, charAt, indexOf, lastIndexOf; regex: find, findAll; lists: sum, min, max, isSorted
 
+Equality is CEL's heterogeneous equality as cel-go (and so Kubernetes) has it: values of
+different kinds are unequal (`1 == true` is false, not an error), numbers compare by value
+across int, uint and double.
+
 `compareTo`, `isGreaterThan`, `isLessThan` and `indexOf` are shared by several types and
 dispatch on their receiver, as CEL's overloads do. A wrong argument type is an error
 value, never a Python exception leaking out.
@@ -20,6 +24,7 @@ from typing import Any
 import re2
 import semver
 from celpy import celtypes
+from celpy.evaluation import CELEvalError, bool_eq
 
 from schemas.quantity import QuantityError, parse_quantity
 
@@ -200,7 +205,37 @@ def _is_less(a: object, b: object) -> celtypes.BoolType:
     return celtypes.BoolType(compare_to(a, b) < 0)
 
 
+_NUMBERS = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, celtypes.BoolType):
+        return "bool"
+    if isinstance(value, _NUMBERS):
+        return "number"
+    return type(value).__name__
+
+
+def equal(a: Any, b: Any) -> Any:
+    """CEL's ==; an error value on either side stays the error."""
+    for side in (a, b):
+        if isinstance(side, CELEvalError):
+            return side
+    if _kind(a) != _kind(b):
+        return celtypes.BoolType(False)
+    if _kind(a) == "number" and type(a) is not type(b):
+        return celtypes.BoolType(Fraction(a) == Fraction(b))
+    return bool_eq(a, b)
+
+
+def not_equal(a: Any, b: Any) -> Any:
+    same = equal(a, b)
+    return same if isinstance(same, CELEvalError) else celtypes.BoolType(not same)
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "_==_": equal,
+    "_!=_": not_equal,
     "quantity": make_quantity,
     "isQuantity": _is(make_quantity),
     "semver": make_semver,
