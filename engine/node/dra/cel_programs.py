@@ -37,6 +37,9 @@ from engine.node.dra.model import Device
 MAX_EXPRESSION_LENGTH = 10 * 1024
 MAX_NESTING = 250
 MAX_COST = 1_000_000
+# cel-python evaluates by recursion, a few Python frames per parse-tree level: deeper trees
+# would exhaust Python's stack (cel-go has no such limit short of its 250 nesting levels).
+MAX_TREE_DEPTH = 150
 DEVICE_RANGE = 64  # elements a comprehension over a device's value is taken to have
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _SHOWN = 120
@@ -102,12 +105,23 @@ class CompiledSelector(msgspec.Struct, frozen=True, kw_only=True):
     error: str = ""
 
 
+def tree_depth(tree: Tree[Token]) -> int:
+    """The parse tree's depth, counted without recursion (the evaluator recurses once per level)."""
+    deepest = 0
+    stack: list[tuple[Tree[Token] | Token, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(node, Tree):
+            stack.extend((child, depth + 1) for child in node.children)
+    return deepest
+
+
 def compile_selector(expression: str) -> CompiledSelector:
     """The compiled expression, or its compile error (never raises)."""
     if len(expression) > MAX_EXPRESSION_LENGTH:
-        return CompiledSelector(
-            expression=expression, error=f"{len(expression)} characters, more than {MAX_EXPRESSION_LENGTH}"
-        )
+        error = f"{len(expression)} characters, more than {MAX_EXPRESSION_LENGTH}"
+        return CompiledSelector(expression=expression, error=error)
     if _nesting(expression) > MAX_NESTING:
         return CompiledSelector(expression=expression, error=f"nested more than {MAX_NESTING} deep")
     env = celpy.Environment()
@@ -117,6 +131,10 @@ def compile_selector(expression: str) -> CompiledSelector:
         return CompiledSelector(expression=expression, error=f"compilation failed: {str(exc).splitlines()[0]}")
     except RecursionError:
         return CompiledSelector(expression=expression, error=f"nested more than {MAX_NESTING} deep")
+    depth = tree_depth(ast)
+    if depth > MAX_TREE_DEPTH:
+        error = f"its parse tree is {depth} levels deep, more than {MAX_TREE_DEPTH} (nested or chained too far)"
+        return CompiledSelector(expression=expression, error=error)
     cost = estimated_cost(ast)
     if cost > MAX_COST:
         return CompiledSelector(expression=expression, error=f"estimated cost {cost} exceeds the limit of {MAX_COST}")
@@ -182,6 +200,8 @@ def evaluate(selector: CompiledSelector, activation: dict[str, Any]) -> bool:
         result = selector.program.evaluate(activation)
     except (CELEvalError, CelLibraryError, TypeError, ValueError, ArithmeticError, KeyError) as exc:
         raise SelectorError(f"CEL runtime error: {_eval_error_text(exc)}") from None
+    except RecursionError:
+        raise SelectorError("CEL runtime error: nested too deep to evaluate") from None
     if not isinstance(result, celtypes.BoolType):
         raise SelectorError(f"CEL result of type {type(result).__name__} could not be converted to bool")
     return bool(result)
