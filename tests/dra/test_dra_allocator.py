@@ -230,11 +230,24 @@ def test_an_empty_constraint_and_too_many_devices_are_errors() -> None:
 
 
 def test_a_search_without_solution_ends_within_its_bound_with_a_clear_error() -> None:
-    """48 devices over 8 values, 9 distinct asked: no solution, and a search that would never end."""
-    devices = [device(f"d{i}", attributes=attrs(root=str(i % 8))) for i in range(48)]
-    constraint = [{"distinctAttribute": "gpu.example.com/root"}]
-    with pytest.raises(AllocationError, match="allocation search aborted after 5000 steps"):
-        run([claim([exact("req", 9)], constraint)], [slice_(devices)], max_steps=5000)
+    """11 devices with distinct a and distinct b, where no 11 exist (a matching of at most 10), though 14
+    values of each are offered: no cheap bound sees it, and the search would run for ages."""
+    pairs = [(a, b) for a in range(5) for b in range(5, 14)] + [(a, b) for a in range(5, 14) for b in range(5)]
+    devices = [device(f"d{i}", attributes=attrs(a=a, b=b)) for i, (a, b) in enumerate(pairs)]
+    constraints = [{"distinctAttribute": "gpu.example.com/a"}, {"distinctAttribute": "gpu.example.com/b"}]
+    with pytest.raises(AllocationError, match="allocation search aborted after 5000 steps without a solution"):
+        run([claim([exact("req", 11)], constraints)], [slice_(devices)], max_steps=5000)
+    assert picked(run([claim([exact("req", 10)], constraints)], [slice_(devices)])) is not None
+
+
+def test_devices_of_one_request_are_tried_as_sets_not_orderings() -> None:
+    """Eight cliques of eight with one device taken in each but the last: the answer is the last clique,
+    found without walking every ordering of the devices of the cliques that cannot serve."""
+    devices = [device(f"d{i:02d}", attributes=attrs(clique=i // 8)) for i in range(64)]
+    taken = frozenset((DRIVER, "pool-1", f"d{i:02d}") for i in range(0, 56, 8))
+    constraint = [{"matchAttribute": "gpu.example.com/clique"}]
+    found = run([claim([exact("req", 8)], constraint)], [slice_(devices)], allocated=taken, max_steps=500)
+    assert picked(found) == [[("req", f"d{i}") for i in range(56, 64)]]
 
 
 def test_counters_of_a_partitionable_device_are_shared() -> None:

@@ -116,3 +116,20 @@ def test_quantity_compare_to_agrees_with_the_numbers(a: int, b: int) -> None:
     expected = (a > b) - (a < b)
     got = evaluate(compile_selector(f'quantity("{a}").compareTo(quantity("{b}")) == {expected}'), {})
     assert got is True
+
+
+def test_what_a_selector_selected_is_kept_per_device_object_in_the_engines_memo() -> None:
+    from engine import Engine
+
+    engine = Engine()
+    programs = engine.dra_programs
+    expression = 'device.attributes["gpu.nvidia.com"].index == 3'
+    assert programs.selects(expression, "gpu.nvidia.com", DEVICE) is True
+    kept = engine.memo.entries()
+    assert programs.selects(expression, "gpu.nvidia.com", DEVICE) is True
+    assert engine.memo.entries() == kept  # the second answer came from the table
+    twin = msgspec.structs.replace(DEVICE, name="gpu-0")  # equal, but another object: asked afresh
+    assert programs.selects(expression, "gpu.nvidia.com", twin) is True
+    assert engine.memo.entries() == kept + 1
+    engine.memo.clear()
+    assert engine.memo.entries() == 0

@@ -17,8 +17,9 @@ value, never a Python exception leaking out.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
 
 import re2
@@ -233,39 +234,41 @@ def not_equal(a: Any, b: Any) -> Any:
     return same if isinstance(same, CELEvalError) else celtypes.BoolType(not same)
 
 
-FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "_==_": equal,
-    "_!=_": not_equal,
-    "quantity": make_quantity,
-    "isQuantity": _is(make_quantity),
-    "semver": make_semver,
-    "isSemver": _is(make_semver),
-    "compareTo": compare_to,
-    "isGreaterThan": _is_greater,
-    "isLessThan": _is_less,
-    "sign": lambda q: celtypes.IntType(_sign(_quantity(q, "sign").value)),
-    "isInteger": lambda q: celtypes.BoolType(_quantity(q, "isInteger").value.denominator == 1),
-    "asInteger": as_integer,
-    "asApproximateFloat": lambda q: celtypes.DoubleType(float(_quantity(q, "asApproximateFloat").value)),
-    "add": lambda q, o: Quantity(_quantity(q, "add").value + _other(o)),
-    "sub": lambda q, o: Quantity(_quantity(q, "sub").value - _other(o)),
-    "major": lambda v: celtypes.IntType(_semver(v, "major").major),
-    "minor": lambda v: celtypes.IntType(_semver(v, "minor").minor),
-    "patch": lambda v: celtypes.IntType(_semver(v, "patch").patch),
-    "lowerAscii": lambda s: celtypes.StringType("".join(c.lower() if c.isascii() else c for c in s)),
-    "upperAscii": lambda s: celtypes.StringType("".join(c.upper() if c.isascii() else c for c in s)),
-    "trim": lambda s: celtypes.StringType(str(s).strip()),
-    "split": _split,
-    "join": lambda values, *sep: celtypes.StringType((sep[0] if sep else "").join(_list_of(values, "join"))),
-    "replace": lambda s, old, new, *n: celtypes.StringType(str(s).replace(old, new, int(n[0]) if n else -1)),
-    "substring": _substring,
-    "charAt": lambda s, i: celtypes.StringType(str(s)[int(i)] if 0 <= int(i) < len(s) else ""),
-    "indexOf": _index_of,
-    "lastIndexOf": _last_index_of,
-    "find": _find,
-    "findAll": _find_all,
-    "sum": lambda values: sum(_list_of(values, "sum"), celtypes.IntType(0)),
-    "min": _min_max("min", min),
-    "max": _min_max("max", max),
-    "isSorted": lambda values: celtypes.BoolType(_list_of(values, "isSorted") == sorted(values)),
-}
+FUNCTIONS: Mapping[str, Callable[..., Any]] = MappingProxyType(
+    {
+        "_==_": equal,
+        "_!=_": not_equal,
+        "quantity": make_quantity,
+        "isQuantity": _is(make_quantity),
+        "semver": make_semver,
+        "isSemver": _is(make_semver),
+        "compareTo": compare_to,
+        "isGreaterThan": _is_greater,
+        "isLessThan": _is_less,
+        "sign": lambda q: celtypes.IntType(_sign(_quantity(q, "sign").value)),
+        "isInteger": lambda q: celtypes.BoolType(_quantity(q, "isInteger").value.denominator == 1),
+        "asInteger": as_integer,
+        "asApproximateFloat": lambda q: celtypes.DoubleType(float(_quantity(q, "asApproximateFloat").value)),
+        "add": lambda q, o: Quantity(_quantity(q, "add").value + _other(o)),
+        "sub": lambda q, o: Quantity(_quantity(q, "sub").value - _other(o)),
+        "major": lambda v: celtypes.IntType(_semver(v, "major").major),
+        "minor": lambda v: celtypes.IntType(_semver(v, "minor").minor),
+        "patch": lambda v: celtypes.IntType(_semver(v, "patch").patch),
+        "lowerAscii": lambda s: celtypes.StringType("".join(c.lower() if c.isascii() else c for c in s)),
+        "upperAscii": lambda s: celtypes.StringType("".join(c.upper() if c.isascii() else c for c in s)),
+        "trim": lambda s: celtypes.StringType(str(s).strip()),
+        "split": _split,
+        "join": lambda values, *sep: celtypes.StringType((sep[0] if sep else "").join(_list_of(values, "join"))),
+        "replace": lambda s, old, new, *n: celtypes.StringType(str(s).replace(old, new, int(n[0]) if n else -1)),
+        "substring": _substring,
+        "charAt": lambda s, i: celtypes.StringType(str(s)[int(i)] if 0 <= int(i) < len(s) else ""),
+        "indexOf": _index_of,
+        "lastIndexOf": _last_index_of,
+        "find": _find,
+        "findAll": _find_all,
+        "sum": lambda values: sum(_list_of(values, "sum"), celtypes.IntType(0)),
+        "min": _min_max("min", min),
+        "max": _min_max("max", max),
+        "isSorted": lambda values: celtypes.BoolType(_list_of(values, "isSorted") == sorted(values)),
+    }
+)

@@ -138,7 +138,7 @@ def compile_selector(expression: str) -> CompiledSelector:
     cost = estimated_cost(ast)
     if cost > MAX_COST:
         return CompiledSelector(expression=expression, error=f"estimated cost {cost} exceeds the limit of {MAX_COST}")
-    return CompiledSelector(expression=expression, program=env.program(ast, functions=FUNCTIONS))
+    return CompiledSelector(expression=expression, program=env.program(ast, functions=dict(FUNCTIONS)))
 
 
 def _attribute_value(name: str, attribute: Any) -> Any:
@@ -208,10 +208,21 @@ def evaluate(selector: CompiledSelector, activation: dict[str, Any]) -> bool:
 
 
 class CelPrograms:
-    """Compiled selectors by expression, in the caller's bounded table (compiled once per expression)."""
+    """Compiled selectors by expression, and what each selected of a device, in the caller's bounded tables.
 
-    def __init__(self, table: BoundedCache[str, CompiledSelector] | None = None) -> None:
+    A result is kept per (expression, driver, device object): the same slice objects asked
+    again (the placer's view, an engine's next decision) are not evaluated again. A device
+    is frozen, and the entry holds it, so its identity cannot be reused while it is kept."""
+
+    def __init__(
+        self,
+        table: BoundedCache[str, CompiledSelector] | None = None,
+        results: BoundedCache[tuple[str, str, int], tuple[Device, bool]] | None = None,
+    ) -> None:
         self._table: BoundedCache[str, CompiledSelector] = table if table is not None else BoundedCache(1024)
+        self._results: BoundedCache[tuple[str, str, int], tuple[Device, bool]] = (
+            results if results is not None else BoundedCache(65536, recency=False)
+        )
 
     def get(self, expression: str) -> CompiledSelector:
         found = self._table.get(expression)
@@ -219,3 +230,13 @@ class CelPrograms:
             found = compile_selector(expression)
             self._table.put(expression, found)
         return found
+
+    def selects(self, expression: str, driver: str, device: Device) -> bool:
+        """Whether the selector selects the device; SelectorError as `evaluate` (errors are not kept)."""
+        key = (expression, driver, id(device))
+        kept = self._results.get(key)
+        if kept is not None and kept[0] is device:
+            return kept[1]
+        result = evaluate(self.get(expression), device_activation(driver, device))
+        self._results.put(key, (device, result))
+        return result

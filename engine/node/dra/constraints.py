@@ -55,6 +55,17 @@ class Constraint:
             return True
         return request in self.requests or (bool(sub_request) and f"{request}/{sub_request}" in self.requests)
 
+    def admits(self, request: str, sub_request: str, device: Device, driver: str) -> bool:
+        """Whether `add` would take the device now (nothing changes)."""
+        if not self.applies(request, sub_request):
+            return True
+        value = lookup_attribute(device, driver, self.attribute)
+        if value is None:
+            return False
+        if self.distinct:
+            return not self._values[value]
+        return not self._values or value in self._values
+
     def add(self, request: str, sub_request: str, device: Device, driver: str) -> bool:
         if not self.applies(request, sub_request):
             return True
