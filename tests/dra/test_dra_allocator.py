@@ -272,3 +272,69 @@ def test_a_score_picks_the_best_of_the_valid_allocations() -> None:
 
     assert picked(run([claim([exact("req", 2)])], slices)) == [[("req", "d0"), ("req", "d1")]]
     assert picked(run([claim([exact("req", 2)])], slices, score=score)) == [[("req", "d2"), ("req", "d3")]]
+
+
+def test_all_devices_that_break_a_constraint_are_an_error() -> None:
+    devices = [device("d0", attributes=attrs(numa=0)), device("d1", attributes=attrs(numa=1))]
+    request = exact("req", allocationMode="All")
+    with pytest.raises(
+        AllocationError, match="cannot add device .*d1 because a claim constraint would not be satisfied"
+    ):
+        run([claim([request], [{"matchAttribute": "gpu.example.com/numa"}])], [slice_(devices)])
+
+
+def test_a_subrequest_that_would_pass_the_claim_limit_gives_way_to_the_next() -> None:
+    request = {
+        "name": "req",
+        "firstAvailable": [
+            {"name": "many", "deviceClassName": "gpu", "count": 40},
+            {"name": "one", "deviceClassName": "gpu", "count": 1},
+        ],
+    }
+    assert picked(run([claim([request])], [slice_([device(f"d{i}") for i in range(40)])])) == [[("req/one", "d0")]]
+
+
+def test_first_available_backtracks_when_a_later_request_needs_the_device() -> None:
+    """The first subrequest takes the one big GPU the next request must have: the second subrequest is used."""
+    classes = [
+        device_class("gpu"),
+        device_class("big", ('device.attributes["gpu.example.com"].size == "big"',)),
+    ]
+    request = {
+        "name": "main",
+        "firstAvailable": [
+            {"name": "big", "deviceClassName": "big"},
+            {"name": "small", "deviceClassName": "gpu"},
+        ],
+    }
+    devices = [device("d0", attributes=attrs(size="big")), device("d1", attributes=attrs(size="small"))]
+    found = run([claim([request, exact("needs-big", 1, "big")])], [slice_(devices)], classes)
+    assert picked(found) == [[("main/small", "d1"), ("needs-big", "d0")]]
+
+
+def test_a_constraint_may_name_a_subrequest() -> None:
+    request = {"name": "req", "firstAvailable": [{"name": "two", "deviceClassName": "gpu", "count": 2}]}
+    devices = [device("d0", attributes=attrs(numa=0)), device("d1", attributes=attrs(numa=1))]
+    devices.append(device("d2", attributes=attrs(numa=1)))
+    constraint = [{"requests": ["req/two"], "matchAttribute": "gpu.example.com/numa"}]
+    assert picked(run([claim([request], constraint)], [slice_(devices)])) == [[("req/two", "d1"), ("req/two", "d2")]]
+
+
+def test_the_node_selector_of_network_attached_devices_is_the_union_of_their_slices() -> None:
+    zone = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}
+    rack = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "Exists"}]}]}
+    node = NodeView(name="node-1", labels={"zone": "a", "rack": "r1"})
+    slices = [
+        slice_([device("d0")], pool="p0", node=None, nodeSelector=zone),
+        slice_([device("d1")], pool="p1", node=None, nodeSelector=rack),
+    ]
+    results = run([claim([exact("req", 2)])], slices, node=node)
+    assert results is not None and results[0].node_selector is not None
+    (term,) = results[0].node_selector.node_selector_terms
+    assert [r.key for r in term.match_expressions] == ["zone", "rack"]
+
+
+def test_admin_access_never_takes_a_device_twice_in_one_claim() -> None:
+    requests = [exact("a", adminAccess=True), exact("b", adminAccess=True)]
+    assert run([claim(requests)], [slice_([device("d0")])]) is None
+    assert picked(run([claim(requests)], [slice_([device("d0"), device("d1")])])) == [[("a", "d0"), ("b", "d1")]]
