@@ -30,6 +30,7 @@ from engine.node.dra import (
     ResourceClaim,
     allocate,
     allocated_devices,
+    consumed_capacity,
 )
 from engine.node.dra.pools import selector_matches
 from engine.node.dra.topology import link_score
@@ -107,6 +108,7 @@ def place_claims(
         slices=tuple(dra.slices),
         classes=dra.classes,
         allocated=allocated_devices(list(dra.claims.values())),
+        consumed=consumed_capacity(list(dra.claims.values())),
         features=features if features is not None else Features(),
     )
     by_name = {n.name: n for n in nodes}

@@ -24,9 +24,11 @@ AllocationError saying so.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence, Set
+from fractions import Fraction
 
 import msgspec
 
+from engine.node.dra.capacity import Amounts, ShareLedger, share_id
 from engine.node.dra.cel_programs import CelPrograms, SelectorError, shown
 from engine.node.dra.constraints import Constraint, lookup_attribute, taint_prevents
 from engine.node.dra.counters import CounterLedger
@@ -58,6 +60,8 @@ class AllocationInput(msgspec.Struct, frozen=True, kw_only=True):
     slices: tuple[ResourceSlice, ...]
     classes: Mapping[str, DeviceClass]
     allocated: Set[DeviceId] = frozenset()  # devices that allocated claims hold (adminAccess ones excluded)
+    # what the allocations of shared devices (allowMultipleAllocations) consume, by device and capacity
+    consumed: Mapping[DeviceId, Mapping[str, Fraction]] = {}
     features: Features = Features()
 
 
@@ -100,6 +104,7 @@ class _Search:
         self.counters = CounterLedger(given.allocated)
         self.matches: dict[tuple[DeviceId, int, int, int], bool] = {}
         self.position: dict[DeviceId, int] = {}  # a candidate's place in the search order
+        self.shares = ShareLedger(given.consumed)  # what shared devices' allocations consume
         self.steps = 0
         self.best: tuple[float, list[list[Chosen]], dict[tuple[int, int], int]] | None = None
         self.found = 0
@@ -189,9 +194,15 @@ class _Search:
                 raise AllocationError(f"{whose}: selector #{i} {shown(expression)} on device {device}: {exc}") from None
         return True
 
-    def _in_use(self, data: RequestData, device: DeviceId) -> bool:
+    def _shared(self, candidate: Candidate) -> bool:
+        return bool(candidate.device.allow_multiple_allocations) and self.given.features.DRAConsumableCapacity
+
+    def _in_use(self, data: RequestData, candidate: Candidate) -> bool:
+        device = candidate.id
         if data.admin_access:
             return data.claim_index in self.allocating.get(device, ())
+        if self._shared(candidate):  # shared while its capacity lasts; an exclusive allocation takes it
+            return device in self.given.allocated
         return device in self.given.allocated or bool(self.allocating.get(device))
 
     # --- the search --------------------------------------------------------------------
@@ -250,7 +261,7 @@ class _Search:
         constraints = self.constraints[data.claim_index]
         out = []
         for candidate in self.candidates[start:]:
-            if self._in_use(data, candidate.id):
+            if self._in_use(data, candidate):
                 continue
             try:
                 if not self._selectable(data, candidate):
@@ -303,7 +314,7 @@ class _Search:
     def _all_next(self, data: RequestData, d: int, sub_fixed: bool) -> bool:
         assert data.all_devices is not None
         candidate = data.all_devices[d]
-        if self._in_use(data, candidate.id) or not self._take(data, candidate, must=True):
+        if self._in_use(data, candidate) or not self._take(data, candidate, must=True):
             return False  # every device is needed: no other order can help
         done = False
         try:
@@ -322,6 +333,10 @@ class _Search:
         if self.given.features.DRADeviceTaints and taint_prevents(device, data.tolerations):
             self._counters_back(candidate)
             return False
+        consumed = self.shares.check(candidate.id, device, data.capacity, shared=self._shared(candidate))
+        if consumed is False:
+            self._counters_back(candidate)
+            return False
         constraints = self.constraints[data.claim_index]
         for i, constraint in enumerate(constraints):
             if not constraint.add(data.request, data.sub_request, device, candidate.driver):
@@ -336,8 +351,21 @@ class _Search:
                 self._counters_back(candidate)
                 return False
         self.allocating.setdefault(candidate.id, set()).add(data.claim_index)
-        self.results[data.claim_index].append(Chosen(data=data, candidate=candidate))
+        self.results[data.claim_index].append(self._chosen(data, candidate, consumed or None))
         return True
+
+    def _chosen(self, data: RequestData, candidate: Candidate, consumed: Amounts | bool | None) -> Chosen:
+        if not isinstance(consumed, dict):
+            return Chosen(data=data, candidate=candidate)
+        self.shares.add(candidate.id, consumed)
+        claim = self.claims[data.claim_index].metadata
+        ordinal = sum(1 for c in self.results[data.claim_index] if c.candidate.id == candidate.id)
+        return Chosen(
+            data=data,
+            candidate=candidate,
+            share_id=share_id(claim.uid or claim.name, data.name, candidate.id, ordinal),
+            consumed=consumed,
+        )
 
     def _counters_back(self, candidate: Candidate) -> None:
         if candidate.device.consumes_counters:
@@ -348,7 +376,9 @@ class _Search:
             constraint.remove(data.request, data.sub_request, candidate.device, candidate.driver)
         self.allocating[candidate.id].discard(data.claim_index)
         self._counters_back(candidate)
-        self.results[data.claim_index].pop()
+        chosen = self.results[data.claim_index].pop()
+        if chosen.share_id is not None:
+            self.shares.add(candidate.id, chosen.consumed, -1)
 
     def _solution(self) -> bool:
         if self.score is None:

@@ -46,8 +46,27 @@ class DeviceAttribute(_Kube, frozen=True, kw_only=True):
     version: str | None = None
 
 
+class CapacityRequestPolicyRange(_Kube, frozen=True, kw_only=True):
+    min: str | None = None
+    max: str | None = None
+    step: str | None = None
+
+
+class CapacityRequestPolicy(_Kube, frozen=True, kw_only=True):
+    """How a request for a consumable capacity is rounded (default: what an unasked capacity takes)."""
+
+    default: str | None = None
+    valid_values: tuple[str, ...] = ()
+    valid_range: CapacityRequestPolicyRange | None = None
+
+
 class DeviceCapacity(_Kube, frozen=True, kw_only=True):
     value: str  # a Kubernetes quantity
+    request_policy: CapacityRequestPolicy | None = None
+
+
+class CapacityRequirements(_Kube, frozen=True, kw_only=True):
+    requests: dict[str, str] = {}  # capacity name -> quantity
 
 
 class DeviceTaint(_Kube, frozen=True, kw_only=True):
@@ -87,6 +106,7 @@ class Device(_Kube, frozen=True, kw_only=True):
     node_selector: NodeSelector | None = None
     all_nodes: bool | None = None
     taints: tuple[DeviceTaint, ...] = ()
+    allow_multiple_allocations: bool | None = None  # consumable capacity: shared by several allocations
 
 
 class ResourcePool(_Kube, frozen=True, kw_only=True):
@@ -145,6 +165,7 @@ class ExactDeviceRequest(_Kube, frozen=True, kw_only=True):
     count: int = 1
     admin_access: bool | None = None
     tolerations: tuple[DeviceToleration, ...] = ()
+    capacity: CapacityRequirements | None = None
 
 
 class DeviceSubRequest(_Kube, frozen=True, kw_only=True):
@@ -154,6 +175,7 @@ class DeviceSubRequest(_Kube, frozen=True, kw_only=True):
     allocation_mode: str = "ExactCount"
     count: int = 1
     tolerations: tuple[DeviceToleration, ...] = ()
+    capacity: CapacityRequirements | None = None
 
 
 class DeviceRequest(_Kube, frozen=True, kw_only=True):
@@ -190,6 +212,8 @@ class DeviceRequestAllocationResult(_Kube, frozen=True, kw_only=True):
     device: str
     admin_access: bool | None = None
     tolerations: tuple[DeviceToleration, ...] = ()
+    share_id: str | None = msgspec.field(default=None, name="shareID")  # one share of a shared device
+    consumed_capacity: dict[str, str] = {}
 
 
 class DeviceAllocationConfiguration(_Kube, frozen=True, kw_only=True):

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import msgspec
 
 from engine.node.dra.model import (
+    CapacityRequirements,
     Device,
     DeviceClass,
     DeviceRequest,
@@ -34,6 +35,7 @@ class Features(msgspec.Struct, frozen=True, kw_only=True):
     DRAPrioritizedList: bool = True
     DRAPartitionableDevices: bool = True
     DRADeviceTaints: bool = True
+    DRAConsumableCapacity: bool = True
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):
@@ -63,6 +65,7 @@ class RequestData(msgspec.Struct, kw_only=True):
     count: int
     admin_access: bool
     tolerations: tuple[DeviceToleration, ...]
+    capacity: CapacityRequirements | None = None
     num_devices: int = 0
     all_devices: list[Candidate] | None = None  # allocationMode All: the devices, fixed beforehand
 
@@ -116,6 +119,7 @@ def _data(
         count=spec.count,
         admin_access=isinstance(spec, ExactDeviceRequest) and bool(spec.admin_access),
         tolerations=spec.tolerations,
+        capacity=spec.capacity,
         num_devices=spec.count if spec.allocation_mode == "ExactCount" else 0,
     )
 

@@ -11,8 +11,11 @@ selectors, else none (the devices are reachable from every node).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import msgspec
 
+from engine.node.dra.capacity import quantity_text
 from engine.node.dra.model import (
     AllocationResult,
     DeviceAllocationConfiguration,
@@ -30,6 +33,8 @@ from engine.node.dra.requests import AllocationError, Candidate, RequestData
 class Chosen(msgspec.Struct, frozen=True, kw_only=True):
     data: RequestData
     candidate: Candidate
+    share_id: str | None = None  # one share of a device that allows multiple allocations
+    consumed: dict[str, Fraction] = {}  # its consumedCapacity
 
 
 def _device_result(chosen: Chosen) -> DeviceRequestAllocationResult:
@@ -41,6 +46,8 @@ def _device_result(chosen: Chosen) -> DeviceRequestAllocationResult:
         device=chosen.candidate.device.name,
         admin_access=True if d.admin_access else None,
         tolerations=d.tolerations,
+        share_id=chosen.share_id,
+        consumed_capacity={name: quantity_text(value) for name, value in sorted(chosen.consumed.items())},
     )
 
 
