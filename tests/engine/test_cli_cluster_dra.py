@@ -188,3 +188,13 @@ def test_a_missing_device_class_is_bad_input_naming_it(tmp_path: Path, capsys: p
     )
     assert code == 2 and answer is None
     assert "claim default/train, request gpu: could not retrieve device class gpu" in err
+
+
+def test_a_dra_feature_gate_switches_the_allocator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """DRADeviceTaints=false: a tainted device is allocated, as Kubernetes does with the gate off."""
+    taint = [{"key": "gpu.example.com/unhealthy", "value": "xid-79", "effect": "NoSchedule"}]
+    cluster = as_list(k8s_node("node-a"), k8s_slice("node-a", "gpu-0", taints=taint), k8s_class(), k8s_claim("train"))
+    pod = claiming_pod({"name": "gpus", "resourceClaimName": "train"})
+    code, answer, err = run(tmp_path, cluster, pod, "--feature-gates", "DRADeviceTaints=false", capsys=capsys)
+    assert code == 0 and answer["node"] == "node-a"
+    assert "DRADeviceTaints" not in err  # read, so not noted as unused

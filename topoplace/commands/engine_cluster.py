@@ -151,7 +151,7 @@ def place_on_cluster(args: argparse.Namespace) -> int:
         pods = read_pods(args.pods)
         for line in cluster.notes:
             _note(line)
-        for gate in sorted(set(gates) - set(DRA_GATES)):
+        for gate in sorted(set(gates) - set(dra_gates())):
             _note(f"feature gate {gate}: not used by topoplace yet")
         if len(pods) > 1:
             return _place_gang(cluster, pods, args)
@@ -170,7 +170,11 @@ def place_on_cluster(args: argparse.Namespace) -> int:
     return OK if decision.node is not None else NO_PLACE
 
 
-DRA_GATES = ("DRAAdminAccess", "DRAPrioritizedList", "DRAPartitionableDevices", "DRADeviceTaints")
+def dra_gates() -> tuple[str, ...]:
+    """The DRA feature gates the allocator reads (DRAAdminAccess, DRAPrioritizedList, ...)."""
+    from engine.node.dra import Features
+
+    return tuple(Features.__struct_fields__)
 
 
 def _with_claims(
@@ -187,7 +191,7 @@ def _with_claims(
     pod = pod_claims(pod_paths)
     if not pod.refs:
         return decision, None
-    features = Features(**{g: v for g, v in gates.items() if g in DRA_GATES})
+    features = Features(**{g: v for g, v in gates.items() if g in dra_gates()})
     outcome = place_claims(decision, pod, cluster.dra, cluster.snapshot.nodes, CelPrograms(), features)
     if outcome.node == decision.node:
         return decision, list(outcome.claims)
