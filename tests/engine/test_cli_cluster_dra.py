@@ -198,3 +198,26 @@ def test_a_dra_feature_gate_switches_the_allocator(tmp_path: Path, capsys: pytes
     code, answer, err = run(tmp_path, cluster, pod, "--feature-gates", "DRADeviceTaints=false", capsys=capsys)
     assert code == 0 and answer["node"] == "node-a"
     assert "DRADeviceTaints" not in err  # read, so not noted as unused
+
+
+def test_a_device_taint_rule_keeps_its_device_from_claims(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    drain = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "drain-node-a"},
+        "spec": {"deviceSelector": {"pool": "node-a"}, "taint": {"key": "maintenance", "effect": "NoExecute"}},
+    }
+    cluster = as_list(
+        k8s_node("node-a"),
+        k8s_node("node-b"),
+        k8s_slice("node-a", "gpu-0"),
+        k8s_slice("node-b", "gpu-0"),
+        k8s_class(),
+        k8s_claim("train"),
+        drain,
+    )
+    code, answer, err = run(
+        tmp_path, cluster, claiming_pod({"name": "gpus", "resourceClaimName": "train"}), capsys=capsys
+    )
+    assert code == 0 and answer["node"] == "node-b"
+    assert "DeviceTaintRule" not in err  # read, not noted as unused

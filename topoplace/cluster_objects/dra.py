@@ -1,5 +1,6 @@
 """DRA objects of a cluster given as Kubernetes objects: ResourceSlices, DeviceClasses,
-ResourceClaims (and which ResourceClaimTemplates exist), and a Pod's spec.resourceClaims."""
+ResourceClaims (and which ResourceClaimTemplates exist), DeviceTaintRules, and a Pod's
+spec.resourceClaims."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from typing import TypeVar
 import msgspec
 
 from engine.node.dra import DeviceClass, ResourceClaim, ResourceSlice
+from engine.node.dra.model import DeviceTaintRule
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
 
-DRA_KINDS = frozenset({"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate"})
+DRA_KINDS = frozenset({"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"})
 
-T = TypeVar("T", ResourceSlice, DeviceClass, ResourceClaim)
+T = TypeVar("T", ResourceSlice, DeviceClass, ResourceClaim, DeviceTaintRule)
 
 
 class DraObjects(msgspec.Struct, kw_only=True):
@@ -23,6 +25,7 @@ class DraObjects(msgspec.Struct, kw_only=True):
     classes: dict[str, DeviceClass] = {}
     claims: dict[str, ResourceClaim] = {}  # by namespace/name
     templates: set[str] = set()  # namespace/name of each ResourceClaimTemplate
+    taint_rules: list[DeviceTaintRule] = []
 
     def add(self, item: ClusterObject) -> None:
         if item.kind == "ResourceSlice":
@@ -33,6 +36,8 @@ class DraObjects(msgspec.Struct, kw_only=True):
         elif item.kind == "ResourceClaim":
             claim = _decoded(item, ResourceClaim)
             self.claims[f"{claim.metadata.namespace or 'default'}/{claim.metadata.name}"] = claim
+        elif item.kind == "DeviceTaintRule":
+            self.taint_rules.append(_decoded(item, DeviceTaintRule))
         elif item.kind == "ResourceClaimTemplate":
             meta = item.body.get("metadata") or {}
             self.templates.add(f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}")

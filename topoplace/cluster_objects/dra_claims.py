@@ -33,6 +33,7 @@ from engine.node.dra import (
     consumed_capacity,
 )
 from engine.node.dra.pools import selector_matches
+from engine.node.dra.taint_rules import with_taint_rules
 from engine.node.dra.topology import link_score
 from topoplace.cluster_objects.dra import DraObjects, PodClaims
 
@@ -105,7 +106,7 @@ def place_claims(
     if decision.node is None:
         return ClaimsOutcome(node=None, reason=decision.reason)
     given = AllocationInput(
-        slices=tuple(dra.slices),
+        slices=with_taint_rules(dra.slices, dra.taint_rules),
         classes=dra.classes,
         allocated=allocated_devices(list(dra.claims.values())),
         consumed=consumed_capacity(list(dra.claims.values())),

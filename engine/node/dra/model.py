@@ -242,6 +242,24 @@ class ResourceClaim(_Kube, frozen=True, kw_only=True):
     status: ResourceClaimStatus = ResourceClaimStatus()
 
 
+class DeviceTaintSelector(_Kube, frozen=True, kw_only=True):
+    """Which devices a DeviceTaintRule taints: the empty selector, all of them."""
+
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+
+class DeviceTaintRuleSpec(_Kube, frozen=True, kw_only=True):
+    device_selector: DeviceTaintSelector | None = None  # none: no device
+    taint: DeviceTaint
+
+
+class DeviceTaintRule(_Kube, frozen=True, kw_only=True):
+    metadata: ObjectMeta
+    spec: DeviceTaintRuleSpec
+
+
 DeviceId = tuple[str, str, str]  # (driver, pool, device)
 
 
