@@ -36,6 +36,7 @@ from engine.decide.preempt.model import DisruptionBudget, Preemption, Preemptor,
 from engine.decide.preempt.room import Room
 from engine.decide.ranking import ClassAnswers
 from engine.node.answer import NodeAnswers, NodeMiss
+from engine.node.dra.cel_programs import CelPrograms
 from engine.node.fragmentation import reads_cpu
 from engine.node.registry import VendorContext, VendorRegistry
 from engine.node.vendor import SetCandidate
@@ -95,6 +96,8 @@ class Engine:
         self._reads = node_reads(self.registry)
         self._reads_cpu = node_reads(self.registry, cpu=True)
         self._last_index: ClusterIndex | None = None  # the last snapshot's index: the next one updates it
+        # DRA selectors compiled once, and what each selected of a device, in this engine's memo
+        self.dra_programs = CelPrograms(memo.table(1024), memo.table(65536, recency=False))
 
     @property
     def memo(self) -> Memo:

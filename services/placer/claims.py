@@ -7,8 +7,15 @@ With constraints[].matchAttribute, the candidates are split into groups sharing 
 attribute's value and the engine decides each group; the best-scored decision wins (ties:
 the first group in value order), so every chosen device shares the value.
 
+Selectors are CEL, evaluated by the engine's DRA allocator's environment (cel-python
+with Kubernetes' device variables and libraries): a selector that does not compile, or
+errs on a device, makes the pod unschedulable with the request's field and the
+expression.
+
 The engine's devices are joined back with the slices by UUID (NVML's UUID is the uuid
-attribute NVIDIA's DRA driver publishes), then dealt to the claims' requests.
+attribute NVIDIA's DRA driver publishes), then dealt to the claims' requests by the
+engine's structured allocator over exactly those devices (backtracking until every
+request and constraint is served).
 
 A device that any other allocated ResourceClaim names (of `resources.claims`: ours and
 those kube-scheduler allocated for other pods) is never a candidate; only the pod's own
@@ -23,6 +30,9 @@ from collections.abc import Callable
 import msgspec
 
 from engine import Decision, PodRequest, RequestError
+from engine.node.dra import AllocationError, AllocationInput, CelPrograms, NodeView, allocate
+from engine.node.dra.cel_programs import SelectorError, device_activation, evaluate, shown
+from engine.node.dra.wire import engine_claim, engine_classes, engine_device, engine_slices
 from schemas.dra import (
     AttributeValue,
     ClaimAllocation,
@@ -35,7 +45,6 @@ from schemas.dra import (
 )
 from schemas.events import AllocatedClaimEvent, DeviceAssignment, ResourceSliceEvent
 from schemas.vendors import NVIDIA
-from services.placer.dra_selectors import SelectorError, Term, matches, parse
 
 GPU = NVIDIA.whole
 USE_UUID = "nvidia.com/use-gpuuuid"
@@ -107,10 +116,34 @@ class _Request(msgspec.Struct, frozen=True, kw_only=True):
     claim: PodClaim
     request: ClaimRequest
     driver: str
-    terms: tuple[tuple[Term, ...], ...]
+    field: str  # claims[c].requests[r], for a reason
 
 
-def _requests(claims: tuple[PodClaim, ...]) -> list[_Request]:
+class Selection:
+    """The CEL selectors of one decision: compiled in the caller's table, devices read once (mutable)."""
+
+    def __init__(self, programs: CelPrograms | None = None) -> None:
+        self.programs = programs if programs is not None else CelPrograms()
+        self._activations: dict[DeviceKey, dict[str, object]] = {}
+
+    def selects(self, request: _Request, candidate: SliceDevice) -> bool:
+        for selector in request.request.selectors:
+            activation = self._activations.get(candidate.key)
+            try:
+                if activation is None:
+                    activation = device_activation(candidate.driver, engine_device(candidate.device))
+                    self._activations[candidate.key] = activation
+                if not evaluate(self.programs.get(selector.cel), activation):
+                    return False
+            except SelectorError as exc:
+                on = f"on device {device_text(candidate.key)}"
+                raise RequestError(
+                    f"{request.field}.selectors", f"selector {shown(selector.cel)} {on}: {exc}"
+                ) from None
+        return True
+
+
+def _requests(claims: tuple[PodClaim, ...], selection: Selection) -> list[_Request]:
     out = []
     for c, claim in enumerate(claims):
         for r, request in enumerate(claim.requests):
@@ -125,21 +158,21 @@ def _requests(claims: tuple[PodClaim, ...]) -> list[_Request]:
                 raise RequestError(f"{field}.allocationMode", f"{request.allocation_mode!r}: only ExactCount")
             if request.count < 1:
                 raise RequestError(f"{field}.count", f"must be at least 1, got {request.count}")
-            try:
-                terms = tuple(parse(s.cel) for s in request.selectors)
-            except SelectorError as exc:
-                raise RequestError(f"{field}.selectors", str(exc)) from None
-            out.append(_Request(claim=claim, request=request, driver=driver, terms=terms))
+            for selector in request.selectors:
+                compiled = selection.programs.get(selector.cel)
+                if compiled.error:
+                    raise RequestError(f"{field}.selectors", f"selector {shown(selector.cel)}: {compiled.error}")
+            out.append(_Request(claim=claim, request=request, driver=driver, field=field))
     return out
 
 
-def _fits(request: _Request, candidate: SliceDevice) -> bool:
+def _fits(request: _Request, candidate: SliceDevice, selection: Selection) -> bool:
     if candidate.driver != request.driver or not candidate.device.uuid:
         return False
     kind = candidate.device.attributes.get(TYPE_ATTRIBUTE)
     if kind is not None and kind != "gpu":
         return False  # a MIG slice or another kind of device: the GPU class asks for whole GPUs
-    return all(matches(terms, candidate.driver, candidate.device) for terms in request.terms)
+    return selection.selects(request, candidate)
 
 
 def slice_devices(slices: tuple[ResourceSliceEvent, ...]) -> list[SliceDevice]:
@@ -151,13 +184,16 @@ def slice_devices(slices: tuple[ResourceSliceEvent, ...]) -> list[SliceDevice]:
     ]
 
 
-def candidate_groups(claims: tuple[PodClaim, ...], devices: list[SliceDevice]) -> list[list[SliceDevice]]:
+def candidate_groups(
+    claims: tuple[PodClaim, ...], devices: list[SliceDevice], selection: Selection | None = None
+) -> list[list[SliceDevice]]:
     """The devices the pod may get, one group per combination of its matchAttribute values.
 
     Raises RequestError when a claim cannot be read, and when no device matches at all.
     """
-    requests = _requests(claims)
-    fitting = [d for d in devices if any(_fits(r, d) for r in requests)]
+    selection = selection if selection is not None else Selection()
+    requests = _requests(claims, selection)
+    fitting = [d for d in devices if any(_fits(r, d, selection) for r in requests)]
     if not fitting:
         drivers = sorted({r.driver for r in requests})
         raise RequestError("claims", f"no ResourceSlice of {', '.join(drivers)} has a device the claims select")
@@ -221,14 +257,17 @@ def place_claims(
     slices: tuple[ResourceSliceEvent, ...],
     place: Callable[[PodRequest], Decision],
     allocated: AllocatedClaims | None = None,
+    programs: CelPrograms | None = None,
 ) -> tuple[Decision, tuple[ClaimAllocation, ...]]:
     """The engine's best decision for the pod's claims, and each claim's devices (none when unplaced).
 
     `allocated`: every allocated claim of the cluster; the devices they take are not offered.
+    `programs`: the compiled selectors the caller keeps (none: compiled for this call).
     """
+    selection = Selection(programs)
     every = slice_devices(slices)
-    requests = _requests(claims)
-    fitting = [d for d in every if any(_fits(r, d) for r in requests)]
+    requests = _requests(claims, selection)
+    fitting = [d for d in every if any(_fits(r, d, selection) for r in requests)]
     taken = taken_by_others(claims, fitting, allocated) if allocated is not None else {}
     devices = [d for d in every if d.key not in taken]
     if fitting and all(d.key in taken for d in fitting):
@@ -236,7 +275,7 @@ def place_claims(
         reason += taken_text(taken)
         return Decision(node=None, reason=reason), ()
     best: Decision | None = None
-    for group in candidate_groups(claims, devices):
+    for group in candidate_groups(claims, devices, selection):
         decision = place(engine_request(base, claims, group))
         # the first decision stands until a placed one beats it (ties: the first group)
         placed_better = decision.node is not None and (best is None or best.node is None or decision.score > best.score)
@@ -249,7 +288,7 @@ def place_claims(
             best = msgspec.structs.replace(best, reason=(best.reason or "no node can host the pod") + note)
         return best, ()
     try:
-        return best, allocations(base.namespace, claims, best.node, best.devices, devices)
+        return best, allocations(base.namespace, claims, best.node, best.devices, devices, selection.programs)
     except ValueError as exc:
         return Decision(node=None, reason=str(exc), candidates_considered=best.candidates_considered), ()
 
@@ -260,8 +299,9 @@ def allocations(
     node: str,
     chosen: tuple[DeviceAssignment, ...],
     devices: list[SliceDevice],
+    programs: CelPrograms | None = None,
 ) -> tuple[ClaimAllocation, ...]:
-    """The chosen devices dealt to the claims' requests, in request order (first fitting device first).
+    """The chosen devices dealt to the claims' requests by the engine's structured allocator.
 
     Raises ValueError when a chosen device has no slice device or the devices cannot serve every request.
     """
@@ -273,24 +313,24 @@ def allocations(
             what = f"device {assignment.index} ({assignment.uuid or 'no uuid'}) of {node}"
             raise ValueError(f"{what} is in no ResourceSlice")
         free.append(found)
-    requests = _requests(claims)
-    # Requests with the fewest fitting devices choose first, so a narrow request is not starved.
-    order = sorted(range(len(requests)), key=lambda i: (sum(_fits(requests[i], d) for d in free), i))
-    dealt: dict[int, list[SliceDevice]] = {}
-    for i in order:
-        want = requests[i].request.count
-        mine = [d for d in free if _fits(requests[i], d)][:want]
-        if len(mine) < want:
-            raise ValueError(f"the devices chosen on {node} cannot serve request {requests[i].request.name!r}")
-        dealt[i] = mine
-        free = [d for d in free if d not in mine]
-    out = []
-    for claim in claims:
-        results = tuple(
-            DeviceResult(request=r.request.name, driver=d.driver, pool=d.pool, device=d.device.name)
-            for i, r in enumerate(requests)
-            if r.claim is claim
-            for d in dealt[i]
+    slices = engine_slices(node, [(d.driver, d.pool, d.device) for d in free])
+    given = AllocationInput(slices=slices, classes=engine_classes(claims, GPU_CLASSES))
+    engine_claims = [engine_claim(namespace, claim) for claim in claims]
+    try:
+        found_results = allocate(NodeView(name=node), engine_claims, given, programs or CelPrograms())
+    except AllocationError as exc:
+        raise ValueError(str(exc)) from None
+    if found_results is None:
+        raise ValueError(f"the devices chosen on {node} cannot serve every request of the claims")
+    return tuple(
+        ClaimAllocation(
+            namespace=namespace,
+            name=claim.claim_name,
+            uid=claim.claim_uid,
+            results=tuple(
+                DeviceResult(request=r.request, driver=r.driver, pool=r.pool, device=r.device)
+                for r in result.devices.results
+            ),
         )
-        out.append(ClaimAllocation(namespace=namespace, name=claim.claim_name, uid=claim.claim_uid, results=results))
-    return tuple(out)
+        for claim, result in zip(claims, found_results, strict=True)
+    )

@@ -9,7 +9,6 @@ from placer_builders import pending, status, topology
 from engine import Decision, Engine, PodRequest, RequestError
 from schemas.dra import ClaimConstraint, ClaimRequest, ClaimSelector, DeviceResult, DraDevice, PodClaim
 from schemas.events import DeviceAssignment, PendingGangEvent, PendingPodEvent, PlacementOutcome, ResourceSliceEvent
-from services.placer import dra_selectors
 from services.placer.claims import (
     USE_UUID,
     SliceDevice,
@@ -77,7 +76,6 @@ def names(group: list[SliceDevice]) -> list[str]:
     ("expression", "expected"),
     [
         ('device.driver == "gpu.nvidia.com"', ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]),
-        ("device.driver == 'other.example.com'", []),
         ('device.attributes["gpu.nvidia.com"].productName == "A100"', ["gpu-2"]),
         ('device.attributes["gpu.nvidia.com"]["productName"] != "A100"', ["gpu-0", "gpu-1", "gpu-3"]),
         (
@@ -85,22 +83,32 @@ def names(group: list[SliceDevice]) -> list[str]:
             'device.attributes["gpu.nvidia.com"].index == 3',
             ["gpu-3"],
         ),  # fmt: skip
-        ('device.attributes["gpu.nvidia.com"].index == true', []),  # a bool never equals an int
-        ('device.attributes["gpu.nvidia.com"].missing != "x"', []),  # a missing attribute selects nothing
+        # CEL beyond equalities, as Kubernetes evaluates it
+        ('device.attributes["gpu.nvidia.com"].index > 2', ["gpu-3"]),
+        ('device.attributes["gpu.nvidia.com"].productName in ["A100", "B200"]', ["gpu-2"]),
+        ('device.attributes["gpu.nvidia.com"].productName.startsWith("H") || false', ["gpu-0", "gpu-1", "gpu-3"]),
+        ('!has(device.attributes["gpu.nvidia.com"].missing)', ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]),
     ],
 )
-def test_selectors_pick_the_devices_their_equalities_describe(expression: str, expected: list[str]) -> None:
-    terms = dra_selectors.parse(expression)
-    devices = [d for d in SLICES[0].devices if d.attributes[f"{DRIVER}/type"] == "gpu"]
-    assert [d.name for d in devices if dra_selectors.matches(terms, DRIVER, d)] == expected
+def test_selectors_pick_the_devices_their_expressions_describe(expression: str, expected: list[str]) -> None:
+    groups = candidate_groups((claim(1, expression),), slice_devices(SLICES))
+    assert [names(g) for g in groups] == [expected]
 
 
 @pytest.mark.parametrize(
-    "expression", ["device.capacity['x'].memory > 3", 'device.attributes["a"].b in ["x"]', "size(device) == 1"]
+    ("expression", "error"),
+    [
+        ("device.driver == 'other.example.com'", "no ResourceSlice of gpu.nvidia.com has a device the claims select"),
+        ('device.attributes["gpu.nvidia.com"].index == true', "no ResourceSlice"),  # a bool never equals an int
+        ("device.driver ==", "claims[0].requests[0].selectors: selector 'device.driver ==': compilation failed"),
+        ('device.attributes["gpu.nvidia.com"].missing != "x"', "on device gpu.nvidia.com/n1/gpu-0: CEL runtime error"),
+        ("device.driver", "claims[0].requests[0].selectors: selector 'device.driver' on device"),
+    ],
 )
-def test_a_selector_beyond_equalities_is_refused_with_the_expression(expression: str) -> None:
-    with pytest.raises(dra_selectors.SelectorError, match="selector"):
-        dra_selectors.parse(expression)
+def test_a_selector_that_selects_nothing_or_errs_is_a_request_error(expression: str, error: str) -> None:
+    with pytest.raises(RequestError) as raised:
+        candidate_groups((claim(1, expression),), slice_devices(SLICES))
+    assert error in str(raised.value)
 
 
 def test_candidates_are_whole_gpus_matching_the_selectors() -> None:

@@ -5,7 +5,8 @@ ReplicationControllers, ReplicaSets and StatefulSets (their selectors, for the
 cluster-default spread constraints: workloads.py), PersistentVolumeClaims,
 PersistentVolumes and StorageClasses for the pods' volumes (storage.py), for a
 gang its Volcano PodGroup and the HyperNodes, and for preemption PriorityClasses
-and PodDisruptionBudgets (priority.py); every other kind is accepted and left aside, named once in a note
+and PodDisruptionBudgets (priority.py), and for a pod's ResourceClaims the DRA
+objects (dra.py); every other kind is accepted and left aside, named once in a note
 (`not yet used: PersistentVolumeClaim`), never an error. A Pod
 with `spec.nodeName` that has not finished is running there and counts against
 its node; a Pod without one is pending and is not counted (kube-scheduler
@@ -28,6 +29,7 @@ from schemas.gangs import PodGroup
 from schemas.pod_requests import format_quantity
 from schemas.volumes import VolumeCatalog
 from services.collector import watch_translate as translate
+from topoplace.cluster_objects.dra import DRA_KINDS, DraObjects
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
 from topoplace.cluster_objects.nodes import merged, node_from_object, with_pods
 from topoplace.cluster_objects.pods import RunningPod, decode_pod, pod_to_place, running_pod
@@ -54,6 +56,7 @@ class ClusterRead(msgspec.Struct, frozen=True, kw_only=True):
     priority_classes: tuple[PriorityClass, ...] = ()
     volumes: VolumeCatalog = VolumeCatalog()  # claims, volumes and classes, for the pods' volumes
     workloads: WorkloadSelectors = msgspec.field(default_factory=WorkloadSelectors)
+    dra: DraObjects = msgspec.field(default_factory=DraObjects)  # ResourceSlices, DeviceClasses, ResourceClaims
 
 
 def _unused_note(kinds: list[str]) -> list[str]:
@@ -78,6 +81,7 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
     budget_items: list[ClusterObject] = []
     storage: list[ClusterObject] = []
     workloads = WorkloadSelectors()
+    dra = DraObjects()
     for path in paths:
         for item in read_objects(path):
             if item.kind in WORKLOAD_KINDS:
@@ -100,6 +104,8 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
                 nodes[node.name] = node
             elif item.kind == "Pod":
                 _read_running(item, pod_names, running, notes, (bound, pending))
+            elif item.kind in DRA_KINDS:
+                dra.add(item)
             else:
                 unused.append(item.kind)
     snapshot = Snapshot(
@@ -121,6 +127,7 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
         priority_classes=tuple(classes),
         volumes=catalog_of(storage, _claims_in_use(bound)),
         workloads=workloads,
+        dra=dra,
     )
 
 

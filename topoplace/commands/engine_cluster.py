@@ -11,6 +11,10 @@ with every node listed, by name. A pod that fits nowhere as things are may fit b
 `victims` the lower-priority pods to evict first, `nominated` true, and `preemption` says why each
 victim (`victims[].why`), the candidate nodes best first, the message it had without eviction, and
 for a device pod what counting devices alone would have evicted there (`count_only`).
+A pod with spec.resourceClaims also gets
+`"claims": [{"namespace", "name", "allocation": {...status.allocation...}}]`, its claims
+allocated as kube-scheduler's structured allocator does on the chosen node (or the next
+fitting one); when none can hold them, node is null with kube-scheduler's reason.
 Several Pods of one gang (Volcano's `scheduling.k8s.io/group-name`
 naming a PodGroup of the cluster, or Kueue's pod-group annotations) get today's gang answer
 (`engine place --snapshot` with `gang`): each member's node and devices, the hypernode and tier.
@@ -158,7 +162,7 @@ def place_on_cluster(args: argparse.Namespace) -> int:
         pods = read_pods(args.pods, cluster.volumes, cluster.workloads)
         for line in cluster.notes:
             _note(line)
-        for gate in sorted(gates):
+        for gate in sorted(set(gates) - set(dra_gates())):
             _note(f"feature gate {gate}: not used by topoplace yet")
         if len(pods) > 1:
             return _place_gang(cluster, pods, args)
@@ -169,7 +173,10 @@ def place_on_cluster(args: argparse.Namespace) -> int:
             cluster.snapshot, cluster.nominated, preemptor.priority, f"{pod.namespace}/{pod.name}"
         )
         decision = place(snapshot, pod, Mode(args.mode), explain=True)
+        decision, claims = _with_claims(decision, cluster, args.pods, gates)
         answer = answer_of(decision)
+        if claims is not None:
+            answer["claims"] = claims
         if decision.node is None:
             answer = _preempted(answer, cluster, snapshot, preemptor, args)
     except RequestError as exc:
@@ -211,6 +218,45 @@ def _preempted(
             "count_only": msgspec.to_builtins(result.count_only),
         },
     }
+
+
+def dra_gates() -> tuple[str, ...]:
+    """The DRA feature gates the allocator reads (DRAAdminAccess, DRAPrioritizedList, ...)."""
+    from engine.node.dra import Features
+
+    return tuple(Features.__struct_fields__)
+
+
+def _with_claims(
+    decision: Decision, cluster: ClusterRead, pod_paths: list[str], gates: dict[str, bool]
+) -> tuple[Decision, list[dict[str, Any]] | None]:
+    """The decision with the pod's ResourceClaims allocated (None: the pod names no claim)."""
+    import msgspec
+
+    from engine import NodeVerdict
+    from engine.node.dra import CelPrograms, Features
+    from topoplace.cluster_objects.dra import pod_claims
+    from topoplace.cluster_objects.dra_claims import place_claims
+
+    pod = pod_claims(pod_paths)
+    if not pod.refs:
+        return decision, None
+    features = Features(**{g: v for g, v in gates.items() if g in dra_gates()})
+    outcome = place_claims(decision, pod, cluster.dra, cluster.snapshot.nodes, CelPrograms(), features)
+    if outcome.node == decision.node:
+        return decision, list(outcome.claims)
+    others = [v for v in decision.alternatives if v.node != outcome.node]
+    if decision.node is not None:  # the engine's choice cannot hold the claims
+        others.insert(
+            0, NodeVerdict(node=decision.node, fits=False, reasons=(outcome.reason or "cannot allocate all claims",))
+        )
+    if outcome.node is None:
+        return msgspec.structs.replace(
+            decision, node=None, devices=(), alternatives=tuple(others), reason=outcome.reason
+        ), []
+    score = next((v.score for v in decision.alternatives if v.node == outcome.node), 0.0)
+    moved = msgspec.structs.replace(decision, node=outcome.node, score=score, alternatives=tuple(others))
+    return moved, list(outcome.claims)
 
 
 def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace) -> int:

@@ -1,0 +1,33 @@
+"""Topology leads where the claims leave a choice: the node's NVLinks pick the pair."""
+
+from __future__ import annotations
+
+from dra_builders import attrs, claim, device, exact, picked, run, slice_
+
+from engine.core.model import NodeState
+from engine.node.dra.topology import link_score
+from schemas.topology import Device, Link, Vendor
+
+
+def _gpu(index: int) -> Device:
+    return Device(index=index, uuid=f"GPU-{index}", vendor=Vendor.NVIDIA, model="H100", memory_mib=81920)
+
+
+def _node() -> NodeState:
+    """Four GPUs; only 2 and 3 are joined by NVLinks."""
+    links = (Link(src=2, dst=3, nvlinks=12), Link(src=3, dst=2, nvlinks=12))
+    return NodeState(name="node-1", machine_type="test", devices=tuple(_gpu(i) for i in range(4)), links=links)
+
+
+def test_the_linked_pair_is_chosen_among_valid_allocations() -> None:
+    slices = [slice_([device(f"gpu-{i}", attributes=attrs(uuid=f"GPU-{i}")) for i in range(4)])]
+    first = picked(run([claim([exact("req", 2)])], slices))
+    assert first == [[("req", "gpu-0"), ("req", "gpu-1")]]  # upstream: the first solution
+    linked = picked(run([claim([exact("req", 2)])], slices, score=link_score(_node(), slices)))
+    assert linked == [[("req", "gpu-2"), ("req", "gpu-3")]]
+
+
+def test_without_the_node_agents_devices_the_first_allocation_stands() -> None:
+    slices = [slice_([device(f"gpu-{i}", attributes=attrs(uuid=f"OTHER-{i}")) for i in range(4)])]
+    chosen = picked(run([claim([exact("req", 2)])], slices, score=link_score(_node(), slices)))
+    assert chosen == [[("req", "gpu-0"), ("req", "gpu-1")]]

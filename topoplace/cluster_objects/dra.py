@@ -1,0 +1,117 @@
+"""DRA objects of a cluster given as Kubernetes objects: ResourceSlices, DeviceClasses,
+ResourceClaims (and which ResourceClaimTemplates exist), DeviceTaintRules, and a Pod's
+spec.resourceClaims."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+import msgspec
+
+from engine.node.dra import DeviceClass, ResourceClaim, ResourceSlice
+from engine.node.dra.model import DeviceTaintRule
+from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
+
+DRA_KINDS = frozenset({"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"})
+
+T = TypeVar("T", ResourceSlice, DeviceClass, ResourceClaim, DeviceTaintRule)
+
+
+class DraObjects(msgspec.Struct, kw_only=True):
+    """The cluster's DRA objects as read (mutable while the files are read)."""
+
+    slices: list[ResourceSlice] = []
+    classes: dict[str, DeviceClass] = {}
+    claims: dict[str, ResourceClaim] = {}  # by namespace/name
+    templates: set[str] = set()  # namespace/name of each ResourceClaimTemplate
+    taint_rules: list[DeviceTaintRule] = []
+
+    def add(self, item: ClusterObject) -> None:
+        if item.kind == "ResourceSlice":
+            self.slices.append(_decoded(item, ResourceSlice))
+        elif item.kind == "DeviceClass":
+            device_class = _decoded(item, DeviceClass)
+            self.classes[device_class.metadata.name] = device_class
+        elif item.kind == "ResourceClaim":
+            claim = _decoded(item, ResourceClaim)
+            self.claims[f"{claim.metadata.namespace or 'default'}/{claim.metadata.name}"] = claim
+        elif item.kind == "DeviceTaintRule":
+            self.taint_rules.append(_decoded(item, DeviceTaintRule))
+        elif item.kind == "ResourceClaimTemplate":
+            meta = item.body.get("metadata") or {}
+            self.templates.add(f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}")
+
+
+def _decoded(item: ClusterObject, kind: type[T]) -> T:
+    try:
+        return msgspec.convert(item.body, kind)
+    except msgspec.ValidationError as exc:
+        raise ClusterInputError(item.where, "", f"{item.kind}: {exc}") from None
+
+
+class PodClaimRef(msgspec.Struct, frozen=True, kw_only=True):
+    """One of a pod's spec.resourceClaims, with the claim's name where it is known."""
+
+    name: str  # the entry's name in the pod
+    claim_name: str | None = None  # resourceClaimName, or the claim created from the template (pod status)
+    template: str | None = None  # resourceClaimTemplateName
+
+
+class _Source(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class _Status(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    name: str
+    resource_claim_name: str | None = None
+
+
+class _Spec(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    resource_claims: tuple[_Source, ...] = ()
+
+
+class _PodStatus(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    resource_claim_statuses: tuple[_Status, ...] = ()
+
+
+class _Meta(msgspec.Struct, frozen=True, kw_only=True):
+    name: str = ""
+    namespace: str = "default"
+
+
+class _Pod(msgspec.Struct, frozen=True, kw_only=True):
+    metadata: _Meta = _Meta()
+    spec: _Spec = _Spec()
+    status: _PodStatus = _PodStatus()
+
+
+class PodClaims(msgspec.Struct, frozen=True, kw_only=True):
+    namespace: str
+    name: str
+    refs: tuple[PodClaimRef, ...] = ()
+
+
+def pod_claims(paths: Sequence[str]) -> PodClaims:
+    """The first Pod's spec.resourceClaims (the pod to place), each resolved through the pod's status."""
+    for path in paths:
+        for item in read_objects(path):
+            if item.kind != "Pod":
+                continue
+            try:
+                pod = msgspec.convert(item.body, _Pod)
+            except msgspec.ValidationError as exc:
+                raise ClusterInputError(item.where, "spec.resourceClaims", str(exc)) from None
+            created = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}
+            refs = tuple(
+                PodClaimRef(
+                    name=s.name,
+                    claim_name=s.resource_claim_name or created.get(s.name),
+                    template=s.resource_claim_template_name,
+                )
+                for s in pod.spec.resource_claims
+            )
+            return PodClaims(namespace=pod.metadata.namespace or "default", name=pod.metadata.name, refs=refs)
+    return PodClaims(namespace="default", name="")
