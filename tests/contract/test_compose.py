@@ -185,6 +185,14 @@ def test_the_docs_say_how_to_reach_kafka_from_the_host() -> None:
         assert f"KAFKA_BOOTSTRAP=localhost:{port} topoplace topics tail" in text, doc
 
 
+def test_the_pods_the_docs_explain_are_pods_the_compose_workload_submits() -> None:
+    args = build_parser().parse_args(SERVICES["workload"]["command"])
+    submitted = {f"{args.namespace}/{pod.name}" for pod in workload.generate(args.pods, args.seed)}
+    for doc in ("README.md", "docs/deploy.md"):
+        explained = re.findall(r"topoplace\s+explain\s+([a-z0-9-]+/[a-z0-9-]+)", (ROOT / doc).read_text())
+        assert explained and set(explained) <= submitted, doc
+
+
 # --- health: every long-running service is checked, and what waits on it waits for healthy ---
 
 
