@@ -68,7 +68,14 @@ def test_every_environment_variable_is_read_by_the_configuration(service: str) -
     unknown = sorted(set(environment) - set(config.ENV_VARS))
     assert unknown == []
     # And the values parse: a typo in a number or a boolean fails here, not in a container.
-    config.Settings.from_env(environment)
+    settings = config.Settings.from_env(environment)
+    # What the service asks of them at start, beyond parsing: the seal's key (the binder and the
+    # cluster watcher), an API server to reach (there is no kubeconfig and no in-cluster account).
+    command = tuple(SERVICES[service]["command"][:2])
+    if command[:1] == ("binder",) or command == ("collector", "cluster"):
+        settings.require_decision_key()
+    if command[:1] in {("binder",), ("workload",)} or command == ("collector", "cluster"):
+        assert settings.kube_api_url, service
 
 
 def environment_of(service: str) -> dict[str, str]:
