@@ -63,6 +63,7 @@ METHODS: dict[str, tuple[str, str, str]] = {
     "create_resource_slice": (DRA, "resourceslices", "create"),
     "create_namespaced_resource_claim_template": (DRA, "resourceclaimtemplates", "create"),
     "list_device_class": (DRA, "deviceclasses", "list"),
+    "create_device_class": (DRA, "deviceclasses", "create"),
     "list_resource_claim_for_all_namespaces": (DRA, "resourceclaims", "list"),
     "read_namespaced_resource_claim": (DRA, "resourceclaims", "get"),
     "patch_namespaced_resource_claim": (DRA, "resourceclaims", "patch"),

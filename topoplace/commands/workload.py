@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from topoplace.commands.options import positive_float, positive_int
 from topoplace.config import Settings
 
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ResourceV1Api
 
-async def _seed(settings: Settings, with_hypernodes: bool) -> int:
+    from topoplace.demo.cluster import DemoCluster
+
+
+async def _seed(settings: Settings, with_hypernodes: bool, namespace: str) -> int:
     from kubernetes_asyncio import client as k8s
-    from kubernetes_asyncio.client.exceptions import ApiException
 
     from topoplace.demo import cluster as demo_cluster
     from topoplace.kube import api_client
@@ -21,23 +25,59 @@ async def _seed(settings: Settings, with_hypernodes: bool) -> int:
     async with await api_client(settings) as api:
         core = k8s.CoreV1Api(api)
         for node in cluster.nodes:
-            try:
-                await core.create_node(body=demo_cluster.node_manifest(node))  # type: ignore[arg-type]  # plain dicts are sent as they are
-            except ApiException as exc:
-                if exc.status != 409:  # already there: seeding twice is harmless
-                    raise
+            await _create(core.create_node, demo_cluster.node_manifest(node))
             print(f"node {node.name} ({node.fixture})")
         if with_hypernodes:
             custom = k8s.CustomObjectsApi(api)
             for hypernode in demo_cluster.hypernode_manifests(cluster):
-                try:
-                    await custom.create_cluster_custom_object(
-                        "topology.volcano.sh", "v1alpha1", "hypernodes", body=hypernode
-                    )
-                except ApiException as exc:
-                    if exc.status != 409:
-                        raise
+                await _create(
+                    lambda body: custom.create_cluster_custom_object(
+                        "topology.volcano.sh", "v1alpha1", "hypernodes", body=body
+                    ),
+                    hypernode,
+                )
+        return await _seed_dra_pool(k8s.ResourceV1Api(api), cluster, namespace)
+
+
+async def _seed_dra_pool(resource: ResourceV1Api, cluster: DemoCluster, namespace: str) -> int:
+    """The DRA pool's objects, as `topoplace demo` seeds them: without them its nodes have no GPUs
+    and the pods that name the claim template wait for ever."""
+    import sys
+
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from topoplace.demo import cluster as demo_cluster
+    from topoplace.demo import dra
+
+    try:
+        await _create(resource.create_device_class, dra.device_class())
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        print(
+            "topoplace workload: the API server does not serve resource.k8s.io/v1 (DRA, Kubernetes 1.34 or "
+            "newer): the DRA pool's nodes have no GPUs",
+            file=sys.stderr,
+        )
+        return 1
+    for resource_slice in demo_cluster.slice_manifests(cluster):
+        await _create(resource.create_resource_slice, resource_slice)
+        print(f"resourceslice {resource_slice['metadata']['name']}")
+    template = dra.claim_template(dra.TEMPLATE, namespace)
+    await _create(lambda body: resource.create_namespaced_resource_claim_template(namespace, body=body), template)
+    print(f"resourceclaimtemplate {namespace}/{dra.TEMPLATE}")
     return 0
+
+
+async def _create(create: Callable[..., Awaitable[object]], manifest: dict[str, Any]) -> None:
+    """Create one object; one already there is left as it is (seeding twice is harmless)."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    try:
+        await create(body=manifest)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
 
 
 async def _submit(settings: Settings, pods: int, seed: int, rate: float, namespace: str) -> int:
@@ -61,9 +101,13 @@ async def _submit(settings: Settings, pods: int, seed: int, rate: float, namespa
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser("workload", help="create simulated GPU nodes or submit the demo workload")
     sub = parser.add_subparsers(dest="workload_command", required=True)
-    seed = sub.add_parser("seed-cluster", help="create the demo cluster's nodes in the API server")
+    seed = sub.add_parser(
+        "seed-cluster",
+        help="create the demo cluster's nodes and its DRA pool (DeviceClass, ResourceSlices, claim template)",
+    )
     seed.add_argument("--hypernodes", action="store_true", help="also create Volcano HyperNode objects")
-    seed.set_defaults(func=lambda a: _run(_seed(Settings.from_env(), a.hypernodes)))
+    seed.add_argument("--namespace", default="default", help="where the claim template goes (the pods' namespace)")
+    seed.set_defaults(func=lambda a: _run(_seed(Settings.from_env(), a.hypernodes, a.namespace)))
     submit = sub.add_parser("submit", help="submit the mixed demo workload")
     submit.add_argument("--pods", type=positive_int, default=200)
     submit.add_argument("--seed", type=int, default=7)

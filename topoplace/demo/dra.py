@@ -43,7 +43,27 @@ def resource_slice(node: str, devices: tuple[Device, ...]) -> dict[str, Any]:
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
         "metadata": {"name": f"{node}-{DRIVER}"},
-        "spec": {"driver": DRIVER, "pool": {"name": node}, "nodeName": node, "devices": published},
+        # One slice per pool, generation 1: a real API server refuses a pool without a slice count.
+        "spec": {
+            "driver": DRIVER,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "nodeName": node,
+            "devices": published,
+        },
+    }
+
+
+def device_class() -> dict[str, Any]:
+    """The DeviceClass NVIDIA's DRA driver installs: its whole GPUs (the slices' `type: gpu`)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": DRIVER},
+        "spec": {
+            "selectors": [
+                {"cel": {"expression": f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'"}}
+            ]
+        },
     }
 
 

@@ -54,6 +54,7 @@ async def seed_cluster(api: k8s.ApiClient, cluster: demo_cluster.DemoCluster) ->
     for hypernode in demo_cluster.hypernode_manifests(cluster):
         await custom.create_cluster_custom_object("topology.volcano.sh", "v1alpha1", "hypernodes", body=hypernode)
     resource = k8s.ResourceV1Api(api)
+    await resource.create_device_class(body=dra.device_class())  # type: ignore[arg-type]  # plain dicts are sent as they are
     for resource_slice in demo_cluster.slice_manifests(cluster):
         await resource.create_resource_slice(body=resource_slice)  # type: ignore[arg-type]  # plain dicts are sent as they are
     template = dra.claim_template(dra.TEMPLATE, NAMESPACE)
