@@ -173,12 +173,14 @@ def place_on_cluster(args: argparse.Namespace) -> int:
             cluster.snapshot, cluster.nominated, preemptor.priority, f"{pod.namespace}/{pod.name}"
         )
         decision = place(snapshot, pod, Mode(args.mode), explain=True)
-        decision, claims = _with_claims(decision, cluster, args.pods, gates)
-        answer = answer_of(decision)
+        placed, claims = _with_claims(decision, cluster, args.pods, gates)
+        answer = answer_of(placed)
         if claims is not None:
             answer["claims"] = claims
         if decision.node is None:
             answer = _preempted(answer, cluster, snapshot, preemptor, args)
+        elif placed.node is None:  # only the claims failed: kube's DRA filter is unresolvable by eviction
+            answer["reason"] = f"{answer['reason']} {_not_helpful(len(snapshot.nodes))}"
     except RequestError as exc:
         print(f"topoplace engine: {', '.join(args.pods)}: {exc}", file=sys.stderr)
         return BAD_INPUT
@@ -218,6 +220,13 @@ def _preempted(
             "count_only": msgspec.to_builtins(result.count_only),
         },
     }
+
+
+def _not_helpful(nodes: int) -> str:
+    from engine.decide.kube.messages import fit_error_message
+    from engine.decide.preempt.room import NOT_HELPFUL
+
+    return "preemption: " + fit_error_message(nodes, [NOT_HELPFUL] * nodes)
 
 
 def dra_gates() -> tuple[str, ...]:
