@@ -30,13 +30,14 @@ from kubernetes_asyncio import client as k8s
 from bench.results import Figure, Machine
 from schemas import topics
 from schemas.events import BindingEvent, BindingOutcome, LifecyclePhase, PodLifecycleEvent
-from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.config import Settings
-from topoplace.demo import cluster as demo_cluster
-from topoplace.demo import processes, workload
-from topoplace.demo.runner import NAMESPACE, seed_cluster, wait_nodes_published, wait_ready
+from topoplace.dev.broker import EmbeddedBroker, free_port
+from topoplace.dev.demo import cluster as demo_cluster
+from topoplace.dev.demo import processes, workload
+from topoplace.dev.demo.runner import NAMESPACE, seed_cluster, wait_nodes_published, wait_ready
 from topoplace.kafka_io import Received, TopicFollower
 from topoplace.kube import api_client
+from topoplace.topic_admin import ensure_topics
 
 # The workload's shared-GPU pod: a quarter of one NVIDIA GPU's cores and 4 GB of its memory.
 # The demo cluster's 120 NVIDIA GPUs hold 480 of them, so a step of up to that many all fit.

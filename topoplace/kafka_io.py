@@ -24,7 +24,7 @@ from aiokafka.errors import CommitFailedError
 from prometheus_client import Counter
 
 from schemas.topics import Topic
-from topoplace import broker
+from topoplace.kafka import broker_kind
 from topoplace.kafka_producer import EventProducer
 from topoplace.kafka_records import (
     DEAD_LETTERS_FAILED,
@@ -171,7 +171,7 @@ class EventConsumer(_StoppableLoop):
         self._task = asyncio.current_task()
         if self._stopping.is_set():
             return
-        session_timeout_ms = self.session_timeout_ms or await broker.group_session_timeout_ms(
+        session_timeout_ms = self.session_timeout_ms or await broker_kind.group_session_timeout_ms(
             self.bootstrap, self.security
         )
         consumer = self.client(session_timeout_ms)
@@ -189,9 +189,9 @@ class EventConsumer(_StoppableLoop):
             membership = _membership(consumer)
             await consumer.stop()
             if membership is not None:
-                await broker.leave_group(self.bootstrap, *membership, security=self.security)
+                await broker_kind.leave_group(self.bootstrap, *membership, security=self.security)
 
-    def client(self, session_timeout_ms: int = broker.KAFKA_SESSION_TIMEOUT_MS) -> AIOKafkaConsumer:
+    def client(self, session_timeout_ms: int = broker_kind.KAFKA_SESSION_TIMEOUT_MS) -> AIOKafkaConsumer:
         """The aiokafka group consumer this reads with (not started)."""
         return AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
@@ -404,7 +404,7 @@ async def _all_partitions(consumer: AIOKafkaConsumer, topics: Sequence[Topic]) -
     for topic in topics:
         ids = consumer.partitions_for_topic(topic.name)
         if not ids:
-            raise broker.TopicMissingError(f"topic {topic.name!r} does not exist on the broker (create it first)")
+            raise broker_kind.TopicMissingError(f"topic {topic.name!r} does not exist on the broker (create it first)")
         partitions += [TopicPartition(topic.name, p) for p in sorted(ids)]
     return partitions
 

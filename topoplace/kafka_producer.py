@@ -14,7 +14,8 @@ from opentelemetry import trace
 from prometheus_client import Counter
 
 from schemas.topics import Topic
-from topoplace import broker, telemetry
+from topoplace import telemetry
+from topoplace.kafka import broker_kind
 from topoplace.kafka_security import KafkaSecurity, client_options
 from topoplace.kafka_wire import encode_event, trace_headers
 from topoplace.supervise import Backoff, is_transient_kafka_error
@@ -64,7 +65,7 @@ class EventProducer:
     async def start(self) -> None:
         if self._producer is not None:
             return
-        if self.idempotence and await broker.is_embedded(self.bootstrap, self.security):
+        if self.idempotence and await broker_kind.is_embedded(self.bootstrap, self.security):
             # The embedded broker cannot serve InitProducerId: every send would fail.
             log.warning(
                 "kafka.idempotence_off", extra={"fields": {"reason": "embedded broker", "service": self.service}}

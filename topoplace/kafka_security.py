@@ -2,7 +2,7 @@
 
 One `KafkaSecurity` is read by `Settings.from_env` and handed to every client
 the code creates (producer, consumers, followers, the admin client, the raw
-metadata clients of broker.py) through `client_options`. The password is a
+metadata clients of topoplace.kafka.broker_kind) through `client_options`. The password is a
 `Secret`: its repr is masked, so it reaches no log line, span or traceback.
 """
 

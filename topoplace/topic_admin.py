@@ -37,7 +37,7 @@ REPLICATION_NOT_FIXED = "a replication factor changes only by a partition reassi
 
 
 class BrokerError(RuntimeError):
-    """A broker could not be found, started or reached, or refused to create topics (topoplace.broker re-exports it)."""
+    """A broker could not be found, started or reached, or refused to create topics."""
 
 
 class WantedTopic(msgspec.Struct, frozen=True, kw_only=True):

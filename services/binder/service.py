@@ -46,12 +46,13 @@ from services.binder.pod_reader import PodReader
 from services.binder.reporting import PodReporter
 from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
 from topoplace import kube, telemetry
-from topoplace.broker import ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
+from topoplace.kafka.bootstrap import kafka_bootstrap
 from topoplace.kafka_io import EventConsumer, EventProducer, Received, TopicFollower
 from topoplace.logs import configure_logging
 from topoplace.supervise import Supervisor
+from topoplace.topic_admin import ensure_topics
 
 SERVICE = "topoplace-binder"
 LEDGER_TOPICS = (topics.PODS_LIFECYCLE, topics.TOPOLOGY_NODES)

@@ -50,9 +50,9 @@ from services.collector.watch_publish import BAD_FIELDS, EventPublishing, Publis
 from services.collector.watch_stream import ListWatch, ResourceMissing
 from services.collector.watch_trackers import Outcome, PodTracker
 from topoplace import telemetry
-from topoplace.broker import check_kafka_setting, ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.health import HealthServer
+from topoplace.kafka.bootstrap import check_kafka_setting, kafka_bootstrap
 from topoplace.kafka_io import (
     EventProducer,
     Received,
@@ -65,6 +65,7 @@ from topoplace.kafka_security import KafkaSecurity
 from topoplace.kube import api_client
 from topoplace.logs import configure_logging
 from topoplace.supervise import Supervisor, raise_when_recovered
+from topoplace.topic_admin import ensure_topics
 
 SERVICE = "topoplace-collector"
 PUBLISHED_TOPICS = (

@@ -30,13 +30,14 @@ from services.collector.nvml_source import NodeReading, NvmlUnavailableError
 from services.collector.topo_matrix import TopoMatrixError
 from services.collector.topology_files import FixtureError, load_topology
 from topoplace import telemetry
-from topoplace.broker import check_kafka_setting, ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.event_checks import InvalidEvent, check_event
 from topoplace.health import HealthServer
+from topoplace.kafka.bootstrap import check_kafka_setting, kafka_bootstrap
 from topoplace.kafka_io import EventProducer
 from topoplace.logs import configure_logging
 from topoplace.supervise import Supervisor, raise_when_recovered
+from topoplace.topic_admin import ensure_topics
 
 SERVICE = "topoplace-collector"
 NVML_SOURCE = "nvml"

@@ -31,9 +31,9 @@ from services.placer import metrics
 from services.placer.decide import Cause, Decider, FollowUp, PlaceFn
 from services.placer.parking import TicketState
 from topoplace import telemetry
-from topoplace.broker import ensure_topics, kafka_bootstrap
 from topoplace.config import NODE_POLICY, ConfigError, Settings
 from topoplace.health import HealthServer
+from topoplace.kafka.bootstrap import kafka_bootstrap
 from topoplace.kafka_io import (
     EventConsumer,
     EventProducer,
@@ -43,6 +43,7 @@ from topoplace.kafka_io import (
 )
 from topoplace.logs import configure_logging
 from topoplace.supervise import Supervisor
+from topoplace.topic_admin import ensure_topics
 
 SERVICE = "topoplace-placer"
 

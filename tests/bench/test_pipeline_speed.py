@@ -13,7 +13,7 @@ from opentelemetry.context import Context
 from bench import pipeline_speed as ps
 from schemas.events import BindingEvent, BindingOutcome, Event, LifecyclePhase, PodLifecycleEvent
 from schemas.topology import Vendor
-from topoplace.demo import cluster as demo_cluster
+from topoplace.dev.demo import cluster as demo_cluster
 from topoplace.kafka_io import Received
 
 

@@ -20,8 +20,8 @@ from services.binder.apply import PodBinder
 from services.binder.claim_watch import AllocatedDevices, ClaimObject, watch_claims
 from services.binder.claims import ClaimWriter
 from services.binder.retry import BackoffPolicy
-from topoplace.kubeapi import KubeApiServer
-from topoplace.kubeapi import resources as kube_resources
+from topoplace.dev.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import resources as kube_resources
 
 NODE = "gpu-node-1"
 DRIVER = "gpu.nvidia.com"

@@ -36,10 +36,11 @@ from schemas.seal import SEAL
 from schemas.topology import Device, Vendor
 from services.binder.retry import BackoffPolicy
 from services.binder.service import run_binder
-from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.config import Settings
+from topoplace.dev.broker import EmbeddedBroker, free_port
+from topoplace.dev.kubeapi import KubeApiServer
 from topoplace.kafka_io import EventProducer, Received, TopicFollower
-from topoplace.kubeapi import KubeApiServer
+from topoplace.topic_admin import ensure_topics
 
 WAIT = 30.0  # seconds; generous for 2 shared cores, met in well under a second when things work
 PLACEMENTS_DLQ = topics.Topic(name=topics.PLACEMENTS.dlq, event=DeadLetterEvent, key="original key", compacted=False)

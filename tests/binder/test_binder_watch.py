@@ -44,7 +44,7 @@ from services.binder.outcome import PodView
 from services.binder.pod_reader import PodReader
 from services.binder.reporting import PodReporter
 from services.binder.service import skip_proxy_lookups
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 NODE = "gpu-node-w"
 

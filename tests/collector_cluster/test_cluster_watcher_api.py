@@ -38,8 +38,8 @@ from services.collector import watch_gangs as gangs
 from services.collector import watch_stream
 from services.collector.cluster_watcher import BAD_FIELDS, ClusterWatcher
 from services.collector.watch_objects import Pod
-from topoplace.kubeapi import KubeApiServer, ObjectStore, resources
-from topoplace.kubeapi.faults import FaultPlan
+from topoplace.dev.kubeapi import KubeApiServer, ObjectStore, resources
+from topoplace.dev.kubeapi.faults import FaultPlan
 
 GROUP, VERSION, PLURAL = "topology.volcano.sh", "v1alpha1", "hypernodes"
 
@@ -502,7 +502,7 @@ async def test_kueue_topologies_reach_topology_levels(crd_server: KubeApiServer,
 
 
 async def test_without_podgroups_and_topologies_the_watcher_is_ready(publisher: RecordingPublisher) -> None:
-    from topoplace.kubeapi import resources
+    from topoplace.dev.kubeapi import resources
 
     without = tuple(r for r in resources.ALL if r.group not in ("scheduling.volcano.sh", "kueue.x-k8s.io"))
     async with KubeApiServer(served=without, bookmark_interval=0.5) as server:

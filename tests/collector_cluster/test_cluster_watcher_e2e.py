@@ -25,11 +25,12 @@ from schemas.events import (
 )
 from services.collector import watch_gangs as gangs
 from services.collector.cluster_watcher import run_cluster_watcher
-from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.config import Settings
+from topoplace.dev.broker import EmbeddedBroker, free_port
+from topoplace.dev.kubeapi import KubeApiServer
 from topoplace.kafka_io import EventProducer, Received, TopicFollower
-from topoplace.kubeapi import KubeApiServer
 from topoplace.telemetry import read_spans
+from topoplace.topic_admin import ensure_topics
 
 pytestmark = pytest.mark.e2e
 

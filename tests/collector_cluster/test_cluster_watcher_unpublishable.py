@@ -20,8 +20,8 @@ from schemas import topics
 from schemas.events import PendingPodEvent
 from services.collector.cluster_watcher import SERVICE, ClusterWatcher, run_cluster_watcher
 from topoplace.config import Settings
+from topoplace.dev.kubeapi import KubeApiServer
 from topoplace.kafka_io import EventProducer, Received, TopicFollower
-from topoplace.kubeapi import KubeApiServer
 
 pytestmark = pytest.mark.e2e
 

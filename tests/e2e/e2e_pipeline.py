@@ -34,8 +34,8 @@ from services.placer.decide import PlaceFn
 from services.placer.service import SERVICE as PLACER
 from services.placer.service import run_placer
 from topoplace.config import Settings
+from topoplace.dev.kubeapi import KubeApiServer
 from topoplace.kafka_io import EventProducer, Received, TopicFollower
-from topoplace.kubeapi import KubeApiServer
 
 SERVICE = "topoplace-e2e"  # the client id of the tests' own readers and writers
 START_TIMEOUT_S = 30.0

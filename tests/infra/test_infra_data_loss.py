@@ -7,8 +7,9 @@ import asyncio
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from schemas import events, topics
-from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
+from topoplace.dev.broker import EmbeddedBroker, free_port
 from topoplace.kafka_io import EndWentBack, EventProducer, ends_gone_back, watch_for_data_loss
+from topoplace.topic_admin import ensure_topics
 
 WAIT = 15.0  # seconds; generous for a loaded 2-core machine, never reached when things work
 TOPIC = topics.NODES_STATUS

@@ -436,7 +436,7 @@ async def test_sending_without_start_is_an_error(kafka_bootstrap: str, pending_t
 async def test_idempotence_asked_of_the_embedded_broker_is_turned_off_and_sends_work(
     kafka_bootstrap: str, pending_topic: Topic
 ) -> None:
-    from topoplace.broker import is_embedded
+    from topoplace.kafka.broker_kind import is_embedded
 
     if not await is_embedded(kafka_bootstrap):
         pytest.skip("only the embedded broker lacks idempotent producers")

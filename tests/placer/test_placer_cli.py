@@ -14,8 +14,8 @@ from placer_kafka import TIMEOUT_S, Recorder
 
 from schemas import topics
 from schemas.events import PlacementOutcome
-from topoplace.broker import free_port
 from topoplace.cli import build_parser
+from topoplace.dev.broker import free_port
 from topoplace.kafka_io import EventProducer
 
 

@@ -32,9 +32,10 @@ from schemas.events import (
 )
 from services.placer import service as placer_service
 from services.placer.decide import PlaceFn
-from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
+from topoplace.dev.broker import EmbeddedBroker, free_port
 from topoplace.kafka_io import EventProducer, Received
 from topoplace.telemetry import read_spans
+from topoplace.topic_admin import ensure_topics
 
 
 async def _seed(producer: EventProducer, nodes: dict[str, int]) -> None:
