@@ -35,9 +35,10 @@ from topoplace.dev.broker import EmbeddedBroker, free_port
 from topoplace.dev.demo import cluster as demo_cluster
 from topoplace.dev.demo import processes, workload
 from topoplace.dev.demo.runner import NAMESPACE, seed_cluster, wait_nodes_published, wait_ready
-from topoplace.kafka_io import Received, TopicFollower
+from topoplace.kafka.admin import ensure_topics
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.records import Received
 from topoplace.kube import api_client
-from topoplace.topic_admin import ensure_topics
 
 # The workload's shared-GPU pod: a quarter of one NVIDIA GPU's cores and 4 GB of its memory.
 # The demo cluster's 120 NVIDIA GPUs hold 480 of them, so a step of up to that many all fit.

@@ -12,7 +12,7 @@ from kubernetes_asyncio import client
 
 from topoplace.dev.broker import EmbeddedBroker
 from topoplace.dev.kubeapi import KubeApiServer
-from topoplace.topic_admin import ensure_topics
+from topoplace.kafka.admin import ensure_topics
 
 
 @pytest.fixture(scope="session")

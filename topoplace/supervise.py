@@ -31,8 +31,8 @@ from aiokafka.errors import (
 )
 from prometheus_client import Counter
 
+from topoplace.kafka.admin import BrokerError
 from topoplace.kafka.broker_kind import TopicMissingError
-from topoplace.topic_admin import BrokerError
 
 log = logging.getLogger(__name__)
 

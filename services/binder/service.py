@@ -48,11 +48,14 @@ from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
 from topoplace import kube, telemetry
 from topoplace.config import Settings
 from topoplace.health import HealthServer
+from topoplace.kafka.admin import ensure_topics
 from topoplace.kafka.bootstrap import kafka_bootstrap
-from topoplace.kafka_io import EventConsumer, EventProducer, Received, TopicFollower
+from topoplace.kafka.consumer import EventConsumer
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 from topoplace.logs import configure_logging
 from topoplace.supervise import Supervisor
-from topoplace.topic_admin import ensure_topics
 
 SERVICE = "topoplace-binder"
 LEDGER_TOPICS = (topics.PODS_LIFECYCLE, topics.TOPOLOGY_NODES)

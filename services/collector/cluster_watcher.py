@@ -52,20 +52,16 @@ from services.collector.watch_trackers import Outcome, PodTracker
 from topoplace import telemetry
 from topoplace.config import Settings
 from topoplace.health import HealthServer
+from topoplace.kafka.admin import ensure_topics
 from topoplace.kafka.bootstrap import check_kafka_setting, kafka_bootstrap
-from topoplace.kafka_io import (
-    EventProducer,
-    Received,
-    TopicFollower,
-    latest_by_key,
-    read_compacted,
-    watch_for_data_loss,
-)
-from topoplace.kafka_security import KafkaSecurity
+from topoplace.kafka.data_loss import watch_for_data_loss
+from topoplace.kafka.follower import TopicFollower, latest_by_key, read_compacted
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
+from topoplace.kafka.security import KafkaSecurity
 from topoplace.kube import api_client
 from topoplace.logs import configure_logging
 from topoplace.supervise import Supervisor, raise_when_recovered
-from topoplace.topic_admin import ensure_topics
 
 SERVICE = "topoplace-collector"
 PUBLISHED_TOPICS = (

@@ -33,11 +33,11 @@ from topoplace import telemetry
 from topoplace.config import Settings
 from topoplace.event_checks import InvalidEvent, check_event
 from topoplace.health import HealthServer
+from topoplace.kafka.admin import ensure_topics
 from topoplace.kafka.bootstrap import check_kafka_setting, kafka_bootstrap
-from topoplace.kafka_io import EventProducer
+from topoplace.kafka.producer import EventProducer
 from topoplace.logs import configure_logging
 from topoplace.supervise import Supervisor, raise_when_recovered
-from topoplace.topic_admin import ensure_topics
 
 SERVICE = "topoplace-collector"
 NVML_SOURCE = "nvml"

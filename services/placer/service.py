@@ -33,17 +33,15 @@ from services.placer.parking import TicketState
 from topoplace import telemetry
 from topoplace.config import NODE_POLICY, ConfigError, Settings
 from topoplace.health import HealthServer
+from topoplace.kafka.admin import ensure_topics
 from topoplace.kafka.bootstrap import kafka_bootstrap
-from topoplace.kafka_io import (
-    EventConsumer,
-    EventProducer,
-    Received,
-    TopicFollower,
-    extract_trace_context,
-)
+from topoplace.kafka.consumer import EventConsumer
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
+from topoplace.kafka.wire import extract_trace_context
 from topoplace.logs import configure_logging
 from topoplace.supervise import Supervisor
-from topoplace.topic_admin import ensure_topics
 
 SERVICE = "topoplace-placer"
 

@@ -38,8 +38,10 @@ from topoplace.config import (
     Settings,
 )
 from topoplace.dev.kubeapi import KubeApiServer
-from topoplace.kafka_io import EventConsumer, EventProducer, Received
-from topoplace.topic_admin import ensure_topics
+from topoplace.kafka.admin import ensure_topics
+from topoplace.kafka.consumer import EventConsumer
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 
 WAIT = 30.0  # seconds; a bound on a hung test, never reached when things work
 FAST = LeaseTimings(

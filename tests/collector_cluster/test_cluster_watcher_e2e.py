@@ -28,9 +28,11 @@ from services.collector.cluster_watcher import run_cluster_watcher
 from topoplace.config import Settings
 from topoplace.dev.broker import EmbeddedBroker, free_port
 from topoplace.dev.kubeapi import KubeApiServer
-from topoplace.kafka_io import EventProducer, Received, TopicFollower
+from topoplace.kafka.admin import ensure_topics
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 from topoplace.telemetry import read_spans
-from topoplace.topic_admin import ensure_topics
 
 pytestmark = pytest.mark.e2e
 

@@ -21,7 +21,9 @@ from schemas.events import PendingPodEvent
 from services.collector.cluster_watcher import SERVICE, ClusterWatcher, run_cluster_watcher
 from topoplace.config import Settings
 from topoplace.dev.kubeapi import KubeApiServer
-from topoplace.kafka_io import EventProducer, Received, TopicFollower
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 
 pytestmark = pytest.mark.e2e
 

@@ -22,8 +22,9 @@ from services.collector.nvml_source import NodeReading, NvmlUnavailableError
 from services.collector.topology_files import FixtureError, load_topology
 from topoplace.config import Settings
 from topoplace.dev.broker import EmbeddedBroker, free_port
-from topoplace.kafka_io import Received, TopicFollower
-from topoplace.topic_admin import ensure_topics
+from topoplace.kafka.admin import ensure_topics
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.records import Received
 
 WAIT = 20.0  # seconds: an upper bound on a condition that holds in well under one
 

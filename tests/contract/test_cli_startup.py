@@ -22,7 +22,6 @@ SERVICE_IMPORTS = (
     "opentelemetry",
     "prometheus_client",
     "topoplace.dev.broker",
-    "topoplace.kafka",
     "topoplace.dev.demo",
     "topoplace.dev.kubeapi",
 )

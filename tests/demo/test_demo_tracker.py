@@ -16,7 +16,7 @@ from schemas.events import (
     PlacementOutcome,
 )
 from topoplace.dev.demo.tracker import OutcomeTracker
-from topoplace.kafka_io import Received
+from topoplace.kafka.records import Received
 
 TRACE_ID = 0x4BF92F3577B34DA6A3CE929D0E0E4736
 

@@ -35,7 +35,9 @@ from services.placer.service import SERVICE as PLACER
 from services.placer.service import run_placer
 from topoplace.config import Settings
 from topoplace.dev.kubeapi import KubeApiServer
-from topoplace.kafka_io import EventProducer, Received, TopicFollower
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 
 SERVICE = "topoplace-e2e"  # the client id of the tests' own readers and writers
 START_TIMEOUT_S = 30.0

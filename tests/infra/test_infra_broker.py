@@ -16,8 +16,8 @@ from infra_helpers import process_gone, unique_topic
 import schemas.topics
 from schemas import events
 from topoplace.dev.broker import EmbeddedBroker
+from topoplace.kafka.admin import BrokerError, ensure_topics
 from topoplace.kafka.broker_kind import is_embedded
-from topoplace.topic_admin import BrokerError, ensure_topics
 
 
 async def test_start_answers_metadata_and_stop_leaves_no_process() -> None:

@@ -16,15 +16,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from schemas import events
 from schemas.topics import Topic
 from topoplace.config import Settings
-from topoplace.kafka_io import (
-    EventConsumer,
-    EventProducer,
-    Received,
-    RejectReason,
-    TopicFollower,
-    latest_by_key,
-    read_compacted,
-)
+from topoplace.kafka.consumer import EventConsumer
+from topoplace.kafka.follower import TopicFollower, latest_by_key, read_compacted
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
+from topoplace.kafka.wire import RejectReason
 from topoplace.telemetry import read_spans, setup_tracing, shutdown_tracing
 
 WAIT = 15.0  # seconds; generous for a loaded 2-core machine, never reached when things work

@@ -15,11 +15,13 @@ import certifi
 import pytest
 
 from schemas import topics
-from topoplace import topic_admin
 from topoplace.config import ConfigError, Settings
+from topoplace.kafka import admin as topic_admin
 from topoplace.kafka import broker_kind
-from topoplace.kafka_io import EventConsumer, EventProducer, TopicFollower
-from topoplace.kafka_security import KafkaSecurity, Secret, client_options
+from topoplace.kafka.consumer import EventConsumer
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.security import KafkaSecurity, Secret, client_options
 from topoplace.logs import configure_logging
 
 PASSWORD = "correct-horse-battery-staple"

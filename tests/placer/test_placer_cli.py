@@ -16,7 +16,7 @@ from schemas import topics
 from schemas.events import PlacementOutcome
 from topoplace.cli import build_parser
 from topoplace.dev.broker import free_port
-from topoplace.kafka_io import EventProducer
+from topoplace.kafka.producer import EventProducer
 
 
 def test_mode_defaults_to_default_and_accepts_hami() -> None:

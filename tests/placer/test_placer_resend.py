@@ -12,7 +12,8 @@ from placer_builders import first_fit, pending, status, topology
 from schemas import topics
 from schemas.events import PlacementEvent
 from services.placer.service import PlacerService, RecentlySent
-from topoplace.kafka_io import EventProducer, Received
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 
 
 class Clock:

@@ -33,9 +33,10 @@ from schemas.events import (
 from services.placer import service as placer_service
 from services.placer.decide import PlaceFn
 from topoplace.dev.broker import EmbeddedBroker, free_port
-from topoplace.kafka_io import EventProducer, Received
+from topoplace.kafka.admin import ensure_topics
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 from topoplace.telemetry import read_spans
-from topoplace.topic_admin import ensure_topics
 
 
 async def _seed(producer: EventProducer, nodes: dict[str, int]) -> None:

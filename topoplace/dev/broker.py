@@ -28,8 +28,8 @@ from typing import Self
 
 from aiokafka.errors import KafkaError
 
+from topoplace.kafka.admin import BrokerError
 from topoplace.kafka.broker_kind import EMBEDDED_CLUSTER_ID, cluster_id
-from topoplace.topic_admin import BrokerError
 
 log = logging.getLogger(__name__)
 

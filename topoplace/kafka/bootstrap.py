@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from topoplace.config import EMBEDDED_BROKER, KAFKA_BOOTSTRAP, ConfigError, Settings
-from topoplace.topic_admin import ensure_topics
+from topoplace.kafka.admin import ensure_topics
 
 if TYPE_CHECKING:
     from topoplace.dev.broker import EmbeddedBroker

@@ -15,7 +15,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.protocol.group import LeaveGroupRequest
 from aiokafka.protocol.metadata import MetadataRequest
 
-from topoplace.kafka_security import KafkaSecurity, client_options
+from topoplace.kafka.security import KafkaSecurity, client_options
 
 log = logging.getLogger(__name__)
 

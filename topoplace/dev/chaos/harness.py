@@ -33,7 +33,7 @@ from topoplace.dev.demo import cluster as demo_cluster
 from topoplace.dev.demo import dra, processes, workload
 from topoplace.dev.demo.runner import wait_nodes_published
 from topoplace.dev.kubeapi.faults import KINDS as API_FAULT_KINDS
-from topoplace.topic_admin import ensure_topics
+from topoplace.kafka.admin import ensure_topics
 
 NAMESPACE = "default"
 PODGROUPS = "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"

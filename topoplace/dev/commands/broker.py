@@ -21,7 +21,7 @@ async def serve(host: str, port: int, stop: asyncio.Event) -> int:
     import asyncio
 
     from topoplace.dev.broker import EmbeddedBroker
-    from topoplace.topic_admin import ensure_topics
+    from topoplace.kafka.admin import ensure_topics
 
     async with EmbeddedBroker(host=host, port=port) as broker:
         await ensure_topics(broker.bootstrap)
@@ -50,8 +50,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"topoplace broker: {exc}", file=sys.stderr)
         return 2
     # Imported here: building the parser of every command must stay cheap.
+    from topoplace.kafka.admin import BrokerError
     from topoplace.logs import configure_logging
-    from topoplace.topic_admin import BrokerError
 
     configure_logging("topoplace-broker", settings.log_level)
     try:

@@ -23,7 +23,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from topoplace.config import Settings
     from topoplace.dev.demo.runner import DemoOptions, run_demo
-    from topoplace.topic_admin import BrokerError
+    from topoplace.kafka.admin import BrokerError
 
     options = DemoOptions(
         pods=args.pods,

@@ -30,7 +30,8 @@ from topoplace.dev.demo import cluster as demo_cluster
 from topoplace.dev.demo import dra, processes, report, workload
 from topoplace.dev.demo.tracker import OutcomeTracker
 from topoplace.kafka.bootstrap import kafka_bootstrap
-from topoplace.kafka_io import Handler, Received, TopicFollower
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.records import Handler, Received
 from topoplace.kube import api_client
 
 NAMESPACE = "default"

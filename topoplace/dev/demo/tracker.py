@@ -6,7 +6,7 @@ import msgspec
 from opentelemetry import trace
 
 from schemas.events import BindingEvent, BindingOutcome, GangPlacementEvent, PlacementEvent, PlacementOutcome
-from topoplace.kafka_io import Received
+from topoplace.kafka.records import Received
 
 
 class PodOutcome(msgspec.Struct, kw_only=True):

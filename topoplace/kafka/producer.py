@@ -16,8 +16,8 @@ from prometheus_client import Counter
 from schemas.topics import Topic
 from topoplace import telemetry
 from topoplace.kafka import broker_kind
-from topoplace.kafka_security import KafkaSecurity, client_options
-from topoplace.kafka_wire import encode_event, trace_headers
+from topoplace.kafka.security import KafkaSecurity, client_options
+from topoplace.kafka.wire import encode_event, trace_headers
 from topoplace.supervise import Backoff, is_transient_kafka_error
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from aiokafka.errors import KafkaError
 import schemas.topics
 from schemas.topics import Topic, TopicSettings
 from topoplace.config import TOPIC_MIN_INSYNC_REPLICAS, TOPIC_REPLICATION_FACTOR, ConfigError, TopicDurability
-from topoplace.kafka_security import KafkaSecurity, client_options
+from topoplace.kafka.security import KafkaSecurity, client_options
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,11 @@
 """One consumed record, start to end: decode it, check it, hand it to the service or dead-letter it.
 
-Shared by topoplace.kafka_io's group consumer and topic follower (which re-export these
-names). A record is rejected into `<topic>.dlq` with the field and the reason when it
-does not decode as its topic's event (topoplace.kafka_wire), when it breaks its topic's
-rules (topoplace.event_checks: the key names the object, a node's topology is
-consistent), or when the handler raised.
+Shared by the group consumer (topoplace.kafka.consumer) and the topic follower
+(topoplace.kafka.follower). A record is rejected into `<topic>.dlq`
+(topoplace.kafka.dead_letters) with the field and the reason when it does not decode
+as its topic's event (topoplace.kafka.wire), when it breaks its topic's rules
+(topoplace.event_checks: the key names the object, a node's topology is consistent),
+or when the handler raised.
 
 A rejected record of a compacted topic is also, for the handler, a tombstone of its
 key: the last record per key is the state, so a key whose last record is invalid has
@@ -18,7 +19,6 @@ ever removes `gpu-9`.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,11 +29,12 @@ from opentelemetry import context as otel_context
 from opentelemetry.context import Context
 from prometheus_client import Counter, Histogram
 
-from schemas.events import DeadLetterEvent, Event
+from schemas.events import Event
 from schemas.topics import Topic
 from topoplace.event_checks import InvalidEvent, check_event
-from topoplace.kafka_producer import EventProducer
-from topoplace.kafka_wire import (
+from topoplace.kafka.dead_letters import send_dead_letter
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.wire import (
     DecodeError,
     Headers,
     RejectReason,
@@ -44,24 +45,9 @@ from topoplace.kafka_wire import (
 
 log = logging.getLogger(__name__)
 
-# A dead letter carries at most this much of the rejected value (bytes of UTF-8), so that even
-# escaped as JSON (a control character takes 6 bytes) it stays far below the producer's 1 MB limit.
-DLQ_VALUE_MAX_BYTES = 16 * 1024
-DLQ_ERROR_MAX_CHARS = 4096
-
 # --- metrics (default registry; served by topoplace.health) ----------------------------------
 
 MESSAGES_CONSUMED = Counter("topoplace_messages_consumed", "Messages read from a topic", ["topic", "service"])
-MESSAGES_DEAD_LETTERED = Counter(
-    "topoplace_messages_dead_lettered",
-    "Messages rejected (sent to <topic>.dlq, or dropped when there is no producer)",
-    ["topic", "reason", "service"],
-)
-DEAD_LETTERS_FAILED = Counter(
-    "topoplace_dead_letters_failed",
-    "Rejected messages whose dead letter could not be sent (logged, committed, skipped)",
-    ["topic", "service"],
-)
 HANDLER_SECONDS = Histogram(
     "topoplace_handler_seconds",
     "Time a service's handler took for one message",
@@ -174,55 +160,4 @@ class RecordProcessor:
         return failure
 
     async def reject(self, record: ConsumerRecord[bytes, bytes], kind: str, error: str) -> None:
-        MESSAGES_DEAD_LETTERED.labels(topic=record.topic, reason=kind, service=self.service).inc()
-        fields = {
-            "topic": record.topic,
-            "partition": record.partition,
-            "offset": record.offset,
-            "reason": kind,
-            "error": error,
-        }
-        if self.producer is None:
-            log.warning("message.rejected", extra={"fields": fields})
-            return
-        key = decode_key(record.key)
-        dead = dead_letter(record, key=key, error=error, service=self.service, failed_at=time.time())
-        # The dead letter stays in the trace of the message it rejects.
-        token = otel_context.attach(extract_trace_context(tuple(record.headers or ())))
-        try:
-            await self.producer.send(self.topics[record.topic].dlq, key, dead)
-        except Exception as exc:  # noqa: BLE001 - one message must never stop its partition
-            DEAD_LETTERS_FAILED.labels(topic=record.topic, service=self.service).inc()
-            log.error(
-                "message.dead_letter_failed",
-                extra={"fields": {**fields, "dlq_error": f"{type(exc).__name__}: {exc}"[:DLQ_ERROR_MAX_CHARS]}},
-            )
-            return
-        finally:
-            otel_context.detach(token)
-        log.warning("message.dead_lettered", extra={"fields": fields})
-
-
-def dead_letter(
-    record: ConsumerRecord[bytes, bytes], *, key: str | None, error: str, service: str, failed_at: float
-) -> DeadLetterEvent:
-    """The DLQ copy of a rejected record: its value cut to DLQ_VALUE_MAX_BYTES, with size and SHA-256 of the whole."""
-    raw = record.value or b""
-    text = raw.decode("utf-8", errors="replace")
-    encoded = text.encode("utf-8")
-    truncated = len(encoded) > DLQ_VALUE_MAX_BYTES
-    if truncated:
-        text = encoded[:DLQ_VALUE_MAX_BYTES].decode("utf-8", errors="ignore")  # no half character at the cut
-    return DeadLetterEvent(
-        topic=record.topic,
-        partition=record.partition,
-        offset=record.offset,
-        key=key,
-        value=text,
-        error=error[:DLQ_ERROR_MAX_CHARS],
-        service=service,
-        failed_at=failed_at,
-        value_size=len(raw),
-        value_sha256=hashlib.sha256(raw).hexdigest(),
-        value_truncated=truncated,
-    )
+        await send_dead_letter(self.producer, self.topics[record.topic], record, kind, error, service=self.service)

@@ -1,6 +1,6 @@
 """What a message is on the wire: an event of its topic as JSON, its key, its trace headers.
 
-Pure: no broker, no event loop. topoplace.kafka_io produces and consumes with it.
+Pure: no broker, no event loop. The producer, the consumer and the follower of topoplace.kafka use it.
 """
 
 from __future__ import annotations
