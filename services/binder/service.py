@@ -23,7 +23,6 @@ from kubernetes_asyncio import client
 
 from schemas import topics
 from schemas.seal import DecisionKey
-from services.binder.api_watch import ApiWatch
 from services.binder.apply import PodBinder
 from services.binder.claim_watch import AllocatedDevices, watch_claims
 from services.binder.claims import ClaimWriter
@@ -36,6 +35,7 @@ from services.binder.kube_objects import NodeObject, PodObject
 from services.binder.leadership import Leadership, cancel_binds_on_loss, default_identity
 from services.binder.ledger import DeviceLedger, LedgerNote
 from services.binder.metrics import (
+    INFORMER_METRICS,
     LEDGER_BOUND_UNCONFIRMED,
     LEDGER_DELETES_REFUSED,
     LEDGER_EDITS_IGNORED,
@@ -48,6 +48,7 @@ from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
 from topoplace import kube, telemetry
 from topoplace.config import Settings
 from topoplace.health import HealthServer
+from topoplace.informer import Informer
 from topoplace.kafka.admin import ensure_topics
 from topoplace.kafka.bootstrap import kafka_bootstrap
 from topoplace.kafka.consumer import EventConsumer
@@ -66,6 +67,9 @@ log = logging.getLogger(__name__)
 # Messages of one partition handled at once: the handler's synchronous part runs in order,
 # its API calls and produces overlap.
 CONCURRENCY = 16
+# Pods, nodes and claims are listed again this often, whatever the watches said: a change a
+# watch missed is not missed for good (the cluster watcher's informers do the same).
+RESYNC_SECONDS = 300.0
 
 
 def count_note(note: LedgerNote | None, uid: str, source: str) -> None:
@@ -113,12 +117,13 @@ def watch_cluster(
     ledger: DeviceLedger,
     *,
     applied: Callable[[], None] = lambda: None,
-) -> list[ApiWatch[PodObject] | ApiWatch[NodeObject]]:
+    resync_seconds: float = RESYNC_SECONDS,
+) -> list[Informer[PodObject] | Informer[NodeObject]]:
     """The API server's pods (into the view and the ledger) and nodes (allocatable).
 
     `applied()` is called after each list or change is applied (tests wait on it)."""
 
-    def pods_listed(objects: list[PodObject]) -> None:
+    async def pods_listed(objects: list[PodObject], resync: bool) -> None:
         for change in cluster.replace_pods(objects):
             report_unsealed(change)
             count_note(ledger.apply_api_pod(change.uid, change.now), change.uid, "api")
@@ -127,25 +132,40 @@ def watch_cluster(
         LEDGER_PODS.set(ledger.pod_count())
         applied()
 
-    def pod_changed(event_type: str, obj: PodObject) -> None:
+    async def pod_changed(event_type: str, obj: PodObject) -> None:
         change = cluster.apply_pod(event_type, obj)
         report_unsealed(change)
         count_note(ledger.apply_api_pod(change.uid, change.now), change.uid, "api")
         LEDGER_PODS.set(ledger.pod_count())
         applied()
 
-    def nodes_listed(objects: list[NodeObject]) -> None:
+    async def nodes_listed(objects: list[NodeObject], resync: bool) -> None:
         cluster.replace_nodes(objects)
         applied()
 
-    def node_changed(event_type: str, obj: NodeObject) -> None:
+    async def node_changed(event_type: str, obj: NodeObject) -> None:
         cluster.apply_node(event_type, obj)
         applied()
 
-    return [
-        ApiWatch("pods", core.list_pod_for_all_namespaces, PodObject, on_list=pods_listed, on_event=pod_changed),
-        ApiWatch("nodes", core.list_node, NodeObject, on_list=nodes_listed, on_event=node_changed),
-    ]
+    pods = Informer(
+        "pods",
+        core.list_pod_for_all_namespaces,
+        PodObject,
+        on_list=pods_listed,
+        on_change=pod_changed,
+        metrics=INFORMER_METRICS,
+        resync_seconds=resync_seconds,
+    )
+    nodes = Informer(
+        "nodes",
+        core.list_node,
+        NodeObject,
+        on_list=nodes_listed,
+        on_change=node_changed,
+        metrics=INFORMER_METRICS,
+        resync_seconds=resync_seconds,
+    )
+    return [pods, nodes]
 
 
 def skip_proxy_lookups(api: client.ApiClient) -> None:
@@ -271,7 +291,7 @@ async def _run_streams(
             security=settings.kafka_security,
         )
         current.append(follower)
-        watches: list[ApiWatch[Any]] = [*watch_cluster(core, cluster, ledger), watch_claims(dra, allocated)]
+        watches: list[Informer[Any]] = [*watch_cluster(core, cluster, ledger), watch_claims(dra, allocated)]
         watch_tasks: list[asyncio.Task[Any]] = [
             asyncio.create_task(w.run(), name=f"binder-watch-{w.resource}") for w in watches
         ]
@@ -284,7 +304,7 @@ async def _run_streams(
         guard: asyncio.Task[None] | None = None
         stopped = asyncio.create_task(stop.wait())
         try:
-            if await _until(stopped, watch_tasks, *[asyncio.create_task(w.synced.wait()) for w in watches]):
+            if await _until(stopped, watch_tasks, *[asyncio.create_task(w.listed.wait()) for w in watches]):
                 ledger_task = asyncio.create_task(follower.run(ledger_feed(ledger)), name="binder-ledger")
                 loops = [*watch_tasks, ledger_task, *elected]
                 if await _until(stopped, loops, asyncio.create_task(follower.caught_up.wait())) and (

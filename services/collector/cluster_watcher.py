@@ -15,7 +15,7 @@
   deallocated: a deleted event, then a tombstone).
 
 Wiring only: the translation and the memory of what was published live in
-watch_translate / watch_gangs / watch_trackers (pure), the list+watch loop in watch_stream.
+watch_translate / watch_gangs / watch_trackers (pure), the list+watch loop in topoplace.informer.
 """
 
 from __future__ import annotations
@@ -45,13 +45,14 @@ from schemas.events import (
 from schemas.seal import DecisionKey
 from services.collector import watch_dra, watch_trackers
 from services.collector.watch_hypernode_file import HyperNodeFileError, parse_hypernodes
+from services.collector.watch_metrics import INFORMER_METRICS
 from services.collector.watch_objects import HyperNode, Node, Pod, PodGroup, Topology
 from services.collector.watch_publish import BAD_FIELDS, EventPublishing, Publisher
-from services.collector.watch_stream import ListWatch, ResourceMissing
 from services.collector.watch_trackers import Outcome, PodTracker
 from topoplace import telemetry
 from topoplace.config import Settings
 from topoplace.health import HealthServer
+from topoplace.informer import Informer, ResourceMissing
 from topoplace.kafka.admin import ensure_topics
 from topoplace.kafka.bootstrap import check_kafka_setting, kafka_bootstrap
 from topoplace.kafka.data_loss import watch_for_data_loss
@@ -113,70 +114,77 @@ class ClusterWatcher:
         self.slices = watch_dra.slice_tracker()
         self.claims = watch_dra.allocated_claim_tracker()
         core = client.CoreV1Api(api)
-        self.pod_watch: ListWatch[Pod] = ListWatch(
+        self.pod_watch: Informer[Pod] = Informer(
             "pods",
             core.list_pod_for_all_namespaces,
             Pod,
             on_list=self._pods_listed,
             on_change=self._pod_changed,
+            metrics=INFORMER_METRICS,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,  # every scheduler's pods: their requests fill the nodes
         )
-        self.node_watch: ListWatch[Node] = ListWatch(
+        self.node_watch: Informer[Node] = Informer(
             "nodes",
             core.list_node,
             Node,
             on_list=self._nodes_listed,
             on_change=self._node_changed,
+            metrics=INFORMER_METRICS,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,
         )
         self.dra = client.ResourceV1Api(api)
         self.publishing = EventPublishing(publisher, self.dra, telemetry.get_tracer(__name__, SERVICE))
-        self.slice_watch: ListWatch[watch_dra.ResourceSlice] = ListWatch(
+        self.slice_watch: Informer[watch_dra.ResourceSlice] = Informer(
             "resourceslices",
             self.dra.list_resource_slice,
             watch_dra.ResourceSlice,
             on_list=self._slices_listed,
             on_change=self._slice_changed,
+            metrics=INFORMER_METRICS,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,
         )
-        self.claim_watch: ListWatch[watch_dra.ResourceClaim] = ListWatch(
+        self.claim_watch: Informer[watch_dra.ResourceClaim] = Informer(
             "resourceclaims",
             self.dra.list_resource_claim_for_all_namespaces,
             watch_dra.ResourceClaim,
             on_list=self._claims_listed,
             on_change=self._claim_changed,
+            metrics=INFORMER_METRICS,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,  # every scheduler's claims: their devices are taken
         )
         custom = client.CustomObjectsApi(api)
-        self.hypernode_watch: ListWatch[HyperNode] = ListWatch(
+        self.hypernode_watch: Informer[HyperNode] = Informer(
             "hypernodes",
             functools.partial(custom.list_cluster_custom_object, VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES),
             HyperNode,
             on_list=self._hypernodes_listed,
             on_change=self._hypernode_changed,
+            metrics=INFORMER_METRICS,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,
         )
-        self.podgroup_watch: ListWatch[PodGroup] = ListWatch(
+        self.podgroup_watch: Informer[PodGroup] = Informer(
             "podgroups",
             functools.partial(custom.list_cluster_custom_object, PODGROUP_GROUP, PODGROUP_VERSION, PODGROUPS),
             PodGroup,
             on_list=self._podgroups_listed,
             on_change=self._podgroup_changed,
+            metrics=INFORMER_METRICS,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,
         )
-        self.topology_watches: list[ListWatch[Topology]] = [
-            ListWatch(
+        self.topology_watches: list[Informer[Topology]] = [
+            Informer(
                 f"topologies.{version}",
                 functools.partial(custom.list_cluster_custom_object, KUEUE_GROUP, version, TOPOLOGIES),
                 Topology,
                 on_list=self._topologies_listed,
                 on_change=self._topology_changed,
+                metrics=INFORMER_METRICS,
                 resync_seconds=resync_seconds,
                 watch_timeout=watch_timeout,
             )
@@ -243,7 +251,7 @@ class ClusterWatcher:
             group.create_task(self._optional_resource([self.claim_watch], self.claims_settled, DRA_GROUP))
 
     async def _optional_resource(
-        self, watches: Sequence[ListWatch[Any]], settled: asyncio.Event, api_group: str
+        self, watches: Sequence[Informer[Any]], settled: asyncio.Event, api_group: str
     ) -> None:
         """A CRD the cluster may lack: the first version served is watched; none: ready, and asked again later."""
         announced = False
