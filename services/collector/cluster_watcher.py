@@ -51,18 +51,15 @@ from services.collector.watch_publish import BAD_FIELDS, EventPublishing, Publis
 from services.collector.watch_trackers import Outcome, PodTracker
 from topoplace import telemetry
 from topoplace.config import Settings
-from topoplace.health import HealthServer
 from topoplace.informer import Informer, ResourceMissing
-from topoplace.kafka.admin import ensure_topics
-from topoplace.kafka.bootstrap import check_kafka_setting, kafka_bootstrap
+from topoplace.kafka.bootstrap import check_kafka_setting
 from topoplace.kafka.data_loss import watch_for_data_loss
 from topoplace.kafka.follower import TopicFollower, latest_by_key, read_compacted
-from topoplace.kafka.producer import EventProducer
 from topoplace.kafka.records import Received
 from topoplace.kafka.security import KafkaSecurity
 from topoplace.kube import api_client
-from topoplace.logs import configure_logging
-from topoplace.supervise import Supervisor, raise_when_recovered
+from topoplace.service_runtime import Gate, Loop, RunContext, ServiceRun, ServiceSpec, Stage, run_service
+from topoplace.supervise import raise_when_recovered
 
 SERVICE = "topoplace-collector"
 PUBLISHED_TOPICS = (
@@ -218,22 +215,23 @@ class ClusterWatcher:
 
     # --- running --------------------------------------------------------------------------------
 
-    def _readiness(self) -> tuple[asyncio.Event, ...]:
-        return (
-            self.pod_watch.listed,
-            self.node_watch.listed,
-            self.hypernodes_settled,
-            self.podgroups_settled,
-            self.topologies_settled,
-            self.slices_settled,
-            self.claims_settled,
-        )
+    def readiness(self) -> dict[str, asyncio.Event]:
+        """What must be listed (or known to be absent) before the watcher is ready."""
+        return {
+            "pods": self.pod_watch.listed,
+            "nodes": self.node_watch.listed,
+            "hypernodes": self.hypernodes_settled,
+            "podgroups": self.podgroups_settled,
+            "topologies": self.topologies_settled,
+            "resourceslices": self.slices_settled,
+            "resourceclaims": self.claims_settled,
+        }
 
     def ready(self) -> bool:
-        return all(event.is_set() for event in self._readiness())
+        return all(event.is_set() for event in self.readiness().values())
 
     async def wait_ready(self) -> None:
-        await asyncio.gather(*(event.wait() for event in self._readiness()))
+        await asyncio.gather(*(event.wait() for event in self.readiness().values()))
 
     async def run(self) -> None:
         """Until cancelled; a failure of one resource's loop ends all of them."""
@@ -412,76 +410,56 @@ async def run_cluster_watcher(
         raise FileNotFoundError(f"hypernodes_file: {hypernodes_file} does not exist")
     check_kafka_setting(settings)  # before "started" is logged
     decision_key = DecisionKey(settings.require_decision_key())  # a ConfigError before anything starts
-    configure_logging(SERVICE, settings.log_level)
-    telemetry.setup_tracing(SERVICE, settings)
-    stop = stop if stop is not None else asyncio.Event()
-    supervisor = Supervisor(SERVICE, stop=stop)
-    current: list[ClusterWatcher] = []  # the watcher of the body that runs now
+    api = await api_client(settings)
 
-    def not_ready_reason() -> str:
-        if supervisor.problem is not None:
-            return f"Kafka: {supervisor.problem} (reconnecting)"
-        return "listing the cluster" if current else "connecting to Kafka"
+    async def build(run: RunContext) -> ServiceRun:
+        # Every run is a new watcher: it seeds from the topics and lists everything again,
+        # so a broker that came back empty gets the whole cluster republished.
+        watcher = ClusterWatcher(
+            api,
+            run.producer,
+            scheduler_name=settings.scheduler_name,
+            resync_seconds=resync_seconds,
+            hypernodes_file=hypernodes_file,
+            decision_key=decision_key,
+        )
+        security = settings.kafka_security
+        loops = (
+            # A broker back from an outage may be empty: a new watcher relists everything.
+            Loop("recovery", lambda: raise_when_recovered(run.producer.recovered)),
+            Loop("data-loss", lambda: _watch_for_data_loss(run, broker_check_seconds)),
+            Loop("lifecycle", lambda: _read_back_lifecycle(watcher, run.bootstrap, security)),
+            Loop("watch", lambda: _seeded_run(watcher, run.bootstrap, security)),
+        )
+        listed = tuple(
+            Gate(name=name, passed=event, waiting=lambda: "listing the cluster")
+            for name, event in watcher.readiness().items()
+        )
+        return ServiceRun(stages=(Stage(loops=loops, gates=listed),))
 
-    health = HealthServer(
-        settings.health_port, ready=lambda: bool(current) and current[-1].ready(), reason=not_ready_reason
-    )
-    port = await health.start()
-    log.info(
-        "collector.cluster_watcher_started",
-        extra={"fields": {"scheduler": settings.scheduler_name, "health_port": port}},
-    )
     try:
-        async with kafka_bootstrap(settings, create_topics=False) as bootstrap:
-            api = await api_client(settings)
-            try:
-
-                async def watch() -> None:
-                    # Every run is a new watcher: it seeds from the topics and lists everything again,
-                    # so a broker that came back empty gets the whole cluster republished.
-                    current.clear()
-                    await ensure_topics(
-                        bootstrap, security=settings.kafka_security, durability=settings.topic_durability
-                    )
-                    async with EventProducer(
-                        bootstrap,
-                        service=SERVICE,
-                        idempotence=settings.kafka_idempotence,
-                        security=settings.kafka_security,
-                    ) as producer:
-                        watcher = ClusterWatcher(
-                            api,
-                            producer,
-                            scheduler_name=settings.scheduler_name,
-                            resync_seconds=resync_seconds,
-                            hypernodes_file=hypernodes_file,
-                            decision_key=decision_key,
-                        )
-                        current.append(watcher)
-                        supervisor.running()
-                        async with asyncio.TaskGroup() as group:
-                            # A broker back from an outage may be empty: a new watcher relists everything.
-                            group.create_task(raise_when_recovered(producer.recovered))
-                            group.create_task(
-                                watch_for_data_loss(
-                                    bootstrap,
-                                    PUBLISHED_TOPICS,
-                                    producer=producer,
-                                    service=SERVICE,
-                                    interval=broker_check_seconds,
-                                    security=settings.kafka_security,
-                                )  # fmt: skip
-                            )
-                            group.create_task(_read_back_lifecycle(watcher, bootstrap, settings.kafka_security))
-                            await _seeded_run(watcher, bootstrap, settings.kafka_security)
-
-                await supervisor.run("watch", watch)
-            finally:
-                await api.close()
+        spec = ServiceSpec(
+            name=SERVICE,
+            log_name="collector.cluster_watcher",
+            settings=settings,
+            build=build,
+            stop=stop,
+            started_fields={"scheduler": settings.scheduler_name},
+        )
+        await run_service(spec)
     finally:
-        await health.stop()
-        telemetry.shutdown_tracing()
-        log.info("collector.cluster_watcher_stopped", extra={"fields": {}})
+        await api.close()
+
+
+async def _watch_for_data_loss(run: RunContext, interval: float) -> None:
+    await watch_for_data_loss(
+        run.bootstrap,
+        PUBLISHED_TOPICS,
+        producer=run.producer,
+        service=SERVICE,
+        interval=interval,
+        security=run.settings.kafka_security,
+    )
 
 
 async def _seeded_run(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
