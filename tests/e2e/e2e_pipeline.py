@@ -28,7 +28,7 @@ from schemas.events import BindingEvent, BindingOutcome, DeadLetterEvent, Event,
 from schemas.topics import Topic
 from services.binder.service import SERVICE as BINDER
 from services.binder.service import run_binder
-from services.collector.cluster_watcher import run_cluster_watcher
+from services.collector.cluster_service import run_cluster_watcher
 from services.collector.fleet import run_fleet
 from services.placer.decide import PlaceFn
 from services.placer.service import SERVICE as PLACER
