@@ -15,7 +15,8 @@
   deallocated: a deleted event, then a tombstone).
 
 Wiring only: the translation and the memory of what was published live in
-watch_translate / watch_gangs / watch_trackers (pure), the list+watch loop in watch_stream.
+watch_translate / watch_gangs / watch_trackers (pure), the list+watch loop in topoplace.informer;
+the service around it (run_cluster_watcher) is cluster_service.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import msgspec
-from aiokafka.errors import KafkaError
 from kubernetes_asyncio import client
 
 from schemas import topics
@@ -45,26 +44,12 @@ from schemas.events import (
 from schemas.seal import DecisionKey
 from services.collector import watch_dra, watch_trackers
 from services.collector.watch_hypernode_file import HyperNodeFileError, parse_hypernodes
+from services.collector.watch_metrics import INFORMER_METRICS
 from services.collector.watch_objects import HyperNode, Node, Pod, PodGroup, Topology
 from services.collector.watch_publish import BAD_FIELDS, EventPublishing, Publisher
-from services.collector.watch_stream import ListWatch, ResourceMissing
 from services.collector.watch_trackers import Outcome, PodTracker
 from topoplace import telemetry
-from topoplace.broker import check_kafka_setting, ensure_topics, kafka_bootstrap
-from topoplace.config import Settings
-from topoplace.health import HealthServer
-from topoplace.kafka_io import (
-    EventProducer,
-    Received,
-    TopicFollower,
-    latest_by_key,
-    read_compacted,
-    watch_for_data_loss,
-)
-from topoplace.kafka_security import KafkaSecurity
-from topoplace.kube import api_client
-from topoplace.logs import configure_logging
-from topoplace.supervise import Supervisor, raise_when_recovered
+from topoplace.informer import Informer, ResourceMissing
 
 SERVICE = "topoplace-collector"
 PUBLISHED_TOPICS = (
@@ -116,70 +101,77 @@ class ClusterWatcher:
         self.slices = watch_dra.slice_tracker()
         self.claims = watch_dra.allocated_claim_tracker()
         core = client.CoreV1Api(api)
-        self.pod_watch: ListWatch[Pod] = ListWatch(
+        self.pod_watch: Informer[Pod] = Informer(
             "pods",
             core.list_pod_for_all_namespaces,
             Pod,
             on_list=self._pods_listed,
             on_change=self._pod_changed,
+            metrics=INFORMER_METRICS,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,  # every scheduler's pods: their requests fill the nodes
         )
-        self.node_watch: ListWatch[Node] = ListWatch(
+        self.node_watch: Informer[Node] = Informer(
             "nodes",
             core.list_node,
             Node,
             on_list=self._nodes_listed,
             on_change=self._node_changed,
+            metrics=INFORMER_METRICS,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,
         )
         self.dra = client.ResourceV1Api(api)
         self.publishing = EventPublishing(publisher, self.dra, telemetry.get_tracer(__name__, SERVICE))
-        self.slice_watch: ListWatch[watch_dra.ResourceSlice] = ListWatch(
+        self.slice_watch: Informer[watch_dra.ResourceSlice] = Informer(
             "resourceslices",
             self.dra.list_resource_slice,
             watch_dra.ResourceSlice,
             on_list=self._slices_listed,
             on_change=self._slice_changed,
+            metrics=INFORMER_METRICS,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,
         )
-        self.claim_watch: ListWatch[watch_dra.ResourceClaim] = ListWatch(
+        self.claim_watch: Informer[watch_dra.ResourceClaim] = Informer(
             "resourceclaims",
             self.dra.list_resource_claim_for_all_namespaces,
             watch_dra.ResourceClaim,
             on_list=self._claims_listed,
             on_change=self._claim_changed,
+            metrics=INFORMER_METRICS,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,  # every scheduler's claims: their devices are taken
         )
         custom = client.CustomObjectsApi(api)
-        self.hypernode_watch: ListWatch[HyperNode] = ListWatch(
+        self.hypernode_watch: Informer[HyperNode] = Informer(
             "hypernodes",
             functools.partial(custom.list_cluster_custom_object, VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES),
             HyperNode,
             on_list=self._hypernodes_listed,
             on_change=self._hypernode_changed,
+            metrics=INFORMER_METRICS,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,
         )
-        self.podgroup_watch: ListWatch[PodGroup] = ListWatch(
+        self.podgroup_watch: Informer[PodGroup] = Informer(
             "podgroups",
             functools.partial(custom.list_cluster_custom_object, PODGROUP_GROUP, PODGROUP_VERSION, PODGROUPS),
             PodGroup,
             on_list=self._podgroups_listed,
             on_change=self._podgroup_changed,
+            metrics=INFORMER_METRICS,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,
         )
-        self.topology_watches: list[ListWatch[Topology]] = [
-            ListWatch(
+        self.topology_watches: list[Informer[Topology]] = [
+            Informer(
                 f"topologies.{version}",
                 functools.partial(custom.list_cluster_custom_object, KUEUE_GROUP, version, TOPOLOGIES),
                 Topology,
                 on_list=self._topologies_listed,
                 on_change=self._topology_changed,
+                metrics=INFORMER_METRICS,
                 resync_seconds=resync_seconds,
                 watch_timeout=watch_timeout,
             )
@@ -213,22 +205,23 @@ class ClusterWatcher:
 
     # --- running --------------------------------------------------------------------------------
 
-    def _readiness(self) -> tuple[asyncio.Event, ...]:
-        return (
-            self.pod_watch.listed,
-            self.node_watch.listed,
-            self.hypernodes_settled,
-            self.podgroups_settled,
-            self.topologies_settled,
-            self.slices_settled,
-            self.claims_settled,
-        )
+    def readiness(self) -> dict[str, asyncio.Event]:
+        """What must be listed (or known to be absent) before the watcher is ready."""
+        return {
+            "pods": self.pod_watch.listed,
+            "nodes": self.node_watch.listed,
+            "hypernodes": self.hypernodes_settled,
+            "podgroups": self.podgroups_settled,
+            "topologies": self.topologies_settled,
+            "resourceslices": self.slices_settled,
+            "resourceclaims": self.claims_settled,
+        }
 
     def ready(self) -> bool:
-        return all(event.is_set() for event in self._readiness())
+        return all(event.is_set() for event in self.readiness().values())
 
     async def wait_ready(self) -> None:
-        await asyncio.gather(*(event.wait() for event in self._readiness()))
+        await asyncio.gather(*(event.wait() for event in self.readiness().values()))
 
     async def run(self) -> None:
         """Until cancelled; a failure of one resource's loop ends all of them."""
@@ -246,7 +239,7 @@ class ClusterWatcher:
             group.create_task(self._optional_resource([self.claim_watch], self.claims_settled, DRA_GROUP))
 
     async def _optional_resource(
-        self, watches: Sequence[ListWatch[Any]], settled: asyncio.Event, api_group: str
+        self, watches: Sequence[Informer[Any]], settled: asyncio.Event, api_group: str
     ) -> None:
         """A CRD the cluster may lack: the first version served is watched; none: ready, and asked again later."""
         announced = False
@@ -383,143 +376,3 @@ class ClusterWatcher:
 
     async def publish(self, outcome: Outcome) -> None:
         await self.publishing.publish(outcome)
-
-
-# --- the service ------------------------------------------------------------------------------
-
-
-async def run_cluster_watcher(
-    settings: Settings,
-    *,
-    resync_seconds: float = 300.0,
-    hypernodes_file: str | None = None,
-    stop: asyncio.Event | None = None,
-    broker_check_seconds: float = 10.0,
-) -> None:
-    """Run until `stop` is set; a broker outage restarts the watcher, any other failure raises.
-
-    Every `broker_check_seconds` the end offsets of its topics are compared with the highest
-    seen: a broker that came back without its data gets the whole cluster relisted.
-    """
-    if resync_seconds <= 0:
-        raise ValueError(f"resync_seconds: must be positive, got {resync_seconds}")
-    if hypernodes_file is not None and not os.path.exists(hypernodes_file):
-        raise FileNotFoundError(f"hypernodes_file: {hypernodes_file} does not exist")
-    check_kafka_setting(settings)  # before "started" is logged
-    decision_key = DecisionKey(settings.require_decision_key())  # a ConfigError before anything starts
-    configure_logging(SERVICE, settings.log_level)
-    telemetry.setup_tracing(SERVICE, settings)
-    stop = stop if stop is not None else asyncio.Event()
-    supervisor = Supervisor(SERVICE, stop=stop)
-    current: list[ClusterWatcher] = []  # the watcher of the body that runs now
-
-    def not_ready_reason() -> str:
-        if supervisor.problem is not None:
-            return f"Kafka: {supervisor.problem} (reconnecting)"
-        return "listing the cluster" if current else "connecting to Kafka"
-
-    health = HealthServer(
-        settings.health_port, ready=lambda: bool(current) and current[-1].ready(), reason=not_ready_reason
-    )
-    port = await health.start()
-    log.info(
-        "collector.cluster_watcher_started",
-        extra={"fields": {"scheduler": settings.scheduler_name, "health_port": port}},
-    )
-    try:
-        async with kafka_bootstrap(settings, create_topics=False) as bootstrap:
-            api = await api_client(settings)
-            try:
-
-                async def watch() -> None:
-                    # Every run is a new watcher: it seeds from the topics and lists everything again,
-                    # so a broker that came back empty gets the whole cluster republished.
-                    current.clear()
-                    await ensure_topics(
-                        bootstrap, security=settings.kafka_security, durability=settings.topic_durability
-                    )
-                    async with EventProducer(
-                        bootstrap,
-                        service=SERVICE,
-                        idempotence=settings.kafka_idempotence,
-                        security=settings.kafka_security,
-                    ) as producer:
-                        watcher = ClusterWatcher(
-                            api,
-                            producer,
-                            scheduler_name=settings.scheduler_name,
-                            resync_seconds=resync_seconds,
-                            hypernodes_file=hypernodes_file,
-                            decision_key=decision_key,
-                        )
-                        current.append(watcher)
-                        supervisor.running()
-                        async with asyncio.TaskGroup() as group:
-                            # A broker back from an outage may be empty: a new watcher relists everything.
-                            group.create_task(raise_when_recovered(producer.recovered))
-                            group.create_task(
-                                watch_for_data_loss(
-                                    bootstrap,
-                                    PUBLISHED_TOPICS,
-                                    producer=producer,
-                                    service=SERVICE,
-                                    interval=broker_check_seconds,
-                                    security=settings.kafka_security,
-                                )  # fmt: skip
-                            )
-                            group.create_task(_read_back_lifecycle(watcher, bootstrap, settings.kafka_security))
-                            await _seeded_run(watcher, bootstrap, settings.kafka_security)
-
-                await supervisor.run("watch", watch)
-            finally:
-                await api.close()
-    finally:
-        await health.stop()
-        telemetry.shutdown_tracing()
-        log.info("collector.cluster_watcher_stopped", extra={"fields": {}})
-
-
-async def _seeded_run(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
-    await _seed_from_topics(watcher, bootstrap, security)
-    await watcher.run()
-
-
-async def _read_back_lifecycle(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
-    """pods.lifecycle as the topic holds it, forged records too, so a relist can tombstone what it did not list."""
-    follower = TopicFollower(bootstrap, [topics.PODS_LIFECYCLE], service=SERVICE, security=security)
-
-    async def seen(message: Received) -> None:
-        if message.key is not None:
-            watcher.pods.on_topic(message.key, message.event)
-
-    try:
-        await follower.run(seen)
-    finally:
-        await follower.stop()
-
-
-async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
-    state: dict[str, list[msgspec.Struct]] = {}
-    seeded = (
-        topics.PODS_LIFECYCLE,
-        topics.NODES_STATUS,
-        topics.TOPOLOGY_NETWORK,
-        topics.TOPOLOGY_LEVELS,
-        topics.RESOURCE_SLICES,
-        topics.RESOURCE_CLAIMS,
-    )
-    for topic in seeded:
-        try:
-            latest = latest_by_key(await read_compacted(bootstrap, topic, service=SERVICE, security=security))
-        except (LookupError, TimeoutError, OSError, KafkaError) as exc:
-            log.warning("collector.seed_failed", extra={"fields": {"topic": topic.name, "error": str(exc)}})
-            latest = {}
-        state[topic.name] = [m.event for m in latest.values() if m.event is not None]
-    watcher.seed(
-        [e for e in state[topics.PODS_LIFECYCLE.name] if isinstance(e, PodLifecycleEvent)],
-        [e for e in state[topics.NODES_STATUS.name] if isinstance(e, NodeStatusEvent)],
-        [e for e in state[topics.TOPOLOGY_NETWORK.name] if isinstance(e, HyperNodeEvent)],
-        [e for e in state[topics.TOPOLOGY_LEVELS.name] if isinstance(e, TopologyLevelsEvent)],
-        [e for e in state[topics.RESOURCE_SLICES.name] if isinstance(e, ResourceSliceEvent)],
-        [e for e in state[topics.RESOURCE_CLAIMS.name] if isinstance(e, AllocatedClaimEvent)],
-    )

@@ -30,13 +30,11 @@ from services.collector.nvml_source import NodeReading, NvmlUnavailableError
 from services.collector.topo_matrix import TopoMatrixError
 from services.collector.topology_files import FixtureError, load_topology
 from topoplace import telemetry
-from topoplace.broker import check_kafka_setting, ensure_topics, kafka_bootstrap
 from topoplace.config import Settings
 from topoplace.event_checks import InvalidEvent, check_event
-from topoplace.health import HealthServer
-from topoplace.kafka_io import EventProducer
-from topoplace.logs import configure_logging
-from topoplace.supervise import Supervisor, raise_when_recovered
+from topoplace.kafka.bootstrap import check_kafka_setting
+from topoplace.service_runtime import Gate, Loop, RunContext, ServiceRun, ServiceSpec, Stage, run_service
+from topoplace.supervise import raise_when_recovered
 
 SERVICE = "topoplace-collector"
 NVML_SOURCE = "nvml"
@@ -232,60 +230,51 @@ async def publish_nodes(
         raise ValueError(f"interval_seconds: must be positive, got {interval_seconds}")
     firsts: dict[str, NodeReading | None] = {node: await asyncio.to_thread(read) for node, read in readers.items()}
     check_kafka_setting(settings)  # before "started" is logged
-    configure_logging(SERVICE, settings.log_level)
-    tracing = telemetry.setup_tracing(SERVICE, settings)
     stop = stop if stop is not None else asyncio.Event()
-    supervisor = Supervisor(SERVICE, stop=stop)
-    published: set[str] = set()
 
-    def not_ready_reason() -> str:
-        if supervisor.problem is not None:
-            return f"Kafka: {supervisor.problem} (reconnecting)"
-        return f"{len(published)} of {len(readers)} topologies published"
+    async def build(run: RunContext) -> ServiceRun:
+        """One run starts with no topology sent, so a reconnect republishes every node's."""
+        published: set[str] = set()
+        all_published = asyncio.Event()
 
-    health = HealthServer(settings.health_port, ready=lambda: len(published) == len(readers), reason=not_ready_reason)
-    port = await health.start()
-    nodes = list(readers)
-    log.info("collector.node_agent_started", extra={"fields": {"nodes": nodes, "health_port": port}})
+        def on_topology(topology: NodeTopology) -> None:
+            published.add(topology.node)
+            if len(published) == len(readers):
+                all_published.set()
 
-    def on_topology(topology: NodeTopology) -> None:
-        published.add(topology.node)
-        supervisor.running()
-
-    async def publish(bootstrap: str) -> None:
-        # Every run starts with no topology sent, so a reconnect republishes every node's.
-        published.clear()
-        await ensure_topics(bootstrap, security=settings.kafka_security, durability=settings.topic_durability)
-        async with (
-            EventProducer(
-                bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security
-            ) as producer,
-            asyncio.TaskGroup() as group,
-        ):
-            # A broker back from an outage may have lost the topologies: start over, which republishes.
-            recovery = group.create_task(raise_when_recovered(producer.recovered))
-            await asyncio.gather(
-                *(
-                    publish_loop(
-                        producer,
-                        read,
-                        node=node,
-                        interval_seconds=interval_seconds,
-                        stop=stop,
-                        first=firsts.pop(node, None),  # taken at start: used by the first run only
-                        on_topology=on_topology,
-                        republish_seconds=settings.topology_republish_seconds,
-                    )
-                    for node, read in readers.items()
-                )
+        def publishing(node: str, read: Reader) -> Loop:
+            return Loop(
+                f"publish-{node}",
+                lambda: publish_loop(
+                    run.producer,
+                    read,
+                    node=node,
+                    interval_seconds=interval_seconds,
+                    stop=run.stop,
+                    first=firsts.pop(node, None),  # taken at start: used by the first run only
+                    on_topology=on_topology,
+                    republish_seconds=settings.topology_republish_seconds,
+                ),
             )
-            recovery.cancel()  # stopped: nothing left to republish
 
-    try:
-        async with kafka_bootstrap(settings, create_topics=False) as bootstrap:
-            await supervisor.run("publish", lambda: publish(bootstrap))
-    finally:
-        await health.stop()
-        # Flush only our own spans: other services may share this process (tests, the demo).
-        tracing.force_flush()
-        log.info("collector.node_agent_stopped", extra={"fields": {"nodes": nodes}})
+        # A broker back from an outage may have lost the topologies: start over, which republishes.
+        recovery = Loop("recovery", lambda: raise_when_recovered(run.producer.recovered))
+        topologies = Gate(
+            name="topologies",
+            passed=all_published,
+            waiting=lambda: f"{len(published)} of {len(readers)} topologies published",
+        )
+        if not readers:
+            all_published.set()
+        loops = (*(publishing(node, read) for node, read in readers.items()), recovery)
+        return ServiceRun(stages=(Stage(loops=loops, gates=(topologies,)),))
+
+    spec = ServiceSpec(
+        name=SERVICE,
+        log_name="collector.node_agent",
+        settings=settings,
+        build=build,
+        stop=stop,
+        started_fields={"nodes": list(readers)},
+    )
+    await run_service(spec)

@@ -1,7 +1,8 @@
 """The parts of Kubernetes objects the cluster watcher reads, decoded once at the edge.
 
 Unknown fields are ignored; a field of the wrong type fails the decode with
-msgspec's error, which names the field.
+msgspec's error, which names the field. The envelope of the replies (lists, watch
+events) is topoplace.kube_codec's, read by topoplace.informer.
 """
 
 from __future__ import annotations
@@ -186,14 +187,3 @@ class TopologySpec(msgspec.Struct, kw_only=True):
 class Topology(msgspec.Struct, kw_only=True):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: TopologySpec = msgspec.field(default_factory=TopologySpec)
-
-
-class ListMeta(msgspec.Struct, kw_only=True, rename="camel"):
-    resource_version: str = ""
-
-
-class ObjectList(msgspec.Struct, kw_only=True):
-    """A list reply, its items still raw: each item is decoded alone so one bad object costs only itself."""
-
-    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
-    items: list[msgspec.Raw] = []

@@ -33,7 +33,7 @@ from schemas.topics import Topic
 from services.collector import watch_dra
 from services.collector.watch_pending_fields import unpublishable
 from services.collector.watch_trackers import Outcome, Publication
-from topoplace.kafka_wire import EventTooLarge
+from topoplace.kafka.wire import EventTooLarge
 from topoplace.supervise import is_transient_kafka_error
 
 CLAIM_READ_TIMEOUT_S = 30.0

@@ -35,11 +35,12 @@ from schemas.events import (
 from schemas.seal import SEAL
 from schemas.topics import Topic
 from services.collector import watch_gangs as gangs
-from services.collector import watch_stream
 from services.collector.cluster_watcher import BAD_FIELDS, ClusterWatcher
+from services.collector.watch_metrics import INFORMER_METRICS, RELISTS
 from services.collector.watch_objects import Pod
-from topoplace.kubeapi import KubeApiServer, ObjectStore, resources
-from topoplace.kubeapi.faults import FaultPlan
+from topoplace.dev.kubeapi import KubeApiServer, ObjectStore, resources
+from topoplace.dev.kubeapi.faults import FaultPlan
+from topoplace.informer import Informer
 
 GROUP, VERSION, PLURAL = "topology.volcano.sh", "v1alpha1", "hypernodes"
 
@@ -269,7 +270,7 @@ async def test_410_relists_and_reconciles_what_the_watch_missed(
     store.create("pods", api_pod("a"), namespace="default")
     api = client_for(quiet_server.url)
     watcher = ClusterWatcher(api, publisher, scheduler_name="topoplace", resync_seconds=60, watch_timeout=30)
-    expired = watch_stream.RELISTS.labels(resource="pods", reason="expired")
+    expired = RELISTS.labels(resource="pods", reason="expired")
     relists_before = expired._value.get()
     task = await start(watcher)
     try:
@@ -340,9 +341,10 @@ async def test_list_watch_retries_while_the_api_server_is_away_and_resumes(publi
         async with changed:
             await asyncio.wait_for(changed.wait_for(lambda: item in seen), 10)
 
-    pods = watch_stream.ListWatch(
-        "pods", list_pods, Pod, on_list=on_list, on_change=on_change, resync_seconds=60, retry_delay=0.05
-    )
+    pods = Informer(
+        "pods", list_pods, Pod, on_list=on_list, on_change=on_change, resync_seconds=60, retry_delay=0.05,
+        metrics=INFORMER_METRICS,
+    )  # fmt: skip
     task = asyncio.create_task(pods.run())
     second: KubeApiServer | None = None
     try:
@@ -386,9 +388,9 @@ async def test_a_list_the_server_never_answers_is_given_up_and_tried_again() -> 
     async def on_change(kind: str, pod: Pod) -> None:
         return None
 
-    pods = watch_stream.ListWatch(
+    pods = Informer(
         "pods", list_pods, Pod, on_list=on_list, on_change=on_change, resync_seconds=60, retry_delay=0.05,
-        list_timeout=0.5,
+        list_timeout=0.5, metrics=INFORMER_METRICS,
     )  # fmt: skip
     task = asyncio.create_task(pods.run())
     try:
@@ -502,7 +504,7 @@ async def test_kueue_topologies_reach_topology_levels(crd_server: KubeApiServer,
 
 
 async def test_without_podgroups_and_topologies_the_watcher_is_ready(publisher: RecordingPublisher) -> None:
-    from topoplace.kubeapi import resources
+    from topoplace.dev.kubeapi import resources
 
     without = tuple(r for r in resources.ALL if r.group not in ("scheduling.volcano.sh", "kueue.x-k8s.io"))
     async with KubeApiServer(served=without, bookmark_interval=0.5) as server:

@@ -18,10 +18,13 @@ from prometheus_client import REGISTRY
 
 from schemas import topics
 from schemas.events import PendingPodEvent
-from services.collector.cluster_watcher import SERVICE, ClusterWatcher, run_cluster_watcher
+from services.collector.cluster_service import run_cluster_watcher
+from services.collector.cluster_watcher import SERVICE, ClusterWatcher
 from topoplace.config import Settings
-from topoplace.kafka_io import EventProducer, Received, TopicFollower
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 
 pytestmark = pytest.mark.e2e
 

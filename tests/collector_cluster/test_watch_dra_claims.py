@@ -17,7 +17,7 @@ from schemas.dra import AllocatedDevice
 from schemas.events import AllocatedClaimEvent
 from services.collector.cluster_watcher import ClusterWatcher
 from services.collector.watch_dra import ResourceClaim, allocated_claim_event, allocated_claim_tracker
-from topoplace.kubeapi import KubeApiServer, resources
+from topoplace.dev.kubeapi import KubeApiServer, resources
 
 DRIVER = "gpu.nvidia.com"
 

@@ -20,9 +20,11 @@ from schemas.topology import NodeTopology
 from services.collector.node_agent import idle_usage, make_reader, publish_loop, run_node_agent
 from services.collector.nvml_source import NodeReading, NvmlUnavailableError
 from services.collector.topology_files import FixtureError, load_topology
-from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.config import Settings
-from topoplace.kafka_io import Received, TopicFollower
+from topoplace.dev.broker import EmbeddedBroker, free_port
+from topoplace.kafka.admin import ensure_topics
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.records import Received
 
 WAIT = 20.0  # seconds: an upper bound on a condition that holds in well under one
 

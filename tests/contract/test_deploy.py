@@ -36,7 +36,7 @@ ENTRY_MODULES: dict[tuple[str, ...], str] = {
     ("binder",): "services.binder.service",
 }
 # Modules that call the API but run in no deployed service: demo and test-cluster tools.
-NOT_DEPLOYED = ("topoplace.demo", "topoplace.commands.workload")
+NOT_DEPLOYED = ("topoplace.dev.demo", "topoplace.dev.commands.workload")
 # Calls made only on HAMi nodes (its node lock): granted by the optional component components/hami,
 # never by the base, which may patch no Node at all.
 HAMI_MODULES = frozenset({"services.binder.hami_lock"})

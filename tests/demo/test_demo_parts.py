@@ -11,7 +11,7 @@ import pytest
 from schemas.topology import Vendor
 from services.collector.fleet import FleetError, load_fleet
 from services.collector.topology_files import load_topology
-from topoplace.demo import cluster, workload
+from topoplace.dev.demo import cluster, workload
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,9 +12,9 @@ import msgspec
 
 from schemas.annotations import SCHEDULER_NAME
 from services.collector.fleet import Fleet, FleetMember
-from topoplace.demo.cluster import DemoCluster, DemoNode, hypernode_manifests, node_manifest, topology_of
-from topoplace.kubeapi import ObjectStore
-from topoplace.kubeapi import resources as kube_resources
+from topoplace.dev.demo.cluster import DemoCluster, DemoNode, hypernode_manifests, node_manifest, topology_of
+from topoplace.dev.kubeapi import ObjectStore
+from topoplace.dev.kubeapi import resources as kube_resources
 
 NAMESPACE = "default"
 GPU = "nvidia.com/gpu"

@@ -94,7 +94,7 @@ def _publish_until_signalled(command: str, main: Callable[[asyncio.Event], Await
 
 
 def _run_cluster(args: argparse.Namespace) -> int:
-    from services.collector.cluster_watcher import run_cluster_watcher
+    from services.collector.cluster_service import run_cluster_watcher
 
     settings = Settings.from_env()
 
