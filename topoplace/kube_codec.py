@@ -3,7 +3,7 @@
 The envelope of every reply (a list, a watch event, a Status), shared by the binder,
 the cluster watcher and the informer that feeds both (topoplace.informer). Each
 service decodes the objects themselves into its own Structs, reading only the fields
-it needs (services/binder/kube_objects.py, services/collector/watch_objects.py): decoding the raw bytes
+it needs (services/binder/kube_objects.py, services/collector/cluster/objects.py): decoding the raw bytes
 skips kubernetes-asyncio's models, which cost most of the client's CPU per object.
 Unknown fields are ignored; a field of the wrong type fails the decode with msgspec's
 error, which names the field.

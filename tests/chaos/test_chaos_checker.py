@@ -9,7 +9,7 @@ import pytest
 
 from schemas.annotations import DEVICES, NODE, encode_devices
 from schemas.events import DeviceAssignment
-from services.collector.watch_gangs import VOLCANO_GROUP_ANNOTATION
+from services.collector.cluster.gangs import VOLCANO_GROUP_ANNOTATION
 from topoplace.dev.chaos.checker import ClusterObjects, judge
 
 

@@ -34,10 +34,10 @@ from schemas.events import (
 )
 from schemas.seal import SEAL
 from schemas.topics import Topic
-from services.collector import watch_gangs as gangs
-from services.collector.cluster_watcher import BAD_FIELDS, ClusterWatcher
-from services.collector.watch_metrics import INFORMER_METRICS, RELISTS
-from services.collector.watch_objects import Pod
+from services.collector.cluster import gangs as gangs
+from services.collector.cluster.metrics import INFORMER_METRICS, RELISTS
+from services.collector.cluster.objects import Pod
+from services.collector.cluster.watcher import BAD_FIELDS, ClusterWatcher
 from topoplace.dev.kubeapi import KubeApiServer, ObjectStore, resources
 from topoplace.dev.kubeapi.faults import FaultPlan
 from topoplace.informer import Informer

@@ -23,8 +23,8 @@ from schemas.events import (
     PendingPodEvent,
     PodLifecycleEvent,
 )
-from services.collector import watch_gangs as gangs
-from services.collector.cluster_service import run_cluster_watcher
+from services.collector.cluster import gangs as gangs
+from services.collector.cluster.service import run_cluster_watcher
 from topoplace.config import Settings
 from topoplace.dev.broker import EmbeddedBroker, free_port
 from topoplace.dev.kubeapi import KubeApiServer

@@ -18,8 +18,8 @@ from prometheus_client import REGISTRY
 
 from schemas import topics
 from schemas.events import PendingPodEvent
-from services.collector.cluster_service import run_cluster_watcher
-from services.collector.cluster_watcher import SERVICE, ClusterWatcher
+from services.collector.cluster.service import run_cluster_watcher
+from services.collector.cluster.watcher import SERVICE, ClusterWatcher
 from topoplace.config import Settings
 from topoplace.dev.kubeapi import KubeApiServer
 from topoplace.kafka.follower import TopicFollower

@@ -15,8 +15,8 @@ from kubernetes_asyncio import client
 from schemas import topics
 from schemas.dra import AllocatedDevice
 from schemas.events import AllocatedClaimEvent
-from services.collector.cluster_watcher import ClusterWatcher
-from services.collector.watch_dra import ResourceClaim, allocated_claim_event, allocated_claim_tracker
+from services.collector.cluster.dra import ResourceClaim, allocated_claim_event, allocated_claim_tracker
+from services.collector.cluster.watcher import ClusterWatcher
 from topoplace.dev.kubeapi import KubeApiServer, resources
 
 DRIVER = "gpu.nvidia.com"

@@ -30,8 +30,8 @@ NAMESPACE = "topoplace"
 
 # Which code a workload runs: its command, as `topoplace <args>`, -> the service's entry module.
 ENTRY_MODULES: dict[tuple[str, ...], str] = {
-    ("collector", "node"): "services.collector.node_agent",
-    ("collector", "cluster"): "services.collector.cluster_watcher",
+    ("collector", "node"): "services.collector.node.agent",
+    ("collector", "cluster"): "services.collector.cluster.watcher",
     ("placer",): "services.placer.service",
     ("binder",): "services.binder.service",
 }

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from schemas.annotations import SCHEDULER_NAME
-from services.collector.fleet import Fleet, FleetMember
+from services.collector.node.fleet import Fleet, FleetMember
 from topoplace.dev.demo.cluster import DemoCluster, DemoNode, hypernode_manifests, node_manifest, topology_of
 from topoplace.dev.kubeapi import ObjectStore
 from topoplace.dev.kubeapi import resources as kube_resources

@@ -29,8 +29,8 @@ from schemas.events import BindingEvent, BindingOutcome, DeadLetterEvent, Event,
 from schemas.topics import Topic
 from services.binder.service import SERVICE as BINDER
 from services.binder.service import run_binder
-from services.collector.cluster_service import run_cluster_watcher
-from services.collector.fleet import run_fleet
+from services.collector.cluster.service import run_cluster_watcher
+from services.collector.node.fleet import run_fleet
 from services.placer.service import SERVICE as PLACER
 from services.placer.service import run_placer
 from topoplace.config import Settings

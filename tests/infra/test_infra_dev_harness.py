@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVICE_MODULES = (
     "services.placer.service",
     "services.binder.service",
-    "services.collector.cluster_watcher",
-    "services.collector.node_agent",
+    "services.collector.cluster.service",
+    "services.collector.node.agent",
 )
 # The dev harness, under its names of today and of before it had a package of its own.
 DEV_HARNESS = (

@@ -41,7 +41,7 @@ from schemas.annotations import DECISION, DEVICES, NODE, SCHEDULER_NAME, decode_
 from schemas.events import DeviceAssignment
 from schemas.quantity import parse_quantity
 from schemas.seal import SEAL, DecisionKey
-from services.collector.watch_gangs import VOLCANO_GROUP_ANNOTATION
+from services.collector.cluster.gangs import VOLCANO_GROUP_ANNOTATION
 from topoplace.dev.demo.cluster import DEVICE_RESOURCE
 
 Obj = dict[str, Any]

@@ -25,7 +25,7 @@ import msgspec
 
 from schemas.annotations import SCHEDULER_NAME
 from schemas.seal import DecisionKey
-from services.collector.watch_gangs import VOLCANO_GROUP_ANNOTATION
+from services.collector.cluster.gangs import VOLCANO_GROUP_ANNOTATION
 from topoplace.config import DECISION_KEY
 from topoplace.dev.broker import EmbeddedBroker
 from topoplace.dev.chaos import checker

@@ -8,8 +8,8 @@ import msgspec
 
 from schemas.enforcement import ENFORCEMENT_LABEL
 from schemas.topology import NodeTopology, Vendor
-from services.collector.fleet import Fleet, FleetMember
-from services.collector.topology_files import fixture_node_annotations, fixture_node_labels, load_topology
+from services.collector.node.fleet import Fleet, FleetMember
+from services.collector.node.topology_files import fixture_node_annotations, fixture_node_labels, load_topology
 from topoplace.dev.demo import dra
 
 # Extended resource each vendor's devices are advertised as on the Node.

@@ -15,9 +15,9 @@ import msgspec
 
 from schemas.topology import Device, Link, NodeTopology, Vendor
 from schemas.vendors import descriptor
-from services.collector.topo_matrix import TopoMatrixError, parse_topo_matrix, source_line, synthetic_uuid
+from services.collector.node.topo_matrix import TopoMatrixError, parse_topo_matrix, source_line, synthetic_uuid
 
-FIXTURE_PACKAGE = "services.collector.fixtures"
+FIXTURE_PACKAGE = "services.collector.node.fixtures"
 
 # Nominal memory of the GPU models the fixtures use, in MiB (nominal GiB x 1024;
 # NVML reports a little less on real hardware). Names as NVML prints them.

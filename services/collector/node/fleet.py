@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 
-from services.collector.node_agent import make_reader, publish_nodes
+from services.collector.node.agent import make_reader, publish_nodes
 from topoplace.config import Settings
 
 

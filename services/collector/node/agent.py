@@ -25,10 +25,10 @@ from schemas import topics
 from schemas.events import DeviceUsage, DeviceUsageEvent, NodeTopologyEvent
 from schemas.topics import Topic
 from schemas.topology import NodeTopology
-from services.collector import nvml_source
-from services.collector.nvml_source import NodeReading, NvmlUnavailableError
-from services.collector.topo_matrix import TopoMatrixError
-from services.collector.topology_files import FixtureError, load_topology
+from services.collector.node import nvml_source
+from services.collector.node.nvml_source import NodeReading, NvmlUnavailableError
+from services.collector.node.topo_matrix import TopoMatrixError
+from services.collector.node.topology_files import FixtureError, load_topology
 from topoplace import telemetry
 from topoplace.config import Settings
 from topoplace.event_checks import InvalidEvent, check_event

@@ -15,8 +15,8 @@
   deallocated: a deleted event, then a tombstone).
 
 Wiring only: the translation and the memory of what was published live in
-watch_translate / watch_gangs / watch_trackers (pure), the list+watch loop in topoplace.informer;
-the service around it (run_cluster_watcher) is cluster_service.
+translate / gangs / trackers (pure), the list+watch loop in topoplace.informer;
+the service around it (run_cluster_watcher) is service.py.
 """
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ from schemas.events import (
     TopologyLevelsEvent,
 )
 from schemas.seal import DecisionKey
-from services.collector import watch_dra, watch_trackers
-from services.collector.watch_hypernode_file import HyperNodeFileError, parse_hypernodes
-from services.collector.watch_metrics import INFORMER_METRICS
-from services.collector.watch_objects import HyperNode, Node, Pod, PodGroup, Topology
-from services.collector.watch_publish import BAD_FIELDS, EventPublishing, Publisher
-from services.collector.watch_trackers import Outcome, PodTracker
+from services.collector.cluster import dra, trackers
+from services.collector.cluster.hypernode_file import HyperNodeFileError, parse_hypernodes
+from services.collector.cluster.metrics import INFORMER_METRICS
+from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
+from services.collector.cluster.publish import BAD_FIELDS, EventPublishing, Publisher
+from services.collector.cluster.trackers import Outcome, PodTracker
 from topoplace import telemetry
 from topoplace.informer import Informer, ResourceMissing
 
@@ -95,11 +95,11 @@ class ClusterWatcher:
         self.clock = clock
         self.file_poll_seconds = file_poll_seconds
         self.pods = PodTracker(scheduler_name, decision_key)
-        self.nodes = watch_trackers.node_tracker()
-        self.hypernodes = watch_trackers.hypernode_tracker()
-        self.topologies = watch_trackers.topology_tracker()
-        self.slices = watch_dra.slice_tracker()
-        self.claims = watch_dra.allocated_claim_tracker()
+        self.nodes = trackers.node_tracker()
+        self.hypernodes = trackers.hypernode_tracker()
+        self.topologies = trackers.topology_tracker()
+        self.slices = dra.slice_tracker()
+        self.claims = dra.allocated_claim_tracker()
         core = client.CoreV1Api(api)
         self.pod_watch: Informer[Pod] = Informer(
             "pods",
@@ -123,20 +123,20 @@ class ClusterWatcher:
         )
         self.dra = client.ResourceV1Api(api)
         self.publishing = EventPublishing(publisher, self.dra, telemetry.get_tracer(__name__, SERVICE))
-        self.slice_watch: Informer[watch_dra.ResourceSlice] = Informer(
+        self.slice_watch: Informer[dra.ResourceSlice] = Informer(
             "resourceslices",
             self.dra.list_resource_slice,
-            watch_dra.ResourceSlice,
+            dra.ResourceSlice,
             on_list=self._slices_listed,
             on_change=self._slice_changed,
             metrics=INFORMER_METRICS,
             resync_seconds=resync_seconds,
             watch_timeout=watch_timeout,
         )
-        self.claim_watch: Informer[watch_dra.ResourceClaim] = Informer(
+        self.claim_watch: Informer[dra.ResourceClaim] = Informer(
             "resourceclaims",
             self.dra.list_resource_claim_for_all_namespaces,
-            watch_dra.ResourceClaim,
+            dra.ResourceClaim,
             on_list=self._claims_listed,
             on_change=self._claim_changed,
             metrics=INFORMER_METRICS,
@@ -350,24 +350,24 @@ class ClusterWatcher:
         else:
             await self.publish(self.topologies.observe(topology, self.clock()))
 
-    async def _slices_listed(self, slices: list[watch_dra.ResourceSlice], resync: bool) -> None:
+    async def _slices_listed(self, slices: list[dra.ResourceSlice], resync: bool) -> None:
         local = [s for s in slices if s.spec.node_name]
         await self.publish(self.slices.relisted(local, self.clock(), force=resync))
         self.slices_settled.set()
 
-    async def _slice_changed(self, kind: str, resource_slice: watch_dra.ResourceSlice) -> None:
+    async def _slice_changed(self, kind: str, resource_slice: dra.ResourceSlice) -> None:
         if kind == "DELETED" or not resource_slice.spec.node_name:
             await self.publish(self.slices.gone(resource_slice.metadata.name, self.clock()))
         else:
             await self.publish(self.slices.observe(resource_slice, self.clock()))
 
-    async def _claims_listed(self, claims: list[watch_dra.ResourceClaim], resync: bool) -> None:
-        allocated = [c for c in claims if watch_dra.is_allocated(c)]
+    async def _claims_listed(self, claims: list[dra.ResourceClaim], resync: bool) -> None:
+        allocated = [c for c in claims if dra.is_allocated(c)]
         await self.publish(self.claims.relisted(allocated, self.clock(), force=resync))
         self.claims_settled.set()
 
-    async def _claim_changed(self, kind: str, claim: watch_dra.ResourceClaim) -> None:
-        if kind == "DELETED" or not watch_dra.is_allocated(claim):
+    async def _claim_changed(self, kind: str, claim: dra.ResourceClaim) -> None:
+        if kind == "DELETED" or not dra.is_allocated(claim):
             await self.publish(self.claims.gone(claim.metadata.uid, self.clock()))
         else:
             await self.publish(self.claims.observe(claim, self.clock()))

@@ -26,10 +26,10 @@ from schemas.events import (
     TopologyLevelsEvent,
 )
 from schemas.seal import DecisionKey
-from services.collector import watch_gangs as gangs
-from services.collector import watch_translate as tr
-from services.collector.watch_gangs import GangTracker
-from services.collector.watch_objects import HyperNode, Node, Pod, PodGroup, Topology
+from services.collector.cluster import gangs as gangs
+from services.collector.cluster import translate as tr
+from services.collector.cluster.gangs import GangTracker
+from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
 
 
 class Publication(msgspec.Struct, frozen=True, kw_only=True):

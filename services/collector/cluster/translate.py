@@ -3,7 +3,7 @@
 A problem with one field (a bad quantity, an undecodable device annotation,
 a toleration the API server would have refused) never drops the whole
 object: the event goes out without that part and the problem is returned
-for the caller to log and count. Gangs are translated in watch_gangs.
+for the caller to log and count. Gangs are translated in gangs.py.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from schemas.kube import Affinity, Taint, Toleration
 from schemas.pod_requests import effective_request
 from schemas.pod_requests import format_quantity as format_quantity
 from schemas.seal import SEAL, DecisionKey
-from services.collector import watch_objects as obj
-from services.collector import watch_pending_fields as pending_fields
-from services.collector.watch_objects import Container, HyperNode, Node, Pod, Quantity, Topology
+from services.collector.cluster import objects as obj
+from services.collector.cluster import pending_fields as pending_fields
+from services.collector.cluster.objects import Container, HyperNode, Node, Pod, Quantity, Topology
 
 QOS_ANNOTATION = "metax-tech.com/sgpu-qos-policy"  # the MetaX sharing pool a pod's devices run in
 APP_CLASS_ANNOTATION = "metax-tech.com/sgpu-app-class"  # MetaX online/offline class
@@ -189,7 +189,7 @@ def pending_event(pod: Pod, observed_at: float, *, gang_member: bool = False) ->
     Only the labels and annotations the placer reads are carried (watch_pending_fields). An event
     over its bound goes out reduced to who the pod is, with the reason, for the placer to report.
     A gang member keeps every label until its gang is assembled: the gang's subgroup policy
-    says which of them it groups by (watch_gangs trims and bounds the members).
+    says which of them it groups by (gangs.py trims and bounds the members).
     """
     requests, problems = pod_requests(pod)
     affinity, tolerations, constraint_problems = node_constraints(pod)

@@ -30,9 +30,9 @@ from prometheus_client import Counter
 from schemas import topics
 from schemas.events import PendingGangEvent, PendingPodEvent
 from schemas.topics import Topic
-from services.collector import watch_dra
-from services.collector.watch_pending_fields import unpublishable
-from services.collector.watch_trackers import Outcome, Publication
+from services.collector.cluster import dra
+from services.collector.cluster.pending_fields import unpublishable
+from services.collector.cluster.trackers import Outcome, Publication
 from topoplace.kafka.wire import EventTooLarge
 from topoplace.supervise import is_transient_kafka_error
 
@@ -40,7 +40,7 @@ CLAIM_READ_TIMEOUT_S = 30.0
 MAX_IN_FLIGHT = 1024  # sends awaiting the broker at once during a list
 
 log = logging.getLogger(__name__)
-_claim_decoder = msgspec.json.Decoder(watch_dra.ResourceClaim)
+_claim_decoder = msgspec.json.Decoder(dra.ResourceClaim)
 
 PUBLISHED = Counter("topoplace_cluster_watcher_published_total", "Events the cluster watcher published", ["topic"])
 BAD_FIELDS = Counter(
@@ -208,14 +208,14 @@ class EventPublishing:
                 )
                 return None
             try:
-                claims.append(watch_dra.resolved(ref, claim))
-            except watch_dra.ClaimError as exc:
+                claims.append(dra.resolved(ref, claim))
+            except dra.ClaimError as exc:
                 BAD_FIELDS.labels(field="resourceclaim").inc()
                 log.warning("collector.bad_claim", extra={"fields": {"uid": event.uid, "error": str(exc)}})
                 return None
         return msgspec.structs.replace(event, claims=tuple(claims))
 
-    async def _read_claim(self, namespace: str, name: str) -> watch_dra.ResourceClaim | None:
+    async def _read_claim(self, namespace: str, name: str) -> dra.ResourceClaim | None:
         # read raw: the claim is decoded into our own Struct, not the client's model
         reply: Any = await self.dra.read_namespaced_resource_claim(
             name, namespace, _preload_content=False, _request_timeout=CLAIM_READ_TIMEOUT_S

@@ -31,9 +31,9 @@ from schemas.events import (
     SubGroupPolicy,
     TopologyMode,
 )
-from services.collector import watch_objects as obj
-from services.collector.watch_pending_fields import bounded, pending_labels, subgroup_label_keys
-from services.collector.watch_translate import Problem, label_selector, who
+from services.collector.cluster import objects as obj
+from services.collector.cluster.pending_fields import bounded, pending_labels, subgroup_label_keys
+from services.collector.cluster.translate import Problem, label_selector, who
 
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"

@@ -25,7 +25,7 @@ from schemas.events import (
     TopologyLevelsEvent,
 )
 from schemas.seal import DecisionKey
-from services.collector.cluster_watcher import PUBLISHED_TOPICS, SERVICE, ClusterWatcher
+from services.collector.cluster.watcher import PUBLISHED_TOPICS, SERVICE, ClusterWatcher
 from topoplace.config import Settings
 from topoplace.kafka.bootstrap import check_kafka_setting
 from topoplace.kafka.data_loss import watch_for_data_loss

@@ -24,9 +24,9 @@ from schemas.dra import (
     PodClaim,
 )
 from schemas.events import AllocatedClaimEvent, ResourceSliceEvent
-from services.collector.watch_objects import ObjectMeta
-from services.collector.watch_trackers import KeyedTracker, Publication
-from services.collector.watch_translate import Problem
+from services.collector.cluster.objects import ObjectMeta
+from services.collector.cluster.trackers import KeyedTracker, Publication
+from services.collector.cluster.translate import Problem
 
 UUID_ATTRIBUTES = ("uuid",)  # NVIDIA's driver publishes `uuid`, qualified as gpu.nvidia.com/uuid
 

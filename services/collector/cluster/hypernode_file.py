@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from services.collector.watch_objects import HyperNode
+from services.collector.cluster.objects import HyperNode
 
 
 class HyperNodeFileError(ValueError):
