@@ -37,7 +37,8 @@ from schemas.topics import Topic
 from services.collector.cluster import gangs as gangs
 from services.collector.cluster.metrics import INFORMER_METRICS, RELISTS
 from services.collector.cluster.objects import Pod
-from services.collector.cluster.watcher import BAD_FIELDS, ClusterWatcher
+from services.collector.cluster.publish import BAD_FIELDS
+from services.collector.cluster.watcher import ClusterWatcher
 from topoplace.dev.kubeapi import KubeApiServer, ObjectStore, resources
 from topoplace.dev.kubeapi.faults import FaultPlan
 from topoplace.informer import Informer
@@ -283,7 +284,7 @@ async def test_410_relists_and_reconciles_what_the_watch_missed(
         await publisher.wait_for(pending("b"))
         await publisher.wait_for(lifecycle("a", LifecyclePhase.DELETED))
         assert expired._value.get() == relists_before + 1
-        assert watcher.pod_watch.lists == 2
+        assert watcher.watches["pods"][0].lists == 2
         # and the watch goes on after the relist
         store.create("pods", api_pod("c"), namespace="default")
         await publisher.wait_for(pending("c"))
@@ -305,7 +306,7 @@ async def test_resync_republishes_pending_pods(
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert again[0].key == again[1].key
-    assert watcher.pod_watch.lists >= 2
+    assert watcher.watches["pods"][0].lists >= 2
 
 
 async def test_list_watch_retries_while_the_api_server_is_away_and_resumes(publisher: RecordingPublisher) -> None:
@@ -513,7 +514,9 @@ async def test_without_podgroups_and_topologies_the_watcher_is_ready(publisher: 
         task = await start(watcher)  # wait_ready returns: both CRDs answered 404
         try:
             assert watcher.ready() and not task.done()
-            assert [w.lists for w in watcher.topology_watches] == [0, 0] and watcher.podgroup_watch.lists == 0
+            assert [w.lists for w in watcher.watches["topologies"]] == [0, 0] and watcher.watches["podgroups"][
+                0
+            ].lists == 0
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -550,9 +553,9 @@ async def test_a_list_goes_out_together_keeping_each_keys_order(
         await publisher.wait_for(lambda s: s.topic == topics.PODS_PENDING.name, count=50)
         assert publisher.most_in_flight > 1  # not one round trip after the other
         # one key's events in order, other keys free to overtake them
-        watcher.hypernodes.relisted([hypernode("tor-a", 1, [("Node", "n1")]), hypernode("tor-b", 1, [])], 1.0)
+        watcher.trackers.hypernodes.relisted([hypernode("tor-a", 1, [("Node", "n1")]), hypernode("tor-b", 1, [])], 1.0)
         publisher.sent.clear()
-        await watcher.publish(watcher.hypernodes.relisted([hypernode("tor-b", 1, [("Node", "n2")])], 2.0))
+        await watcher.publish(watcher.trackers.hypernodes.relisted([hypernode("tor-b", 1, [("Node", "n2")])], 2.0))
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

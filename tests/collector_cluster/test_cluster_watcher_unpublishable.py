@@ -133,7 +133,7 @@ async def test_a_send_the_broker_refuses_for_good_is_that_pods_problem(fresh_bro
         kube = client_for(api.url)
         try:
             watcher = ClusterWatcher(kube, producer, scheduler_name="topoplace")
-            task = asyncio.create_task(watcher.pod_watch.run())
+            task = asyncio.create_task(watcher.watches["pods"][0].run())
             try:
                 await inbox.wait_for_count(21)
             finally:

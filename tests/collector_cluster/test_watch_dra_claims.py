@@ -163,7 +163,7 @@ async def test_a_claim_deallocated_while_the_watcher_was_away_is_tombstoned_at_t
         name="gone",
         devices=(AllocatedDevice(driver=DRIVER, pool="n1", device="x"),),
     )
-    watcher.seed([], [], [], claims=[stale])
+    watcher.seed({topics.RESOURCE_CLAIMS.name: [stale]})
     task = asyncio.create_task(watcher.run())
     try:
         await asyncio.wait_for(watcher.wait_ready(), 5)

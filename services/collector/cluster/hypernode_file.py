@@ -1,4 +1,4 @@
-"""HyperNodes from a YAML or JSON file, for clusters without the Volcano CRD.
+"""HyperNodes from a YAML or JSON file, for clusters without the Volcano CRD (--hypernodes-file).
 
 The file holds HyperNode objects as `kubectl apply` takes them: one or more
 YAML documents, each a HyperNode, a list of them, or a `kind: List` with
@@ -7,12 +7,22 @@ YAML documents, each a HyperNode, a list of them, or a `kind: List` with
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 import yaml
 
+from schemas.events import HyperNodeEvent
 from services.collector.cluster.objects import HyperNode
+from services.collector.cluster.publish import BAD_FIELDS
+from services.collector.cluster.trackers import KeyedTracker, Outcome
+
+log = logging.getLogger(__name__)
 
 
 class HyperNodeFileError(ValueError):
@@ -49,3 +59,49 @@ def parse_hypernodes(text: str, *, source: str = "hypernodes file") -> list[Hype
         seen.add(name)
         hypernodes.append(hypernode)
     return hypernodes
+
+
+async def follow_hypernode_file(
+    path: str,
+    tracker: KeyedTracker[HyperNode, HyperNodeEvent],
+    publish: Callable[[Outcome], Awaitable[None]],
+    settled: asyncio.Event,
+    *,
+    resync_seconds: float,
+    poll_seconds: float,
+    clock: Callable[[], float],
+) -> None:
+    """Read the file at start, again whenever it changes, and at every resync; `settled` once read."""
+    last_mtime: float | None = None
+    next_resync = time.monotonic() + resync_seconds
+    away = False
+    while True:
+        try:
+            mtime: float | None = os.stat(path).st_mtime
+            away = False
+        except OSError as exc:
+            mtime = last_mtime  # keep the last contents while the file is away
+            if not away:
+                log.warning("collector.hypernodes_file_unreadable", extra={"fields": {"path": path, "error": str(exc)}})
+            away = True
+        resync = time.monotonic() >= next_resync
+        if mtime != last_mtime or resync:
+            hypernodes = _read_hypernode_file(path)
+            if hypernodes is not None:
+                await publish(tracker.relisted(hypernodes, clock(), force=resync))
+                settled.set()
+            last_mtime = mtime
+            if resync:
+                next_resync = time.monotonic() + resync_seconds
+        await asyncio.sleep(min(resync_seconds, poll_seconds))  # a poll interval
+
+
+def _read_hypernode_file(path: str) -> list[HyperNode] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_hypernodes(f.read(), source=path)
+    except (OSError, UnicodeDecodeError, HyperNodeFileError) as exc:
+        # keep the last good contents: a half-written file must not delete the network tree
+        BAD_FIELDS.labels(field="hypernodes_file").inc()
+        log.warning("collector.hypernodes_file_unreadable", extra={"fields": {"path": path, "error": str(exc)}})
+        return None

@@ -12,19 +12,12 @@ import asyncio
 import logging
 import os
 
-import msgspec
 from aiokafka.errors import KafkaError
 
 from schemas import topics
-from schemas.events import (
-    AllocatedClaimEvent,
-    HyperNodeEvent,
-    NodeStatusEvent,
-    PodLifecycleEvent,
-    ResourceSliceEvent,
-    TopologyLevelsEvent,
-)
+from schemas.events import Event
 from schemas.seal import DecisionKey
+from services.collector.cluster.kinds import SEEDED_TOPICS
 from services.collector.cluster.watcher import PUBLISHED_TOPICS, SERVICE, ClusterWatcher
 from topoplace.config import Settings
 from topoplace.kafka.bootstrap import check_kafka_setting
@@ -121,7 +114,7 @@ async def _read_back_lifecycle(watcher: ClusterWatcher, bootstrap: str, security
 
     async def seen(message: Received) -> None:
         if message.key is not None:
-            watcher.pods.on_topic(message.key, message.event)
+            watcher.trackers.pods.on_topic(message.key, message.event)
 
     try:
         await follower.run(seen)
@@ -130,27 +123,12 @@ async def _read_back_lifecycle(watcher: ClusterWatcher, bootstrap: str, security
 
 
 async def _seed_from_topics(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
-    state: dict[str, list[msgspec.Struct]] = {}
-    seeded = (
-        topics.PODS_LIFECYCLE,
-        topics.NODES_STATUS,
-        topics.TOPOLOGY_NETWORK,
-        topics.TOPOLOGY_LEVELS,
-        topics.RESOURCE_SLICES,
-        topics.RESOURCE_CLAIMS,
-    )
-    for topic in seeded:
+    records: dict[str, list[Event]] = {}
+    for topic in SEEDED_TOPICS:
         try:
             latest = latest_by_key(await read_compacted(bootstrap, topic, service=SERVICE, security=security))
         except (LookupError, TimeoutError, OSError, KafkaError) as exc:
             log.warning("collector.seed_failed", extra={"fields": {"topic": topic.name, "error": str(exc)}})
             latest = {}
-        state[topic.name] = [m.event for m in latest.values() if m.event is not None]
-    watcher.seed(
-        [e for e in state[topics.PODS_LIFECYCLE.name] if isinstance(e, PodLifecycleEvent)],
-        [e for e in state[topics.NODES_STATUS.name] if isinstance(e, NodeStatusEvent)],
-        [e for e in state[topics.TOPOLOGY_NETWORK.name] if isinstance(e, HyperNodeEvent)],
-        [e for e in state[topics.TOPOLOGY_LEVELS.name] if isinstance(e, TopologyLevelsEvent)],
-        [e for e in state[topics.RESOURCE_SLICES.name] if isinstance(e, ResourceSliceEvent)],
-        [e for e in state[topics.RESOURCE_CLAIMS.name] if isinstance(e, AllocatedClaimEvent)],
-    )
+        records[topic.name] = [m.event for m in latest.values() if m.event is not None]
+    watcher.seed(records)
