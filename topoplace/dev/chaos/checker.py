@@ -23,18 +23,16 @@ Reads nothing but the API server's objects (pods, nodes, Volcano PodGroups) and 
 - no pod of ours bound to a node whose NoSchedule / NoExecute taints it does not tolerate, or whose
   labels its nodeSelector does not match (`bound_against_rules`), judged here by an implementation
   of its own, not the services'.
-The verdict is pure: `judge(objects)`; `read_cluster` fetches the objects over plain HTTP.
+The verdict is pure: `judge(objects)`; `cluster_read.read_cluster` fetches the objects over plain HTTP.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime
 from collections import Counter, defaultdict
 from typing import Any
 
-import aiohttp
 import msgspec
 
 from schemas.annotations import DECISION, DEVICES, NODE, SCHEDULER_NAME, decode_devices
@@ -45,8 +43,6 @@ from services.collector.cluster.gangs import VOLCANO_GROUP_ANNOTATION
 from topoplace.dev.demo.cluster import DEVICE_RESOURCE
 
 Obj = dict[str, Any]
-PODGROUPS = "/apis/scheduling.volcano.sh/v1beta1/podgroups"
-RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 VIOLATION_KINDS = (
     "device_conflict",
     "capacity_exceeded",
@@ -191,6 +187,10 @@ def _devices_of(pod: Obj, node: str, key: DecisionKey | None) -> tuple[tuple[Dev
         return None, f"{DEVICES}: {exc}"
 
 
+# (node, device index) -> [(pod, memory_mib, cores)]
+Holders = dict[tuple[str, int], list[tuple[str, int, int]]]
+
+
 def judge(objects: ClusterObjects, key: DecisionKey | None = None) -> Verdict:
     """`key`: the run's seal key; a pod's devices are then read from its seal (see `_devices_of`)."""
     nodes = {n["metadata"]["name"]: n for n in objects.nodes}
@@ -199,8 +199,7 @@ def judge(objects: ClusterObjects, key: DecisionKey | None = None) -> Verdict:
     violations: list[Violation] = []
     bound = unschedulable = 0
     unconverged: list[str] = []
-    # (node, device index) -> [(pod, memory_mib, cores)]
-    holders: dict[tuple[str, int], list[tuple[str, int, int]]] = defaultdict(list)
+    holders: Holders = defaultdict(list)
     requested: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     on_node: dict[str, list[str]] = defaultdict(list)
     stale = _stale_reasons(mine)
@@ -216,35 +215,61 @@ def judge(objects: ClusterObjects, key: DecisionKey | None = None) -> Verdict:
         bound += 1
         if not _live(pod):
             continue
-        annotations = pod["metadata"].get("annotations") or {}
         on_node[node_name].append(_key(pod))
         for resource, milli in _requests(pod).items():
             requested[node_name][resource] += milli
-        devices, problem = _devices_of(pod, node_name, key)
-        if problem:
-            violations.append(Violation(kind="bad_annotation", subject=_key(pod), detail=problem))
-        if devices is None:
-            continue
-        if annotations.get(NODE, node_name) != node_name:
+        count = _device_count(nodes[node_name], sliced.get(node_name, 0)) if node_name in nodes else 0
+        violations += _bound_pod_devices(pod, node_name, count, key, holders)
+
+    violations += _device_violations(holders)
+    violations += _overcommitted(requested, nodes, on_node)
+    violations += _gang_violations(mine, objects.podgroups, stale)
+    violations += foreign_pods_touched(objects.pods, objects.events)
+    violations += bound_against_rules(mine, nodes)
+    return Verdict(
+        pods=len(mine),
+        bound=bound,
+        unschedulable=unschedulable,
+        unconverged=tuple(unconverged),
+        violations=tuple(violations),
+    )
+
+
+def _bound_pod_devices(
+    pod: Obj, node_name: str, count: int, key: DecisionKey | None, holders: Holders
+) -> list[Violation]:
+    """A live bound pod's devices: added to `holders`; what is wrong with them, as violations."""
+    violations: list[Violation] = []
+    annotations = pod["metadata"].get("annotations") or {}
+    devices, problem = _devices_of(pod, node_name, key)
+    if problem:
+        violations.append(Violation(kind="bad_annotation", subject=_key(pod), detail=problem))
+    if devices is None:
+        return violations
+    if annotations.get(NODE, node_name) != node_name:
+        violations.append(
+            Violation(
+                kind="unknown_device",
+                subject=_key(pod),
+                detail=f"bound to {node_name} but {NODE} says {annotations[NODE]!r}",
+            )
+        )
+    for device in devices:
+        if not 0 <= device.index < count:
             violations.append(
                 Violation(
                     kind="unknown_device",
-                    subject=_key(pod),
-                    detail=f"bound to {node_name} but {NODE} says {annotations[NODE]!r}",
+                    subject=f"{node_name}/{device.index}",
+                    detail=f"{_key(pod)} holds device {device.index}; the node has {count} devices",
                 )
             )
-        count = _device_count(nodes[node_name], sliced.get(node_name, 0)) if node_name in nodes else 0
-        for device in devices:
-            if not 0 <= device.index < count:
-                violations.append(
-                    Violation(
-                        kind="unknown_device",
-                        subject=f"{node_name}/{device.index}",
-                        detail=f"{_key(pod)} holds device {device.index}; the node has {count} devices",
-                    )
-                )
-            holders[(node_name, device.index)].append((_key(pod), device.memory_mib, device.cores))
+        holders[(node_name, device.index)].append((_key(pod), device.memory_mib, device.cores))
+    return violations
 
+
+def _device_violations(holders: Holders) -> list[Violation]:
+    """A device held whole and shared at once, or shared past its 100 cores."""
+    violations: list[Violation] = []
     for (node_name, index), held in sorted(holders.items()):
         subject = f"{node_name}/{index}"
         if len(held) > 1 and any(memory == 0 for _, memory, _ in held):
@@ -255,7 +280,14 @@ def judge(objects: ClusterObjects, key: DecisionKey | None = None) -> Verdict:
         cores = sum(c for _, _, c in held)
         if cores > 100:
             violations.append(Violation(kind="capacity_exceeded", subject=subject, detail=f"{cores} cores of 100"))
+    return violations
 
+
+def _overcommitted(
+    requested: dict[str, dict[str, int]], nodes: dict[str, Obj], on_node: dict[str, list[str]]
+) -> list[Violation]:
+    """Nodes whose live bound pods request more of a resource than the node has allocatable."""
+    violations: list[Violation] = []
     for node_name, totals in sorted(requested.items()):
         allocatable = (nodes.get(node_name, {}).get("status") or {}).get("allocatable") or {}
         for resource, milli in sorted(totals.items()):
@@ -271,17 +303,7 @@ def judge(objects: ClusterObjects, key: DecisionKey | None = None) -> Verdict:
                         detail=f"requested {milli / 1000:g} of {limit / 1000:g} by {pods}",
                     )
                 )
-
-    violations += _gang_violations(mine, objects.podgroups, stale)
-    violations += foreign_pods_touched(objects.pods, objects.events)
-    violations += bound_against_rules(mine, nodes)
-    return Verdict(
-        pods=len(mine),
-        bound=bound,
-        unschedulable=unschedulable,
-        unconverged=tuple(unconverged),
-        violations=tuple(violations),
-    )
+    return violations
 
 
 def _gang_violations(pods: list[Obj], podgroups: tuple[Obj, ...], stale: set[str]) -> list[Violation]:
@@ -363,32 +385,3 @@ def bound_against_rules(mine: list[Obj], nodes: dict[str, Obj]) -> list[Violatio
                 detail = f"on {node['metadata']['name']}, untolerated taint {taint.get('key')}:{taint.get('effect')}"
                 out.append(Violation(kind="bound_against_rules", subject=_key(pod), detail=detail))
     return out
-
-
-async def read_cluster(base_url: str, *, attempts: int = 50) -> ClusterObjects:
-    """Pods, nodes and PodGroups from the API server, each list retried through injected faults."""
-    timeout = aiohttp.ClientTimeout(total=10)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        pods = await _list(session, f"{base_url}/api/v1/pods", attempts)
-        nodes = await _list(session, f"{base_url}/api/v1/nodes", attempts)
-        podgroups = await _list(session, f"{base_url}{PODGROUPS}", attempts)
-        slices = await _list(session, f"{base_url}{RESOURCE_SLICES}", attempts)
-        events = await _list(session, f"{base_url}/api/v1/events", attempts)
-    return ClusterObjects(
-        pods=tuple(pods), nodes=tuple(nodes), podgroups=tuple(podgroups), slices=tuple(slices), events=tuple(events)
-    )
-
-
-async def _list(session: aiohttp.ClientSession, url: str, attempts: int) -> list[Obj]:
-    last = ""
-    for _ in range(attempts):
-        try:
-            async with session.get(url) as response:
-                if response.status == 200:
-                    items: list[Obj] = (await response.json()).get("items") or []
-                    return items
-                last = f"HTTP {response.status}"
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            last = f"{type(exc).__name__}: {exc}"
-        await asyncio.sleep(0.05)  # an injected fault; the next try draws again
-    raise RuntimeError(f"could not list {url} after {attempts} tries: {last}")

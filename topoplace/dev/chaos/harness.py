@@ -25,26 +25,23 @@ import msgspec
 
 from schemas.annotations import SCHEDULER_NAME
 from schemas.seal import DecisionKey
-from services.collector.cluster.gangs import VOLCANO_GROUP_ANNOTATION
 from topoplace.config import DECISION_KEY
 from topoplace.dev.broker import EmbeddedBroker
 from topoplace.dev.chaos import checker
 from topoplace.dev.chaos.api_calls import create as _create
 from topoplace.dev.chaos.api_calls import delete as _delete
+from topoplace.dev.chaos.cluster_read import read_cluster
+from topoplace.dev.chaos.cluster_seed import PODGROUPS, gang_manifests, seed_cluster
 from topoplace.dev.chaos.hostile import HostileActor, HostileTally
 from topoplace.dev.chaos.report import ChaosReport
 from topoplace.dev.chaos.schedule import BROKER_RESTART, KILLABLE, FaultEvent, schedule
 from topoplace.dev.demo import cluster as demo_cluster
-from topoplace.dev.demo import dra, processes, workload
+from topoplace.dev.demo import processes, workload
 from topoplace.dev.demo.runner import wait_nodes_published
 from topoplace.dev.kubeapi.faults import KINDS as API_FAULT_KINDS
 from topoplace.kafka.admin import ensure_topics
 
 NAMESPACE = "default"
-PODGROUPS = "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"
-HYPERNODES = "/apis/topology.volcano.sh/v1alpha1/hypernodes"
-RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
-CLAIM_TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"
 SUBMITTERS = 8  # creations in flight at once
 UNCONVERGED_SAMPLES = 20  # pods named in the report when a run does not converge
 # A loopback request answers in milliseconds; an injected `timeout` never does: give up on it soon.
@@ -81,27 +78,6 @@ class _Service(msgspec.Struct, kw_only=True):
     restart_pending: bool = False
 
 
-def _gang_manifests(options: ChaosOptions) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    gangs = []
-    for g in range(options.gangs):
-        size = 2 + g % 3
-        name = f"gang-{g:03d}"
-        podgroup = {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"minMember": size, "queue": "default"},
-        }
-        members = []
-        for m in range(size):
-            pod = workload.DemoPod(name=f"{name}-{m}", kind="gang", requests={"nvidia.com/gpu": "1"})
-            manifest = workload.pod_manifest(pod, scheduler_name=SCHEDULER_NAME, namespace=NAMESPACE)
-            manifest["metadata"]["annotations"][VOLCANO_GROUP_ANNOTATION] = name
-            members.append(manifest)
-        gangs.append((podgroup, members))
-    return gangs
-
-
 class ChaosRun:
     def __init__(self, options: ChaosOptions) -> None:
         self.options = options
@@ -131,6 +107,16 @@ class ChaosRun:
             self.broker.kill_now()
 
     async def _run(self, started: float) -> ChaosReport:
+        bootstrap = await self._start_broker_and_api()
+        cluster = demo_cluster.default_cluster()
+        async with aiohttp.ClientSession(self.url, timeout=REQUEST_TIMEOUT) as session:
+            await seed_cluster(session, cluster, NAMESPACE)
+            await self._start_services(cluster, bootstrap)
+            submitted, tally = await self._load(session, cluster, bootstrap)
+        return await self._report(started, submitted + tally.pods, tally)
+
+    async def _start_broker_and_api(self) -> str:
+        """The broker with its topics, then the test API server with this run's faults; the broker's address."""
         o = self.options
         bootstrap = await self.broker.start()
         await ensure_topics(bootstrap)
@@ -159,50 +145,51 @@ class ChaosRun:
             first_line=True,
         )
         self.env["TOPOPLACE_KUBE_API_URL"] = self.url
-        cluster = demo_cluster.default_cluster()
-        async with aiohttp.ClientSession(self.url, timeout=REQUEST_TIMEOUT) as session:
-            for node in cluster.nodes:
-                await _create(session, "/api/v1/nodes", demo_cluster.node_manifest(node))
-            for hypernode in demo_cluster.hypernode_manifests(cluster):
-                await _create(session, HYPERNODES, hypernode)
-            # The demo's DRA pool: its slices, and the template its claim pods name.
-            for resource_slice in demo_cluster.slice_manifests(cluster):
-                await _create(session, RESOURCE_SLICES, resource_slice)
-            template = dra.claim_template(dra.TEMPLATE, NAMESPACE)
-            await _create(session, CLAIM_TEMPLATES.format(ns=NAMESPACE), template)
-            fleet = self.work / "fleet.json"
-            fleet.write_bytes(msgspec.json.encode(demo_cluster.fleet_of(cluster)))
-            replicas = [(f"placer-{chr(97 + i)}", ("placer",)) for i in range(o.placers)]
-            replicas += [(f"binder-{chr(97 + i)}", ("binder",)) for i in range(o.binders)]
-            for name, args in (
-                ("collector-cluster", ("collector", "cluster", "--resync", str(o.resync_s))),
-                ("collector-nodes", ("collector", "fleet", "--fleet", str(fleet))),
-                *replicas,
-            ):
-                self.services[name] = _Service(name=name, args=args)
-                await self._start(name)
-            await wait_nodes_published(bootstrap, {n.name for n in cluster.nodes}, timeout_s=90)
+        return bootstrap
 
-            pods = [
-                workload.pod_manifest(p, scheduler_name=SCHEDULER_NAME, namespace=NAMESPACE)
-                for p in workload.generate(o.pods, o.seed)
-            ]
-            gangs = _gang_manifests(o)
-            submitted = o.pods + sum(len(members) for _, members in gangs)
-            window_s = submitted / o.submit_rate_per_s
-            plan = schedule(seed=o.seed, window_s=window_s, rounds=o.rounds) if o.process_faults else ()
-            plan = tuple(e for e in plan if e.kind.removeprefix("kill:") in self.services or e.kind == BROKER_RESTART)
-            fault_task = asyncio.create_task(self._carry_out(plan))
-            stop_hostile = asyncio.Event()
-            hostile = HostileActor(
-                session=session, bootstrap=bootstrap, nodes=[n.name for n in cluster.nodes], seed=o.seed
-            )
-            hostile_task = asyncio.create_task(hostile.run(stop_hostile)) if o.hostile else None
-            await self._submit(session, pods, gangs)
-            await fault_task
-            stop_hostile.set()
-            tally = await hostile_task if hostile_task is not None else HostileTally()
-        submitted += tally.pods
+    async def _start_services(self, cluster: demo_cluster.DemoCluster, bootstrap: str) -> None:
+        """Both collectors and the placer and binder replicas; back once every node was published."""
+        o = self.options
+        fleet = self.work / "fleet.json"
+        fleet.write_bytes(msgspec.json.encode(demo_cluster.fleet_of(cluster)))
+        replicas = [(f"placer-{chr(97 + i)}", ("placer",)) for i in range(o.placers)]
+        replicas += [(f"binder-{chr(97 + i)}", ("binder",)) for i in range(o.binders)]
+        for name, args in (
+            ("collector-cluster", ("collector", "cluster", "--resync", str(o.resync_s))),
+            ("collector-nodes", ("collector", "fleet", "--fleet", str(fleet))),
+            *replicas,
+        ):
+            self.services[name] = _Service(name=name, args=args)
+            await self._start(name)
+        await wait_nodes_published(bootstrap, {n.name for n in cluster.nodes}, timeout_s=90)
+
+    async def _load(
+        self, session: aiohttp.ClientSession, cluster: demo_cluster.DemoCluster, bootstrap: str
+    ) -> tuple[int, HostileTally]:
+        """The pods and gangs submitted, with the faults and the hostile actor beside; how many, and its tally."""
+        o = self.options
+        pods = [
+            workload.pod_manifest(p, scheduler_name=SCHEDULER_NAME, namespace=NAMESPACE)
+            for p in workload.generate(o.pods, o.seed)
+        ]
+        gangs = gang_manifests(o.gangs, NAMESPACE)
+        submitted = o.pods + sum(len(members) for _, members in gangs)
+        window_s = submitted / o.submit_rate_per_s
+        plan = schedule(seed=o.seed, window_s=window_s, rounds=o.rounds) if o.process_faults else ()
+        plan = tuple(e for e in plan if e.kind.removeprefix("kill:") in self.services or e.kind == BROKER_RESTART)
+        fault_task = asyncio.create_task(self._carry_out(plan))
+        stop_hostile = asyncio.Event()
+        hostile = HostileActor(session=session, bootstrap=bootstrap, nodes=[n.name for n in cluster.nodes], seed=o.seed)
+        hostile_task = asyncio.create_task(hostile.run(stop_hostile)) if o.hostile else None
+        await self._submit(session, pods, gangs)
+        await fault_task
+        stop_hostile.set()
+        tally = await hostile_task if hostile_task is not None else HostileTally()
+        return submitted, tally
+
+    async def _report(self, started: float, submitted: int, tally: HostileTally) -> ChaosReport:
+        """Wait for convergence, then count every violation seen, by kind."""
+        o = self.options
         quiet_since = time.monotonic()
         verdict, converged_at, seen = await self._converge()
         seen += self._dead_services()
@@ -354,7 +341,7 @@ class ChaosRun:
         deadline = time.monotonic() + self.options.converge_timeout_s
         seen: list[checker.Violation] = []
         while True:
-            verdict = checker.judge(await checker.read_cluster(self.url), self._key())
+            verdict = checker.judge(await read_cluster(self.url), self._key())
             seen += verdict.violations
             if not verdict.unconverged:
                 return verdict, time.monotonic(), seen

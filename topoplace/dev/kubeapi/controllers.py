@@ -11,8 +11,9 @@ import logging
 from typing import Any
 
 from topoplace.dev.kubeapi import resources
+from topoplace.dev.kubeapi.changes import ADDED, DELETED, Change, Object
 from topoplace.dev.kubeapi.errors import ApiError
-from topoplace.dev.kubeapi.store import ADDED, DELETED, Change, Object, ObjectStore
+from topoplace.dev.kubeapi.store import ObjectStore
 
 log = logging.getLogger(__name__)
 

@@ -12,13 +12,14 @@ import msgspec
 from aiohttp import web
 
 from topoplace.dev.kubeapi import discovery, fieldcheck, media, resources
+from topoplace.dev.kubeapi.changes import Change, Subscription
 from topoplace.dev.kubeapi.controllers import GarbageCollector, ResourceClaimController
 from topoplace.dev.kubeapi.errors import ApiError, bad_request, success_status
 from topoplace.dev.kubeapi.faults import FaultInjector, FaultPlan, FaultReport
 from topoplace.dev.kubeapi.openapi import OpenApiV3
 from topoplace.dev.kubeapi.resources import ResourceType
 from topoplace.dev.kubeapi.selectors import Selector, parse_selector
-from topoplace.dev.kubeapi.store import Change, ObjectStore, Subscription
+from topoplace.dev.kubeapi.store import ObjectStore
 from topoplace.dev.kubeapi.tables import TablePrinter
 from topoplace.dev.kubeapi.views import View, WatchEvents, table_printer, table_response
 

@@ -9,9 +9,9 @@ import msgspec
 from aiohttp import web
 
 from topoplace.dev.kubeapi import discovery, media
+from topoplace.dev.kubeapi.changes import Change, visible_change
 from topoplace.dev.kubeapi.resources import ResourceType
 from topoplace.dev.kubeapi.selectors import Selector
-from topoplace.dev.kubeapi.store import Change, visible_change
 from topoplace.dev.kubeapi.tables import TablePrinter
 
 _encoder = msgspec.json.Encoder()
