@@ -93,8 +93,9 @@ CUSTOM_METHODS: dict[str, tuple[str, int]] = {
     "patch_namespaced_custom_object": ("patch", 3),
     "patch_namespaced_custom_object_status": ("patch", 3),
 }
-# The helper that lists, then watches from that version (every service's: topoplace.informer).
-LIST_WATCH = frozenset({"Informer"})
+# The helper that lists, then watches from that version (every service's: topoplace.informer), and
+# the cluster watcher's rows of watched kinds, each of whose list calls an Informer lists and watches with.
+LIST_WATCH = frozenset({"Informer", "WatchedKind"})
 
 
 def api_method_names() -> frozenset[str]:
@@ -191,6 +192,8 @@ def _is_list_watch(node: ast.AST) -> bool:
 
 
 def _name(func: ast.expr) -> str:
+    if isinstance(func, ast.Subscript):  # a generic's parameters: WatchedKind[Pod](...)
+        return _name(func.value)
     if isinstance(func, ast.Name):
         return func.id
     if isinstance(func, ast.Attribute):

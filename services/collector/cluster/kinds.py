@@ -13,12 +13,13 @@ object -> event in translate.py or a module of its own, a KeyedTracker factory).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client import CustomObjectsApi
 
 from schemas import topics
 from schemas.events import (
@@ -106,17 +107,6 @@ class WatchedKind(Generic[T]):
     from_file: bool = False  # --hypernodes-file stands in for the API
 
 
-def _custom(group: str, versions: Sequence[str], plural: str) -> Callable[[client.ApiClient], list[tuple[str, Any]]]:
-    def informers(api: client.ApiClient) -> list[tuple[str, Any]]:
-        custom = client.CustomObjectsApi(api)
-        call = custom.list_cluster_custom_object
-        if len(versions) == 1:
-            return [(plural, functools.partial(call, group, versions[0], plural))]
-        return [(f"{plural}.{v}", functools.partial(call, group, v, plural)) for v in versions]
-
-    return informers
-
-
 def _keyed_seed(
     tracker: Callable[[Trackers], KeyedTracker[Any, E]], event_type: type[E], key: Callable[[E], str]
 ) -> Callable[[Trackers, Sequence[Event]], None]:
@@ -137,6 +127,8 @@ def _name(obj: Pod | Node | HyperNode | Topology | dra.ResourceSlice) -> str:
     return obj.metadata.name
 
 
+# Each row's list calls are written in the row itself, with their group and plural as constants:
+# tests/contract/deploy_kube_calls.py reads them there to check that deploy/'s RBAC grants list and watch.
 WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
     WatchedKind[Pod](
         "pods",  # every scheduler's pods: their requests fill the nodes
@@ -159,7 +151,12 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
     WatchedKind[HyperNode](
         "hypernodes",
         HyperNode,
-        _custom(VOLCANO_GROUP, (VOLCANO_VERSION,), HYPERNODES),
+        lambda api: [
+            (
+                HYPERNODES,
+                partial(CustomObjectsApi(api).list_cluster_custom_object, VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES),
+            )
+        ],
         lambda t: t.hypernodes,
         _name,
         api_group=VOLCANO_GROUP,
@@ -170,7 +167,12 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
     WatchedKind[PodGroup](
         "podgroups",
         PodGroup,
-        _custom(PODGROUP_GROUP, (PODGROUP_VERSION,), PODGROUPS),
+        lambda api: [
+            (
+                PODGROUPS,
+                partial(CustomObjectsApi(api).list_cluster_custom_object, PODGROUP_GROUP, PODGROUP_VERSION, PODGROUPS),
+            )
+        ],
         lambda t: t.podgroups,
         lambda group: f"{group.metadata.namespace}/{group.metadata.name}",
         api_group=PODGROUP_GROUP,
@@ -178,7 +180,13 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
     WatchedKind[Topology](
         "topologies",
         Topology,
-        _custom(KUEUE_GROUP, KUEUE_TOPOLOGY_VERSIONS, TOPOLOGIES),
+        lambda api: [
+            (
+                f"{TOPOLOGIES}.{version}",
+                partial(CustomObjectsApi(api).list_cluster_custom_object, KUEUE_GROUP, version, TOPOLOGIES),
+            )
+            for version in KUEUE_TOPOLOGY_VERSIONS
+        ],
         lambda t: t.topologies,
         _name,
         api_group=KUEUE_GROUP,
