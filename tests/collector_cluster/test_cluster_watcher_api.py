@@ -34,7 +34,7 @@ from schemas.events import (
 )
 from schemas.seal import SEAL
 from schemas.topics import Topic
-from services.collector.cluster import gangs as gangs
+from services.collector.cluster import gangs
 from services.collector.cluster.metrics import INFORMER_METRICS, RELISTS
 from services.collector.cluster.objects import Pod
 from services.collector.cluster.publish import BAD_FIELDS

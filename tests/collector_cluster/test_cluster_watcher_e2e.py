@@ -23,7 +23,7 @@ from schemas.events import (
     PendingPodEvent,
     PodLifecycleEvent,
 )
-from services.collector.cluster import gangs as gangs
+from services.collector.cluster import gangs
 from services.collector.cluster.service import run_cluster_watcher
 from topoplace.config import Settings
 from topoplace.dev.broker import EmbeddedBroker, free_port

@@ -19,7 +19,7 @@ from schemas.events import (
     SubGroupPolicy,
     TopologyMode,
 )
-from services.collector.cluster import gangs as gangs
+from services.collector.cluster import gangs
 from services.collector.cluster.objects import Pod
 from services.collector.cluster.trackers import Outcome, PodTracker
 

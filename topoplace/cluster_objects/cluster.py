@@ -18,7 +18,7 @@ from engine import NodeState, PodRequest, Snapshot
 from engine.cluster.network import decode_hypernodes
 from engine.core.hypernodes import HyperNode
 from schemas.gangs import PodGroup
-from services.collector.cluster import translate as translate
+from services.collector.cluster import translate
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
 from topoplace.cluster_objects.nodes import merged, node_from_object, with_pods
 from topoplace.cluster_objects.pods import RunningPod, decode_pod, pod_to_place, running_pod

@@ -29,7 +29,7 @@ from engine import Allocation, NodeState
 from schemas.pod_requests import format_quantity
 from schemas.topology import Device, Vendor
 from services.collector.cluster import objects as obj
-from services.collector.cluster import translate as translate
+from services.collector.cluster import translate
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject
 from topoplace.cluster_objects.pods import RunningPod
 

@@ -27,7 +27,7 @@ from schemas import annotations as pod_annotations
 from schemas.kube import HostPort
 from schemas.quantity import QuantityError, parse_quantity
 from services.collector.cluster import objects as obj
-from services.collector.cluster import translate as translate
+from services.collector.cluster import translate
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject
 
 SIDECAR = "Always"

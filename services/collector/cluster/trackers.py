@@ -26,7 +26,7 @@ from schemas.events import (
     TopologyLevelsEvent,
 )
 from schemas.seal import DecisionKey
-from services.collector.cluster import gangs as gangs
+from services.collector.cluster import gangs
 from services.collector.cluster import translate as tr
 from services.collector.cluster.gangs import GangTracker
 from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology

@@ -36,7 +36,7 @@ from schemas.pod_requests import effective_request
 from schemas.pod_requests import format_quantity as format_quantity
 from schemas.seal import SEAL, DecisionKey
 from services.collector.cluster import objects as obj
-from services.collector.cluster import pending_fields as pending_fields
+from services.collector.cluster import pending_fields
 from services.collector.cluster.objects import Container, HyperNode, Node, Pod, Quantity, Topology
 
 QOS_ANNOTATION = "metax-tech.com/sgpu-qos-policy"  # the MetaX sharing pool a pod's devices run in
