@@ -29,7 +29,7 @@ bench-full: $(STAMP)
 # 2,000+ pods, two placers and two binders, each process fault four times (24 kills, 4 empty-broker
 # restarts), 12 % API faults; writes chaos-report.json.
 chaos: $(STAMP)
-	$(BIN)/python -m topoplace.chaos --pods 2000 --gangs 20 --rounds 4 --api-fault-rate 0.12 --converge-timeout 600 --report chaos-report.json
+	$(BIN)/python -m topoplace.dev.chaos --pods 2000 --gangs 20 --rounds 4 --api-fault-rate 0.12 --converge-timeout 600 --report chaos-report.json
 
 # The fuzz tests' long profile: at least 100,000 examples per decoder and for the engine's requests.
 fuzz: $(STAMP)

@@ -23,7 +23,7 @@ from bench.links import PairTable, best_set, link_class, optimum
 from engine import Allocation, Engine, Mode, NodeState, PodRequest, Snapshot
 from schemas.events import HyperNodeEvent, HyperNodeMember, MemberKind
 from schemas.topology import Vendor
-from services.collector.topology_files import fixture_node_annotations, fixture_node_labels, load_topology
+from services.collector.node.topology_files import fixture_node_annotations, fixture_node_labels, load_topology
 
 MACHINE_TYPES = (
     "dgx-h100",

@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 
 from engine import Allocation, Engine, Mode, NodeState, PodRequest, Snapshot
-from services.collector.topology_files import load_topology
+from services.collector.node.topology_files import load_topology
 
 SPEED_MACHINES = ("dgx-h100", "dgx1-v100", "pcie-8gpu-2socket", "pcie-4gpu")
 REQUEST_SIZES = (1, 2, 4, 8)

@@ -25,7 +25,7 @@ import msgspec
 from engine import Allocation, Decision, NodeState, PodRequest
 from schemas.kube import Taint, Toleration
 from schemas.topology import Device, Link
-from services.collector.topology_files import fixture_node_labels, load_topology
+from services.collector.node.topology_files import fixture_node_labels, load_topology
 
 # The fixture machines with 8 GPUs: DGX H100 (NVSwitch), DGX-1 (hybrid cube mesh), a 2-socket PCIe box.
 MACHINES = ("dgx-h100", "dgx1-v100", "pcie-8gpu-2socket")

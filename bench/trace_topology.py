@@ -16,7 +16,7 @@ from functools import cache
 import msgspec
 
 from schemas.topology import Device, Link
-from services.collector.topology_files import load_topology
+from services.collector.node.topology_files import load_topology
 
 MODEL_MEMORY_GB: dict[str, int] = {"T4": 16, "P100": 16, "V100M16": 16, "V100M32": 32, "A10": 24, "G2": 32, "G3": 32}
 DEFAULT_MEMORY_GB = 32  # a model the table does not know (other traces of this format)

@@ -27,7 +27,7 @@ from bench.results import Figure
 from engine import Allocation, Engine, NodeState, PodRequest
 from engine.core.model import MILLI, WorkloadClass
 from schemas.vendors import METAX, NEURON
-from services.collector.topology_files import fixture_node_labels, load_topology
+from services.collector.node.topology_files import fixture_node_labels, load_topology
 
 POLICIES = ("binpack", "fragmentation")
 NODES = 16

@@ -3,7 +3,7 @@
 `Topic.settings()` and `Topic.dlq_settings()` are the one table of what each topic
 must be on the broker: the admin code creates and checks the topics by it, and a
 test holds docs/topics.md to it. Durability (replication factor, min.insync.replicas)
-depends on the cluster, not the topic: topoplace/topic_admin.py adds it.
+depends on the cluster, not the topic: topoplace/kafka/admin.py adds it.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ import pytest
 from kube_clients import client_for
 from kubernetes_asyncio import client
 
-from topoplace.broker import EmbeddedBroker, ensure_topics
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.broker import EmbeddedBroker
+from topoplace.dev.kubeapi import KubeApiServer
+from topoplace.kafka.admin import ensure_topics
 
 
 @pytest.fixture(scope="session")

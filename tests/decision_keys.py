@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 
 from schemas.seal import DecisionKey
-from topoplace.kafka_security import Secret
+from topoplace.kafka.security import Secret
 
 TEST_KEY_TEXT = secrets.token_hex(32)
 TEST_KEY = DecisionKey(TEST_KEY_TEXT.encode())

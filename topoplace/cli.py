@@ -1,4 +1,4 @@
-"""`topoplace` console script: one subcommand per module in topoplace.commands."""
+"""`topoplace` console script: one subcommand per module in topoplace.commands or topoplace.dev.commands."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ from topoplace.config import ConfigError
 # Each module exposes `add_parser(subparsers)`, which registers its subcommand(s)
 # and sets `func(args) -> int` as the parser default.
 COMMAND_MODULES: tuple[str, ...] = (
-    "topoplace.commands.broker",
-    "topoplace.commands.kube_api",
+    "topoplace.dev.commands.broker",
+    "topoplace.dev.commands.kube_api",
     "topoplace.commands.collector",
     "topoplace.commands.placer",
     "topoplace.commands.binder",
     "topoplace.commands.engine",
     "topoplace.commands.topo",
     "topoplace.commands.schemas",
-    "topoplace.commands.demo",
-    "topoplace.commands.workload",
+    "topoplace.dev.commands.demo",
+    "topoplace.dev.commands.workload",
     "topoplace.commands.topics",
     "topoplace.commands.explain",
 )

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from topoplace.kafka_security import SECURITY_ENV_VARS, KafkaSecurity, Secret, SecurityConfigError, security_from_env
+from topoplace.kafka.security import SECURITY_ENV_VARS, KafkaSecurity, Secret, SecurityConfigError, security_from_env
 
 KAFKA_BOOTSTRAP = "KAFKA_BOOTSTRAP"
 KAFKA_IDEMPOTENCE = "TOPOPLACE_KAFKA_IDEMPOTENCE"
@@ -95,7 +95,7 @@ class ConfigError(ValueError):
 
 
 class TopicDurability(msgspec.Struct, frozen=True, kw_only=True):
-    """How many copies of each topic the brokers keep; None: derived from the cluster (topoplace/topic_admin.py)."""
+    """How many copies of each topic the brokers keep; None: derived from the cluster (topoplace/kafka/admin.py)."""
 
     replication_factor: int | None = None  # None: min(3, the brokers the cluster reports)
     min_insync_replicas: int | None = None  # None: min(2, the replication factor)

@@ -1,8 +1,8 @@
 """What a decoded event must also satisfy before any service trusts it: one registry, by topic.
 
-Decoding (topoplace.kafka_wire) checks each field on its own; these checks say how the
+Decoding (topoplace.kafka.wire) checks each field on its own; these checks say how the
 fields must agree with each other and with the message's key. Every consumer of a topic
-(the placer and the binder through topoplace.kafka_io, the collector's seeding, the node
+(the placer and the binder through topoplace.kafka.records, the collector's seeding, the node
 agent before it publishes) applies the same check, so a message is good or bad for all
 of them alike. A failed check names the field and the reason, and the consumer
 dead-letters the message as `RejectReason.INVALID_EVENT`.

@@ -31,7 +31,8 @@ from aiokafka.errors import (
 )
 from prometheus_client import Counter
 
-from topoplace.broker import BrokerError, TopicMissingError
+from topoplace.kafka.admin import BrokerError
+from topoplace.kafka.broker_kind import TopicMissingError
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from schemas import events, topics
 from schemas.topics import Topic
-from topoplace.kafka_wire import DecodeError, decode_event, decode_key
+from topoplace.kafka.wire import DecodeError, decode_event, decode_key
 
 
 class Start(enum.StrEnum):

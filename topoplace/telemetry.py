@@ -1,6 +1,6 @@
 """OpenTelemetry tracing: one TracerProvider per service, exported to a JSON-lines file and/or OTLP.
 
-Trace context crosses Kafka in message headers (see kafka_io) and the
+Trace context crosses Kafka in message headers (see topoplace.kafka.wire) and the
 Kubernetes API through the aiohttp-client instrumentation.
 """
 

@@ -18,12 +18,13 @@ from bench.pipeline_speed.load_generator import BindingOutcomes, RunningPipeline
 from bench.pipeline_speed.measurement import PipelineRun
 from bench.pipeline_speed.plan import LoadStep, check_plan, step_plan
 from schemas import topics
-from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.config import Settings
-from topoplace.demo import cluster as demo_cluster
-from topoplace.demo import processes
-from topoplace.demo.runner import seed_cluster, wait_nodes_published, wait_ready
-from topoplace.kafka_io import TopicFollower
+from topoplace.dev.broker import EmbeddedBroker, free_port
+from topoplace.dev.demo import cluster as demo_cluster
+from topoplace.dev.demo import processes
+from topoplace.dev.demo.runner import seed_cluster, wait_nodes_published, wait_ready
+from topoplace.kafka.admin import ensure_topics
+from topoplace.kafka.follower import TopicFollower
 from topoplace.kube import api_client
 
 STARTUP_TIMEOUT_S = 90.0

@@ -17,9 +17,9 @@ from bench.pipeline_speed.plan import POD_KIND, LoadStep
 from bench.results import Machine
 from schemas.events import BindingEvent, BindingOutcome, LifecyclePhase, PodLifecycleEvent
 from topoplace.config import Settings
-from topoplace.demo import processes, workload
-from topoplace.demo.runner import NAMESPACE
-from topoplace.kafka_io import Received
+from topoplace.dev.demo import processes, workload
+from topoplace.dev.demo.runner import NAMESPACE
+from topoplace.kafka.records import Received
 
 BENCH_LABEL = "topoplace.io/bench-step"
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from topoplace.demo import workload
+from topoplace.dev.demo import workload
 
 # The workload's shared-GPU pod: a quarter of one NVIDIA GPU's cores and 4 GB of its memory.
 # The demo cluster's 120 NVIDIA GPUs hold 480 of them, so a step of up to that many all fit.

@@ -8,7 +8,7 @@ import msgspec
 
 SCHEMA_VERSION = 1
 
-# The most bytes (as JSON) one event may take; producers refuse a bigger one (topoplace.kafka_wire).
+# The most bytes (as JSON) one event may take; producers refuse a bigger one (topoplace.kafka.wire).
 # Kafka refuses a produce request over 1 MiB by default (the producer's max.request.size, the
 # broker's message.max.bytes): an event near it fails the whole send, and a batch of several
 # fails with it. A node's status, topology or ResourceSlice is a few KiB to a few tens of KiB.

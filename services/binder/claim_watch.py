@@ -26,8 +26,9 @@ import msgspec
 from kubernetes_asyncio import client
 
 from schemas.dra import DeviceKey, device_text
-from services.binder.api_watch import ApiWatch
 from services.binder.kube_objects import ObjectMeta
+from services.binder.metrics import INFORMER_METRICS
+from topoplace.informer import Informer
 
 DEFAULT_CONFIRM_SECONDS = 120.0
 
@@ -173,23 +174,29 @@ NOT_SERVED_RETRY_SECONDS = 60.0  # a cluster without resource.k8s.io/v1 is asked
 
 
 def watch_claims(
-    api: client.ResourceV1Api, allocated: AllocatedDevices, *, applied: Callable[[], None] = lambda: None
-) -> ApiWatch[ClaimObject]:
+    api: client.ResourceV1Api,
+    allocated: AllocatedDevices,
+    *,
+    applied: Callable[[], None] = lambda: None,
+    resync_seconds: float = 300.0,
+) -> Informer[ClaimObject]:
     """Every ResourceClaim of the cluster into `allocated`; `applied()` after each list or change (tests wait on it)."""
 
-    def listed(claims: list[ClaimObject]) -> None:
+    async def listed(claims: list[ClaimObject], resync: bool) -> None:
         allocated.replace(claims)
         applied()
 
-    def changed(event_type: str, claim: ClaimObject) -> None:
+    async def changed(event_type: str, claim: ClaimObject) -> None:
         allocated.apply(event_type, claim)
         applied()
 
-    return ApiWatch(
+    return Informer(
         "resourceclaims",
         api.list_resource_claim_for_all_namespaces,
         ClaimObject,
         on_list=listed,
-        on_event=changed,
+        on_change=changed,
+        metrics=INFORMER_METRICS,
+        resync_seconds=resync_seconds,
         not_served_retry_seconds=NOT_SERVED_RETRY_SECONDS,
     )

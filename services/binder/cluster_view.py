@@ -1,6 +1,6 @@
 """What the API server says of pods and nodes, as the binder's watch last saw it (pure).
 
-Fed by `api_watch` (a list, then watch events). The binder trusts it for
+Fed by the binder's informers (`topoplace.informer`: a list, then watch events). The binder trusts it for
 facts that never go back: a pod bound to a node stays bound there, a pod
 being deleted stays so, a uid that left the cluster never returns. A pod the
 view does not know (yet) is not taken as gone: the watch may lag behind a pod

@@ -59,7 +59,7 @@ NO_NODE_FITS = "no node fits the pod"
 
 
 class PlacementMessage(Protocol):
-    """The part of a received Kafka message the handler reads (topoplace.kafka_io.Received)."""
+    """The part of a received Kafka message the handler reads (topoplace.kafka.records.Received)."""
 
     @property
     def event(self) -> Event | None: ...

@@ -9,7 +9,9 @@ unschedulable and Ready condition) are read here too. Affinity, tolerations
 and taints stay raw until they are needed and are then decoded into the
 `schemas.kube` Structs the engine's node rules take: a malformed one makes
 that pod or node refuse placements with a reason, never drops the object from
-the binder's view (and with it the devices its pod holds).
+the binder's view (and with it the devices its pod holds). The envelope of the
+replies (lists, watch events, Status) is topoplace.kube_codec's, read by
+topoplace.informer.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from schemas.pod_requests import InitContainerRequest, effective_pod_request
 from schemas.seal import DecisionKey, SealCheck
 from services.binder.node_fit import milli_requests
 from services.binder.outcome import PodView
+from topoplace.kube_codec import status_message as status_message  # apply.py reads it here
 
 
 class ObjectMeta(msgspec.Struct, kw_only=True, rename="camel"):
@@ -190,36 +193,3 @@ class NodeObject(msgspec.Struct, kw_only=True):
             ready=ready,
             problem=problem,
         )
-
-
-class ListMeta(msgspec.Struct, kw_only=True, rename="camel"):
-    resource_version: str = ""
-
-
-class ObjectList(msgspec.Struct, kw_only=True):
-    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
-    items: list[msgspec.Raw] = []
-
-
-class WatchEvent(msgspec.Struct, kw_only=True):
-    type: str
-    object: msgspec.Raw
-
-
-class ApiStatus(msgspec.Struct, kw_only=True):
-    """A Kubernetes Status object (error replies, and ERROR events in a watch)."""
-
-    code: int = 0
-    reason: str = ""
-    message: str = ""
-
-
-def status_message(body: bytes, status: int) -> str:
-    """The server's Status message when it sent one, else the bare HTTP status."""
-    try:
-        decoded = msgspec.json.decode(body, type=ApiStatus)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        decoded = None
-    if decoded is not None and decoded.message:
-        return f"HTTP {status}: {decoded.message}"
-    return f"HTTP {status}"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from topoplace.informer import InformerMetrics
+
 BINDS = Counter(
     "topoplace_binder_binds_total",
     "Placements handled, by binding outcome (bound, conflict, failed, unschedulable).",
@@ -37,14 +39,20 @@ LEDGER_PODS = Gauge(
 )
 WATCH_RESTARTS = Counter(
     "topoplace_binder_watch_restarts_total",
-    "Pod or Node watches that ended in an error or an expired version and were listed again.",
+    "Failed list or watch calls of the Pod, Node or ResourceClaim informers, tried again after a backoff.",
     ["resource"],
 )
 WATCH_BAD_OBJECTS = Counter(
     "topoplace_binder_watch_bad_objects_total",
-    "Pod or Node objects from the API server that did not decode (skipped).",
+    "Pod, Node or ResourceClaim objects from the API server that did not decode (skipped).",
     ["resource"],
 )
+WATCH_RELISTS = Counter(
+    "topoplace_binder_watch_relists_total",
+    "Lists of a resource after the first: its watch's version expired, or the periodic resync came.",
+    ["resource", "reason"],
+)
+INFORMER_METRICS = InformerMetrics(relists=WATCH_RELISTS, bad_objects=WATCH_BAD_OBJECTS, errors=WATCH_RESTARTS)
 LEDGER_DELETES_REFUSED = Counter(
     "topoplace_binder_ledger_deletes_refused_total",
     "pods.lifecycle 'deleted' events ignored because the API server still has the pod.",

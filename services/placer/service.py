@@ -31,18 +31,11 @@ from services.placer import metrics
 from services.placer.decide import Cause, Decider, FollowUp
 from services.placer.parking import TicketState
 from topoplace import telemetry
-from topoplace.broker import ensure_topics, kafka_bootstrap
 from topoplace.config import NODE_POLICY, ConfigError, Settings
-from topoplace.health import HealthServer
-from topoplace.kafka_io import (
-    EventConsumer,
-    EventProducer,
-    Received,
-    TopicFollower,
-    extract_trace_context,
-)
-from topoplace.logs import configure_logging
-from topoplace.supervise import Supervisor
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
+from topoplace.kafka.wire import extract_trace_context
+from topoplace.service_runtime import Follow, Loop, RunContext, ServiceRun, ServiceSpec, Stage, Work, run_service
 
 SERVICE = "topoplace-placer"
 
@@ -343,127 +336,43 @@ async def run_placer(
     if mode is Mode.HAMI and settings.node_policy not in (None, "binpack", "spread"):
         # HAMi knows binpack and spread only; refuse at start rather than fail every pod.
         raise ConfigError(NODE_POLICY, f"{settings.node_policy!r} is not a node policy of hami mode (binpack, spread)")
-    configure_logging(SERVICE, settings.log_level)
-    telemetry.setup_tracing(SERVICE, settings)
-    stop = stop if stop is not None else asyncio.Event()
-    try:
-        async with kafka_bootstrap(settings, create_topics=False) as bootstrap:
-            await _serve(settings, bootstrap, mode=mode, stop=stop, engine=engine if engine is not None else Engine())
-    finally:
-        telemetry.shutdown_tracing()  # flush: the last decisions' spans are in the file
+    replica_engine = engine if engine is not None else Engine()
 
-
-class _Streams:
-    """The follower and the consumer of the body that runs now (a restart builds new ones)."""
-
-    def __init__(self, follower: TopicFollower, consumer: EventConsumer) -> None:
-        self.follower = follower
-        self.consumer = consumer
-
-    def ready(self) -> bool:
-        return self.follower.caught_up.is_set() and self.consumer.started.is_set()
-
-    def waiting_reason(self) -> str:
-        return self.follower.waiting_reason() or "joining the consumer group of pods.pending"
-
-
-async def _serve(
-    settings: Settings,
-    bootstrap: str,
-    *,
-    mode: Mode,
-    stop: asyncio.Event,
-    engine: Engine,
-) -> None:
-    """The health server for the whole run; the Kafka streams under a supervisor that restarts them."""
-    supervisor = Supervisor(SERVICE, stop=stop)
-    current: list[_Streams] = []
-
-    def not_ready_reason() -> str:
-        if supervisor.problem is not None:
-            return f"Kafka: {supervisor.problem} (reconnecting)"
-        return current[-1].waiting_reason() if current else "connecting to Kafka"
-
-    health = HealthServer(
-        settings.health_port, ready=lambda: bool(current) and current[-1].ready(), reason=not_ready_reason
-    )
-    port = await health.start()
-    log.info("placer.starting", extra={"fields": {"mode": mode.value, "health_port": port}})
-    try:
-        await supervisor.run(
-            "streams",
-            lambda: _run_streams(
-                settings, bootstrap, mode=mode, stop=stop, engine=engine, supervisor=supervisor, current=current
-            ),  # fmt: skip
-        )
-    finally:
-        current.clear()
+    async def build(run: RunContext) -> ServiceRun:
+        """One run: an empty view fed from offset 0; no decision before it holds what the topics say."""
         metrics.CAUGHT_UP.set(0)
-        await health.stop()
-        log.info("placer.stopped", extra={"fields": {}})
-
-
-async def _run_streams(
-    settings: Settings,
-    bootstrap: str,
-    *,
-    mode: Mode,
-    stop: asyncio.Event,
-    engine: Engine,
-    supervisor: Supervisor,
-    current: list[_Streams],
-) -> None:
-    """One run of the placer's streams, from a fresh connection and an empty view."""
-    current.clear()
-    metrics.CAUGHT_UP.set(0)
-    # A broker that came back empty gets its topics again.
-    await ensure_topics(bootstrap, security=settings.kafka_security, durability=settings.topic_durability)
-    async with EventProducer(
-        bootstrap, service=SERVICE, idempotence=settings.kafka_idempotence, security=settings.kafka_security
-    ) as producer:
         service = PlacerService(
-            producer,
+            run.producer,
             mode=mode,
-            engine=engine,
+            engine=replica_engine,
             node_policy=settings.node_policy,
             default_enforcement=Enforcement(settings.enforcement) if settings.enforcement else None,
         )
-        follower = TopicFollower(
-            bootstrap, FOLLOWED_TOPICS, service=SERVICE, producer=producer, security=settings.kafka_security
-        )
-        consumer = EventConsumer(
-            bootstrap,
-            DECIDED_TOPICS,
-            group_id=settings.group_id(SERVICE),
-            service=SERVICE,
-            producer=producer,
-            concurrency=CONCURRENCY,
-            security=settings.kafka_security,
-        )
-        current.append(_Streams(follower, consumer))
-        tasks: list[asyncio.Task[None]] = [asyncio.create_task(follower.run(service.on_state), name="follower")]
-        try:
-            # Decide nothing before the view holds everything the topics already say.
-            if await _first_of(stop, follower.caught_up, tasks):
-                supervisor.running()
-                metrics.CAUGHT_UP.set(1)
-                log.info(
-                    "placer.caught_up",
-                    extra={"fields": {"view": service.decider.view.sizes()}},
-                )
-                tasks.append(asyncio.create_task(consumer.run(service.on_pending), name="pending"))
-                tasks.append(asyncio.create_task(_retry_ticks(service, stop), name="retries"))
-                await _first_of(stop, None, tasks)
-        finally:
+
+        def working() -> None:
+            metrics.CAUGHT_UP.set(1)
+            log.info("placer.caught_up", extra={"fields": {"view": service.decider.view.sizes()}})
+
+        async def closing() -> None:
             service.stop()
-            for task in tasks:
-                if task.get_name() == "retries":
-                    task.cancel()  # it waits for `stop` only; the streams may end without it
-            await consumer.stop()
-            await follower.stop()
-            failed = await _finish(tasks)
-        if failed is not None:
-            raise failed
+            metrics.CAUGHT_UP.set(0)
+
+        return ServiceRun(
+            stages=(Stage(follow=Follow(topics=FOLLOWED_TOPICS, handler=service.on_state)),),
+            work=Work(
+                topics=DECIDED_TOPICS,
+                handler=service.on_pending,
+                concurrency=CONCURRENCY,
+                loops=(Loop("retries", lambda: _retry_ticks(service, run.stop)),),
+            ),
+            working=working,
+            closing=closing,
+        )
+
+    spec = ServiceSpec(
+        name=SERVICE, log_name="placer", settings=settings, build=build, stop=stop, started_fields={"mode": mode.value}
+    )
+    await run_service(spec)
 
 
 async def _retry_ticks(service: PlacerService, stop: asyncio.Event) -> None:
@@ -473,33 +382,3 @@ async def _retry_ticks(service: PlacerService, stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), RETRY_TICK_S)
             return
         await service.retry_parked()
-
-
-async def _first_of(stop: asyncio.Event, goal: asyncio.Event | None, tasks: list[asyncio.Task[None]]) -> bool:
-    """Wait for `goal` (True), or `stop` / a task ending (False)."""
-    waiters = {asyncio.create_task(stop.wait())}
-    goal_task = asyncio.create_task(goal.wait()) if goal is not None else None
-    if goal_task is not None:
-        waiters.add(goal_task)
-    try:
-        await asyncio.wait(waiters | set(tasks), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-    return goal is not None and goal.is_set() and not stop.is_set() and not any(t.done() for t in tasks)
-
-
-async def _finish(tasks: list[asyncio.Task[None]]) -> BaseException | None:
-    """Let the streams end; the first real failure among them, if any."""
-    failed: BaseException | None = None
-    for task in tasks:
-        with contextlib.suppress(asyncio.CancelledError):
-            try:
-                await task
-            except Exception as exc:
-                log.exception(
-                    "placer.stream_failed",
-                    extra={"fields": {"stream": task.get_name()}},
-                )
-                failed = failed or exc
-    return failed

@@ -18,162 +18,42 @@ changes nothing:
 
 Decisions are keyed by decision_id, so replaying the placements topic after a
 restart rebuilds exactly the assumptions that were outstanding.
+
+What each followed topic's event and tombstone do is the table VIEW_TOPICS at the
+end; the pods' part lives in pod_ledger.py (facts and holdings in holdings.py), one
+node's engine state is built in node_state.py.
 """
 
 from __future__ import annotations
 
-import enum
-from collections import OrderedDict
-from decimal import Decimal
-
-import msgspec
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import engine
-from engine import Allocation, ClusterIndex, NodeState, Snapshot
+from engine import ClusterIndex, Snapshot
 from engine.cluster.network import NetworkTree, build_tree, from_event
 from schemas import topics
 from schemas.enforcement import Enforcement, node_enforcement
 from schemas.events import (
     AllocatedClaimEvent,
-    BindingEvent,
-    BindingOutcome,
-    DeviceAssignment,
     DeviceUsageEvent,
     Event,
     HyperNodeEvent,
-    LifecyclePhase,
     NodeStatusEvent,
     NodeTopologyEvent,
-    PlacementEvent,
-    PlacementOutcome,
-    PodLifecycleEvent,
     ResourceSliceEvent,
     TopologyLevelsEvent,
 )
-from schemas.quantity import QuantityError, parse_quantity
 from services.placer.claims import AllocatedClaims
+from services.placer.holdings import NO_CHANGE, Holding, HoldingState, ViewChange
+from services.placer.node_state import node_state, status_problem, unhealthy_devices
+from services.placer.pod_ledger import PodLedger
 
-# Deleted pods remembered (uid only) so that late events about them change nothing; the oldest go first.
-DELETED_BOUND = 200_000
-
-# Outcomes after which a decision no longer holds its devices.
-DROPPING_OUTCOMES = frozenset({BindingOutcome.CONFLICT, BindingOutcome.FAILED})
-
-
-class HoldingState(enum.StrEnum):
-    ASSUMED = "assumed"  # decided (by us or another replica), the binder has not confirmed
-    CONFIRMED = "confirmed"  # the binder reported BOUND; the cluster has not echoed it yet
-    BOUND = "bound"  # the cluster reports the pod bound to the node
+__all__ = ["NO_CHANGE", "ClusterView", "Holding", "HoldingState", "ViewChange"]
 
 
-class Holding(msgspec.Struct, frozen=True, kw_only=True):
-    """The devices one pod holds on one node, and why the view believes it."""
-
-    pod_uid: str
-    node: str
-    devices: tuple[DeviceAssignment, ...]
-    state: HoldingState
-    qos: str = ""
-    app_class: str = ""
-    decision: PlacementEvent | None = None  # the decision behind it, when known
-
-
-class ViewChange(msgspec.Struct, frozen=True, kw_only=True):
-    """What one applied event changed that the decider must react to."""
-
-    capacity_grew: bool = False  # something became free or schedulable: retry parked pods
-    devices_freed: bool = False  # a pod's device shares were released (not only its cpu, memory, slot)
-    dropped: tuple[BindingEvent, ...] = ()  # decisions the binder could not apply
-    settled: tuple[str, ...] = ()  # pod uids now bound or deleted in the cluster
-
-
-NO_CHANGE = ViewChange()
-
-
-class _PodFacts:
-    """Everything the view has heard about one pod (mutable, private)."""
-
-    __slots__ = ("lifecycle", "outcomes", "placements")
-
-    def __init__(self) -> None:
-        self.lifecycle: PodLifecycleEvent | None = None
-        self.placements: dict[str, PlacementEvent] = {}  # decision_id -> PLACED decision
-        self.outcomes: dict[str, BindingOutcome] = {}  # decision_id -> binder's answer
-
-    @property
-    def deleted(self) -> bool:
-        return self.lifecycle is not None and self.lifecycle.phase is LifecyclePhase.DELETED
-
-    def outstanding(self) -> list[PlacementEvent]:
-        """PLACED decisions the binder has not rejected, in a stable order."""
-        return [
-            placement
-            for decision_id, placement in sorted(self.placements.items())
-            if self.outcomes.get(decision_id) not in DROPPING_OUTCOMES
-        ]
-
-    def requests_on(self) -> tuple[str, dict[str, str]] | None:
-        """(node, requests) the pod counts against, bound or assumed; None when it is on no node."""
-        if self.deleted:
-            return None
-        if self.lifecycle is not None:
-            return (self.lifecycle.node, self.lifecycle.requests) if self.lifecycle.node else None
-        outstanding = self.outstanding()
-        return (outstanding[0].node, outstanding[0].requests) if outstanding else None
-
-    def nodes(self) -> set[str]:
-        """Every node the pod holds devices or resources on."""
-        found = {h.node for h in self.holdings()}
-        where = self.requests_on()
-        if where is not None:
-            found.add(where[0])
-        return found
-
-    def holdings(self) -> list[Holding]:
-        if self.deleted:
-            return []
-        if self.lifecycle is not None and not self.lifecycle.ours:
-            return []  # another scheduler's pod: its resources count, its devices are the node's business
-        if self.lifecycle is not None:  # bound: the cluster is the truth
-            bound = self.lifecycle
-            devices = bound.devices
-            decision = next((p for p in self.placements.values() if p.node == bound.node), None)
-            if not devices and decision is not None:
-                # The watcher saw the binding before it could read our annotation:
-                # keep the decided devices rather than free them.
-                devices = decision.devices
-            return [
-                Holding(
-                    pod_uid=bound.uid,
-                    node=bound.node,
-                    devices=devices,
-                    state=HoldingState.BOUND,
-                    qos=bound.qos or (decision.qos if decision else ""),
-                    app_class=bound.app_class or (decision.app_class if decision else ""),
-                    decision=decision,
-                )
-            ]
-        # Several outstanding decisions for one pod happen only when two replicas
-        # raced on a redelivered pending event; holding all of them is the safe side.
-        return [
-            Holding(
-                pod_uid=p.uid,
-                node=p.node,
-                devices=p.devices,
-                state=(
-                    HoldingState.CONFIRMED
-                    if self.outcomes.get(p.decision_id) is BindingOutcome.BOUND
-                    else HoldingState.ASSUMED
-                ),
-                qos=p.qos,
-                app_class=p.app_class,
-                decision=p,
-            )
-            for p in self.outstanding()
-        ]
-
-
-class ClusterView:
+class ClusterView(PodLedger):
     """Nodes, network tree and device holdings, as the topics describe them.
 
     The engine's cluster index is kept current node by node: an event marks the nodes it
@@ -182,6 +62,7 @@ class ClusterView:
 
     def __init__(self, *, cpu_in_index: bool = False) -> None:
         """`cpu_in_index`: the index reads each node's CPU (the fragmentation policy weighs it)."""
+        super().__init__()  # the pods: who holds what where (pod_ledger.py)
         self._topologies: dict[str, NodeTopologyEvent] = {}
         self._usage: dict[str, DeviceUsageEvent] = {}
         self._statuses: dict[str, NodeStatusEvent] = {}
@@ -189,11 +70,7 @@ class ClusterView:
         self._levels: dict[str, TopologyLevelsEvent] = {}
         self._slices: dict[str, ResourceSliceEvent] = {}  # DRA ResourceSlices by name
         self._allocated = AllocatedClaims()  # every allocated DRA ResourceClaim, of any scheduler
-        self._pods: dict[str, _PodFacts] = {}
-        self._deleted: OrderedDict[str, None] = OrderedDict()  # uids of deleted pods, bounded
-        self._on_node: dict[str, set[str]] = {}  # node -> uids of pods holding devices or resources there
         self._index: ClusterIndex = engine.new_index(cpu=cpu_in_index)
-        self._dirty: set[str] = set()
         self._tree: tuple[tuple[int, int], NetworkTree] | None = None
         self._labels_epoch = 0  # grows when a node's labels (or the node set) change: the tree depends on them
         self._network_epoch = 0  # grows when a hypernode or a topology level changes
@@ -202,71 +79,14 @@ class ClusterView:
     # --- applying events -------------------------------------------------------------------
 
     def apply(self, event: Event) -> ViewChange:
-        """Apply one decoded event of any topic the placer follows."""
-        match event:
-            case NodeTopologyEvent():
-                return self._apply_topology(event)
-            case DeviceUsageEvent():
-                return self._apply_usage(event)
-            case NodeStatusEvent():
-                return self._apply_status(event)
-            case HyperNodeEvent():
-                return self._apply_hypernode(event)
-            case TopologyLevelsEvent():
-                return self._apply_levels(event)
-            case ResourceSliceEvent():
-                return self._apply_slice(event)
-            case AllocatedClaimEvent():
-                return ViewChange(capacity_grew=self._allocated.apply(event))
-            case PodLifecycleEvent():
-                return self._apply_lifecycle(event)
-            case PlacementEvent():
-                return self._apply_placement(event)
-            case BindingEvent():
-                return self._apply_binding(event)
-        return NO_CHANGE  # pods.pending and anything else carry no cluster state
+        """Apply one decoded event of any topic the placer follows (VIEW_TOPICS says what each does)."""
+        row = _BY_EVENT.get(type(event))
+        return row.apply(self, event) if row is not None else NO_CHANGE  # pods.pending and the like: no state
 
     def apply_tombstone(self, topic: str, key: str) -> ViewChange:
         """A compacted topic's tombstone (value None): the key is gone."""
-        if topic == topics.TOPOLOGY_NODES.name:
-            if self._topologies.pop(key, None) is not None:
-                self._labels_epoch += 1
-            self._dirty.add(key)
-        elif topic == topics.USAGE_DEVICES.name:
-            self._usage.pop(key, None)
-            self._dirty.add(key)
-        elif topic == topics.NODES_STATUS.name:
-            if self._statuses.pop(key, None) is not None:
-                self._labels_epoch += 1
-            self._dirty.add(key)
-        elif topic == topics.TOPOLOGY_NETWORK.name:
-            if self._hypernodes.pop(key, None) is not None:
-                self._network_epoch += 1
-        elif topic == topics.TOPOLOGY_LEVELS.name:
-            if self._levels.pop(key, None) is not None:
-                self._network_epoch += 1
-        elif topic == topics.RESOURCE_SLICES.name:
-            self._slices.pop(key, None)
-        elif topic == topics.RESOURCE_CLAIMS.name:
-            return ViewChange(capacity_grew=self._allocated.remove(key))
-        elif topic == topics.PODS_LIFECYCLE.name:
-            # The pod's record was compacted away after its deletion: treat as deleted.
-            return self._apply_lifecycle(
-                PodLifecycleEvent(uid=key, namespace="", name="", phase=LifecyclePhase.DELETED)
-            )
-        return NO_CHANGE
-
-    def assume(self, placement: PlacementEvent) -> None:
-        """Record our own PLACED decision at once, before the placements topic echoes it."""
-        self._apply_placement(placement)
-
-    def retract(self, placement: PlacementEvent) -> None:
-        """Take back our own decision that could not be published (nobody else saw it)."""
-        facts = self._pods.get(placement.uid)
-        if facts is not None and placement.decision_id not in facts.outcomes:
-            before = facts.nodes()
-            facts.placements.pop(placement.decision_id, None)
-            self._moved(placement.uid, facts, before)
+        row = _BY_TOPIC.get(topic)
+        return row.tombstone(self, key) if row is not None and row.tombstone is not None else NO_CHANGE
 
     def _apply_topology(self, event: NodeTopologyEvent) -> ViewChange:
         before = self._topologies.get(event.node)
@@ -290,8 +110,8 @@ class ClusterView:
         before = self._statuses.get(event.node)
         self._statuses[event.node] = event
         self._dirty.add(event.node)
-        was_open = before is not None and self._status_problem(before) is None
-        now_open = self._status_problem(event) is None
+        was_open = before is not None and status_problem(before) is None
+        now_open = status_problem(event) is None
         labels_changed = before is None or (before.labels, before.annotations) != (event.labels, event.annotations)
         if before is None or before.labels != event.labels or before.deleted != event.deleted:
             self._labels_epoch += 1
@@ -331,104 +151,44 @@ class ClusterView:
         """Every allocated DRA ResourceClaim known (ours and other schedulers'), by the devices they take."""
         return self._allocated
 
-    def _apply_lifecycle(self, event: PodLifecycleEvent) -> ViewChange:
-        if event.uid in self._deleted:
-            return NO_CHANGE  # deletion is final; a late "bound" is an older state
-        facts = self._facts(event.uid)
-        held_before = facts.holdings()
-        before = facts.nodes()
-        if event.phase is LifecyclePhase.DELETED:
-            facts.lifecycle = event
-            self._moved(event.uid, facts, before)
-            self._forget(event.uid)
-            freed = bool(held_before) or bool(before)
-            devices = _devices_freed(held_before, [])
-            return ViewChange(capacity_grew=freed, devices_freed=devices, settled=(event.uid,))
-        facts.lifecycle = event
-        self._moved(event.uid, facts, before)
-        freed = _devices_freed(held_before, facts.holdings())
-        return ViewChange(capacity_grew=freed, devices_freed=freed, settled=(event.uid,))
+    # --- tombstones: a compacted topic's key is gone ------------------------------------------------
 
-    def _apply_placement(self, event: PlacementEvent) -> ViewChange:
-        if event.outcome is not PlacementOutcome.PLACED or event.uid in self._deleted:
-            return NO_CHANGE
-        facts = self._facts(event.uid)
-        if event.decision_id in facts.placements:
-            return NO_CHANGE
-        before = facts.nodes()
-        facts.placements[event.decision_id] = event
-        self._moved(event.uid, facts, before)
+    def _topology_gone(self, node: str) -> ViewChange:
+        if self._topologies.pop(node, None) is not None:
+            self._labels_epoch += 1
+        self._dirty.add(node)
         return NO_CHANGE
 
-    def _apply_binding(self, event: BindingEvent) -> ViewChange:
-        if event.outcome not in (BindingOutcome.BOUND, *DROPPING_OUTCOMES) or event.uid in self._deleted:
-            return NO_CHANGE
-        facts = self._facts(event.uid)
-        if event.decision_id in facts.outcomes:
-            return NO_CHANGE  # a duplicate answer
-        if event.outcome is BindingOutcome.BOUND:
-            facts.outcomes[event.decision_id] = event.outcome
-            return NO_CHANGE  # confirms a holding: nothing freed
-        held_before = facts.holdings()
-        before = facts.nodes()
-        facts.outcomes[event.decision_id] = event.outcome
-        self._moved(event.uid, facts, before)
-        freed = _devices_freed(held_before, facts.holdings())
-        settled = facts.deleted or facts.lifecycle is not None
-        return ViewChange(capacity_grew=freed, devices_freed=freed, dropped=() if settled else (event,))
+    def _usage_gone(self, node: str) -> ViewChange:
+        self._usage.pop(node, None)
+        self._dirty.add(node)
+        return NO_CHANGE
 
-    def _facts(self, uid: str) -> _PodFacts:
-        facts = self._pods.get(uid)
-        if facts is None:
-            facts = self._pods[uid] = _PodFacts()
-        return facts
+    def _status_gone(self, node: str) -> ViewChange:
+        if self._statuses.pop(node, None) is not None:
+            self._labels_epoch += 1
+        self._dirty.add(node)
+        return NO_CHANGE
 
-    def _moved(self, uid: str, facts: _PodFacts, before: set[str]) -> None:
-        """The pod's nodes changed (or what it holds on them): mark them for a rebuild."""
-        after = facts.nodes()
-        for node in before - after:
-            on = self._on_node.get(node)
-            if on is not None:
-                on.discard(uid)
-                if not on:
-                    del self._on_node[node]
-        for node in after:
-            self._on_node.setdefault(node, set()).add(uid)
-        self._dirty.update(before)
-        self._dirty.update(after)
+    def _hypernode_gone(self, name: str) -> ViewChange:
+        if self._hypernodes.pop(name, None) is not None:
+            self._network_epoch += 1
+        return NO_CHANGE
 
-    def _forget(self, uid: str) -> None:
-        """A deleted pod: keep only its uid (bounded), so memory does not grow with every pod ever seen."""
-        self._pods.pop(uid, None)
-        self._deleted[uid] = None
-        while len(self._deleted) > DELETED_BOUND:
-            self._deleted.popitem(last=False)
+    def _levels_gone(self, name: str) -> ViewChange:
+        if self._levels.pop(name, None) is not None:
+            self._network_epoch += 1
+        return NO_CHANGE
 
-    # --- reading ---------------------------------------------------------------------------
+    def _slice_gone(self, name: str) -> ViewChange:
+        self._slices.pop(name, None)
+        return NO_CHANGE
 
-    def holdings_of(self, uid: str) -> list[Holding]:
-        facts = self._pods.get(uid)
-        return facts.holdings() if facts is not None else []
+    def _apply_claim(self, event: AllocatedClaimEvent) -> ViewChange:
+        return ViewChange(capacity_grew=self._allocated.apply(event))
 
-    def is_deleted(self, uid: str) -> bool:
-        return uid in self._deleted
-
-    def running_node(self, uid: str) -> str:
-        """The node the cluster reports the pod bound to ("" when not bound)."""
-        facts = self._pods.get(uid)
-        if facts is None or facts.lifecycle is None or facts.deleted:
-            return ""
-        return facts.lifecycle.node
-
-    def dropped_decisions(self, uid: str) -> int:
-        """How many decisions for this pod the binder rejected (CONFLICT or FAILED)."""
-        facts = self._pods.get(uid)
-        if facts is None:
-            return 0
-        return sum(1 for outcome in facts.outcomes.values() if outcome in DROPPING_OUTCOMES)
-
-    def holdings(self) -> list[Holding]:
-        return [h for facts in self._pods.values() for h in facts.holdings()]
+    def _claim_gone(self, uid: str) -> ViewChange:
+        return ViewChange(capacity_grew=self._allocated.remove(uid))
 
     def node_problem(self, node: str) -> str | None:
         """Why the node cannot take pods now, in words; None when it can."""
@@ -437,7 +197,7 @@ class ClusterView:
         status = self._statuses.get(node)
         if status is None:
             return "no status reported for the node yet"
-        return self._status_problem(status)
+        return status_problem(status)
 
     def enforcement_of(self, node: str) -> Enforcement:
         """How the node enforces a device choice, from its labels and annotations (schemas/enforcement.py)."""
@@ -500,96 +260,34 @@ class ClusterView:
             counts[f"pods_{holding.state.value}"] += 1
         return counts
 
-    def _node_state(self, name: str) -> NodeState:
-        topology = self._topologies[name]
-        status = self._statuses.get(name)
-        unhealthy = self._unhealthy(name)
-        devices = topology.devices
-        if unhealthy:
-            devices = tuple(
-                msgspec.structs.replace(d, healthy=False) if d.index in unhealthy else d for d in topology.devices
-            )
-        allocations: list[Allocation] = []
-        requested: dict[str, Decimal] = {}
-        pods = 0
-        for uid in sorted(self._on_node.get(name, ())):
-            facts = self._pods.get(uid)
-            if facts is None:
-                continue
-            for holding in facts.holdings():
-                if holding.node != name:
-                    continue
-                allocations.extend(
-                    Allocation(
-                        pod_uid=holding.pod_uid,
-                        index=device.index,
-                        memory_mib=device.memory_mib,
-                        cores=device.cores,
-                        qos=holding.qos,
-                        app_class=holding.app_class,
-                    )
-                    for device in holding.devices
-                )
-            where = facts.requests_on()
-            if where is not None and where[0] == name:
-                pods += 1
-                _add_requests(requested, where[1])
-        allocatable = dict(status.allocatable) if status is not None and status.allocatable else None
-        return NodeState(
-            name=name,
-            machine_type=topology.machine_type,
-            devices=devices,
-            links=topology.links,
-            labels=dict(status.labels) if status is not None else {},
-            annotations=dict(status.annotations) if status is not None else {},
-            taints=status.taints if status is not None else (),
-            # Without its status we know neither cordon nor readiness: not a candidate.
-            ready=status is not None and status.ready and not status.deleted,
-            unschedulable=status is not None and status.unschedulable,
-            allocatable=allocatable,
-            requested={k: _quantity_text(v) for k, v in sorted(requested.items())},
-            pods=pods,
-            allocations=tuple(allocations),
-        )
+    def _node_state(self, name: str) -> engine.NodeState:
+        return node_state(self._topologies[name], self._statuses.get(name), self._unhealthy(name), self._pods_on(name))
 
     def _unhealthy(self, node: str) -> set[int]:
-        """Device indices the latest usage report calls unhealthy (usage overrides topology)."""
-        usage = self._usage.get(node)
-        topology = self._topologies.get(node)
-        unhealthy = {d.index for d in topology.devices if not d.healthy} if topology else set()
-        if usage is not None:
-            for device in usage.devices:
-                if device.healthy:
-                    unhealthy.discard(device.index)
-                else:
-                    unhealthy.add(device.index)
-        return unhealthy
-
-    @staticmethod
-    def _status_problem(status: NodeStatusEvent) -> str | None:
-        if status.deleted:
-            return "the node was deleted"
-        if not status.ready:
-            return "the node is not ready"
-        if status.unschedulable:
-            return "the node is cordoned"
-        return None
+        return unhealthy_devices(self._topologies.get(node), self._usage.get(node))
 
 
-def _add_requests(into: dict[str, Decimal], requests: dict[str, str]) -> None:
-    for resource, text in requests.items():
-        try:
-            into[resource] = into.get(resource, Decimal(0)) + parse_quantity(text)
-        except QuantityError:
-            continue  # the pod's own decision reported it; a node's sum skips what cannot be read
+@dataclass(frozen=True)
+class ViewTopic:
+    """One topic the view follows: what an event of it does, and what its tombstone does."""
+
+    topic: topics.Topic
+    apply: Callable[[ClusterView, Any], ViewChange]
+    tombstone: Callable[[ClusterView, str], ViewChange] | None = None  # None: not compacted, or nothing to undo
 
 
-def _quantity_text(value: Decimal) -> str:
-    return format(value.normalize(), "f") if value != value.to_integral_value() else str(int(value))
-
-
-def _devices_freed(before: list[Holding], after: list[Holding]) -> bool:
-    def shares(holdings: list[Holding]) -> set[tuple[str, int, int, int]]:
-        return {(h.node, d.index, d.memory_mib, d.cores) for h in holdings for d in h.devices}
-
-    return bool(shares(before) - shares(after))
+# Every topic whose events change the view; the placer follows these (and gang placements, which do not).
+VIEW_TOPICS: tuple[ViewTopic, ...] = (
+    ViewTopic(topics.TOPOLOGY_NODES, ClusterView._apply_topology, ClusterView._topology_gone),
+    ViewTopic(topics.USAGE_DEVICES, ClusterView._apply_usage, ClusterView._usage_gone),
+    ViewTopic(topics.NODES_STATUS, ClusterView._apply_status, ClusterView._status_gone),
+    ViewTopic(topics.TOPOLOGY_NETWORK, ClusterView._apply_hypernode, ClusterView._hypernode_gone),
+    ViewTopic(topics.TOPOLOGY_LEVELS, ClusterView._apply_levels, ClusterView._levels_gone),
+    ViewTopic(topics.RESOURCE_SLICES, ClusterView._apply_slice, ClusterView._slice_gone),
+    ViewTopic(topics.RESOURCE_CLAIMS, ClusterView._apply_claim, ClusterView._claim_gone),
+    ViewTopic(topics.PODS_LIFECYCLE, ClusterView._apply_lifecycle, ClusterView._lifecycle_gone),
+    ViewTopic(topics.PLACEMENTS, ClusterView._apply_placement),
+    ViewTopic(topics.BINDINGS, ClusterView._apply_binding),
+)
+_BY_EVENT = {row.topic.event: row for row in VIEW_TOPICS}
+_BY_TOPIC = {row.topic.name: row for row in VIEW_TOPICS}

@@ -14,7 +14,7 @@ from bench.links import PairTable
 from bench.topoplace_trace import TopoplaceTracePolicy, engine_request, node_state
 from bench.trace_topology import fixture_for, trace_machine
 from engine import Allocation, Mode, NodeState, PodRequest, choose_devices
-from services.collector.topology_files import load_topology
+from services.collector.node.topology_files import load_topology
 from tests.bench.helpers import cluster, node, pod
 
 

@@ -13,8 +13,8 @@ from opentelemetry.context import Context
 from bench import pipeline_speed as ps
 from schemas.events import BindingEvent, BindingOutcome, Event, LifecyclePhase, PodLifecycleEvent
 from schemas.topology import Vendor
-from topoplace.demo import cluster as demo_cluster
-from topoplace.kafka_io import Received
+from topoplace.dev.demo import cluster as demo_cluster
+from topoplace.kafka.records import Received
 
 
 def _step(rate: float = 10.0, pods: int = 100) -> ps.LoadStep:

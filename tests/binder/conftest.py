@@ -11,7 +11,7 @@ from binder_support import FaultProxy, PodFactory, WatchedCluster
 from kube_clients import client_for
 from kubernetes_asyncio import client
 
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from services.binder.kube_events import EventRecorder
 from services.binder.ledger import DeviceLedger, Holding
 from services.binder.reporting import PodReporter
 from services.binder.retry import BackoffPolicy
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 NODE = "gpu-node-1"
 TWO_GPUS = (DeviceAssignment(index=0, uuid="GPU-0"), DeviceAssignment(index=1, uuid="GPU-1"))

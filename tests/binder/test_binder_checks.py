@@ -19,7 +19,7 @@ from services.binder.cluster_view import ClusterView
 from services.binder.handler import BindingSteps, PlacementHandler
 from services.binder.kube_objects import NodeObject
 from services.binder.pod_reader import PodReader
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
 

@@ -20,8 +20,8 @@ from services.binder.apply import PodBinder
 from services.binder.claim_watch import AllocatedDevices, ClaimObject, watch_claims
 from services.binder.claims import ClaimWriter
 from services.binder.retry import BackoffPolicy
-from topoplace.kubeapi import KubeApiServer
-from topoplace.kubeapi import resources as kube_resources
+from topoplace.dev.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import resources as kube_resources
 
 NODE = "gpu-node-1"
 DRIVER = "gpu.nvidia.com"
@@ -85,7 +85,7 @@ class WatchedClaims:
         asyncio.get_running_loop().create_task(notify())
 
     async def until(self, ready: Callable[[], bool]) -> None:
-        await asyncio.wait_for(self._watch.synced.wait(), 5)
+        await asyncio.wait_for(self._watch.listed.wait(), 5)
         async with self._changed:
             await asyncio.wait_for(self._changed.wait_for(ready), 5)
 
@@ -202,7 +202,7 @@ async def test_a_cluster_without_resource_claims_does_not_keep_the_watch_from_sy
     watch = watch_claims(client.ResourceV1Api(core.api_client), allocated)  # type: ignore[attr-defined]
     task = asyncio.create_task(watch.run())
     try:
-        await asyncio.wait_for(watch.synced.wait(), 5)
+        await asyncio.wait_for(watch.listed.wait(), 5)
         assert len(allocated) == 0
     finally:
         task.cancel()

@@ -12,8 +12,8 @@ from schemas.dra import DELETE_PROTECTION, ClaimAllocation, DeviceResult
 from schemas.events import BindingOutcome, DeviceAssignment
 from services.binder.apply import PodBinder
 from services.binder.retry import BackoffPolicy
-from topoplace.kubeapi import KubeApiServer
-from topoplace.kubeapi import resources as kube_resources
+from topoplace.dev.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import resources as kube_resources
 
 NODE = "gpu-node-1"
 DRIVER = "gpu.nvidia.com"

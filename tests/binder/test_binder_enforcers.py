@@ -24,7 +24,7 @@ from services.binder.enforcers.hami import HamiEnforcer
 from services.binder.enforcers.plain import PlainDevicePlugin
 from services.binder.outcome import BindResult
 from services.binder.retry import BackoffPolicy, RetryBudget
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 NODE = "node-a"
 POLICY = BackoffPolicy(base_seconds=0.001, cap_seconds=0.01, max_attempts=3, deadline_seconds=5.0)

@@ -11,7 +11,7 @@ from kubernetes_asyncio import client
 from schemas.events import PlacementOutcome
 from services.binder.kube_events import EventRecorder
 from services.binder.retry import BackoffPolicy
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 REASON = "0/16 nodes fit: 16 have too few free GPUs"
 FAST = BackoffPolicy(base_seconds=0.001, cap_seconds=0.002, max_attempts=4, deadline_seconds=5.0)

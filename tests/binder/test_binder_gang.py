@@ -29,7 +29,7 @@ from services.binder.kube_events import EventRecorder
 from services.binder.ledger import DeviceLedger
 from services.binder.reporting import PodReporter
 from services.binder.retry import BackoffPolicy
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 NODE = "gpu-node-1"
 POLICY = BackoffPolicy(base_seconds=0.001, cap_seconds=0.01, max_attempts=5, deadline_seconds=10.0)

@@ -15,7 +15,7 @@ from services.binder.apply import PodBinder
 from services.binder.hami_devices import hami_annotations
 from services.binder.hami_lock import NodeLocker
 from services.binder.retry import BackoffPolicy, RetryBudget
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 NODE = "hami-node-1"
 NOW = 1_790_000_000.0

@@ -26,7 +26,6 @@ from services.binder.handler import BindingSteps, PlacementHandler
 from services.binder.leadership import BoundedLeaseLock, Leadership, LeadershipLost, cancel_binds_on_loss
 from services.binder.ledger import DeviceLedger
 from services.binder.outcome import PodView
-from topoplace.broker import ensure_topics
 from topoplace.config import (
     LEADER_LEASE,
     LEADER_RENEW_DEADLINE,
@@ -38,8 +37,11 @@ from topoplace.config import (
     LeaseTimings,
     Settings,
 )
-from topoplace.kafka_io import EventConsumer, EventProducer, Received
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
+from topoplace.kafka.admin import ensure_topics
+from topoplace.kafka.consumer import EventConsumer
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 
 WAIT = 30.0  # seconds; a bound on a hung test, never reached when things work
 FAST = LeaseTimings(

@@ -14,7 +14,7 @@ from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from services.binder.leadership import Leadership, LeadershipLost
 from topoplace.config import LeaseTimings
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 from topoplace.supervise import is_transient_outage
 
 # Short, so that losing a Lease takes about two seconds, not ten.

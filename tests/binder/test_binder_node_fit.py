@@ -14,7 +14,7 @@ from test_binder_watch import NODE, Harness, Message
 from schemas.events import BindingOutcome, DeviceAssignment
 from services.binder.kube_objects import Container, ObjectMeta, PodObject, PodSpec, ResourceRequirements
 from services.binder.node_fit import NodeFit, milli_requests
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 ALLOCATABLE = {"cpu": "8", "memory": "64Gi", "pods": "3", "nvidia.com/gpu": "8"}
 

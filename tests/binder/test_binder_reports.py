@@ -21,7 +21,7 @@ from services.binder.handler import BindingSteps, PlacementHandler
 from services.binder.kube_events import MESSAGE_LIMIT_BYTES, EventRecorder, truncate_message
 from services.binder.reporting import PodReporter
 from services.binder.retry import BackoffPolicy
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 POLICY = BackoffPolicy(base_seconds=0.001, cap_seconds=0.01, max_attempts=3, deadline_seconds=5.0)
 HUGE_REASON = "0/16 nodes are available: " + "é node(s) had untolerated taint {gpu: x}. " * 500  # ~20 KB

@@ -36,10 +36,13 @@ from schemas.seal import SEAL
 from schemas.topology import Device, Vendor
 from services.binder.retry import BackoffPolicy
 from services.binder.service import run_binder
-from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
 from topoplace.config import Settings
-from topoplace.kafka_io import EventProducer, Received, TopicFollower
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.broker import EmbeddedBroker, free_port
+from topoplace.dev.kubeapi import KubeApiServer
+from topoplace.kafka.admin import ensure_topics
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 
 WAIT = 30.0  # seconds; generous for 2 shared cores, met in well under a second when things work
 PLACEMENTS_DLQ = topics.Topic(name=topics.PLACEMENTS.dlq, event=DeadLetterEvent, key="original key", compacted=False)

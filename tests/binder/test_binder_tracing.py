@@ -25,7 +25,7 @@ from services.binder.ledger import DeviceLedger
 from services.binder.reporting import PodReporter
 from topoplace import telemetry
 from topoplace.config import Settings
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 
 class Message(msgspec.Struct, frozen=True, kw_only=True):

@@ -44,7 +44,7 @@ from services.binder.outcome import PodView
 from services.binder.pod_reader import PodReader
 from services.binder.reporting import PodReporter
 from services.binder.service import skip_proxy_lookups
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 NODE = "gpu-node-w"
 
@@ -292,7 +292,8 @@ async def test_a_dra_placement_is_not_held_to_the_nodes_extended_resources(
 
 
 async def test_a_list_that_hangs_ends_with_the_client_timeout_and_is_tried_again() -> None:
-    from services.binder import api_watch
+    from services.binder.metrics import INFORMER_METRICS
+    from topoplace import informer
 
     calls: list[dict[str, Any]] = []
 
@@ -313,17 +314,19 @@ async def test_a_list_that_hangs_ends_with_the_client_timeout_and_is_tried_again
             await asyncio.Event().wait()  # a watch with nothing to say: the test ends it
         return Reply()
 
-    watch = api_watch.ApiWatch(
-        "pods", list_call, PodObject, on_list=lambda objs: None, on_event=lambda kind, obj: None,
-        retry_base_seconds=0.001,
-    )  # fmt: skip
+    async def ignore(*args: Any) -> None:
+        return None
+
+    watch = informer.Informer(
+        "pods", list_call, PodObject, on_list=ignore, on_change=ignore, metrics=INFORMER_METRICS, retry_delay=0.001
+    )
     task = asyncio.create_task(watch.run())
     try:
-        await asyncio.wait_for(watch.synced.wait(), 5)
+        await asyncio.wait_for(watch.listed.wait(), 5)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    assert calls[0]["_request_timeout"] == api_watch.LIST_TIMEOUT_SECONDS  # a list never waits forever
+    assert calls[0]["_request_timeout"].total == informer.LIST_TIMEOUT_SECONDS  # a list never waits forever
 
 
 async def test_a_forged_lifecycle_bound_counts_only_for_a_pod_the_watch_has_bound_there(
@@ -356,3 +359,63 @@ def test_a_binding_only_the_topic_reported_ends_when_a_completed_list_lacks_the_
     ledger.mark_bound(ticket)  # bound by this binder: the watch may not have listed it yet
     assert ledger.forget_unlisted(lambda uid: False) == ["u-1"]
     assert ledger.holding("u-1") is None and ledger.is_bound("u-2")
+
+
+class ListReply:
+    """A list or watch reply as kubernetes-asyncio hands it over with `_preload_content=False`."""
+
+    status = 200
+
+    def __init__(self, body: bytes = b"") -> None:
+        self.body = body
+        self.content = self.lines()
+
+    async def lines(self) -> Any:
+        for line in self.body.splitlines(keepends=True):
+            yield line
+
+    async def read(self) -> bytes:
+        return self.body
+
+    def release(self) -> None:
+        pass
+
+
+def pod_list(*names: str) -> bytes:
+    items = [
+        {"metadata": {"name": n, "namespace": "default", "uid": f"uid-{n}", "resourceVersion": "1"}} for n in names
+    ]
+    return msgspec.json.encode({"metadata": {"resourceVersion": "1"}, "items": items})
+
+
+async def test_the_binder_lists_again_periodically_and_learns_what_its_watch_missed() -> None:
+    """A watch that silently misses a change (it says nothing) no longer hides it for good: the resync lists again."""
+    from services.binder.service import watch_cluster
+
+    pod_lists = [pod_list("before"), pod_list("before", "missed")]
+
+    class Core:
+        async def list_pod_for_all_namespaces(self, **kwargs: Any) -> ListReply:
+            await asyncio.sleep(0)  # a request goes through the event loop
+            if kwargs.get("watch"):
+                return ListReply()  # a watch that ends with nothing to say
+            return ListReply(pod_lists.pop(0) if len(pod_lists) > 1 else pod_lists[0])
+
+        async def list_node(self, **kwargs: Any) -> ListReply:
+            await asyncio.sleep(0)
+            return ListReply() if kwargs.get("watch") else ListReply(pod_list())
+
+    cluster = ClusterView(decision_key=TEST_KEY)
+    ledger = DeviceLedger(pod_gone=cluster.knows_gone, pod_bound_on=cluster.bound_on)
+    applied = asyncio.Event()
+    watches = watch_cluster(Core(), cluster, ledger, applied=applied.set, resync_seconds=0.2)  # type: ignore[arg-type]
+    tasks = [asyncio.create_task(w.run()) for w in watches]
+    try:
+        while cluster.pod("uid-missed") is None:
+            applied.clear()
+            await asyncio.wait_for(applied.wait(), 10)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    assert cluster.pod("uid-before") is not None

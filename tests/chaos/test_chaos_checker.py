@@ -9,8 +9,8 @@ import pytest
 
 from schemas.annotations import DEVICES, NODE, encode_devices
 from schemas.events import DeviceAssignment
-from services.collector.watch_gangs import VOLCANO_GROUP_ANNOTATION
-from topoplace.chaos.checker import ClusterObjects, judge
+from services.collector.cluster.gangs import VOLCANO_GROUP_ANNOTATION
+from topoplace.dev.chaos.checker import ClusterObjects, judge
 
 
 def node(name: str = "n1", gpus: int = 2) -> dict[str, Any]:
@@ -177,7 +177,7 @@ def test_the_verdict_crosses_module_boundaries_as_a_struct() -> None:
 
 
 def test_a_dra_node_has_the_devices_its_slices_publish() -> None:
-    from topoplace.chaos.checker import ClusterObjects, judge
+    from topoplace.dev.chaos.checker import ClusterObjects, judge
 
     node = {"metadata": {"name": "d"}, "status": {"allocatable": {"cpu": "8"}}}
     pod = {

@@ -10,8 +10,8 @@ import msgspec
 from schemas.annotations import DECISION, DEVICES, encode_devices
 from schemas.events import DeviceAssignment
 from schemas.seal import SEAL, DecisionKey
-from topoplace.chaos.checker import ClusterObjects, judge
-from topoplace.chaos.hostile import OVERSIZED_BYTES, REGEX_NODE, control_plane_node, oversized_pod, regex_hypernode
+from topoplace.dev.chaos.checker import ClusterObjects, judge
+from topoplace.dev.chaos.hostile import OVERSIZED_BYTES, REGEX_NODE, control_plane_node, oversized_pod, regex_hypernode
 
 
 def node(name: str, *, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> Any:

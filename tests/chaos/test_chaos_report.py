@@ -6,9 +6,9 @@ from pathlib import Path
 
 import msgspec
 
-from topoplace.chaos.checker import Violation
-from topoplace.chaos.harness import _samples
-from topoplace.chaos.report import ChaosReport, write
+from topoplace.dev.chaos.checker import Violation
+from topoplace.dev.chaos.harness import _samples
+from topoplace.dev.chaos.report import ChaosReport, write
 
 
 def test_a_frequent_kind_does_not_hide_a_rare_one() -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from topoplace.chaos.harness import ChaosOptions, run_chaos
-from topoplace.chaos.hostile import ATTACKS
-from topoplace.chaos.report import ChaosReport
-from topoplace.chaos.schedule import PROCESS_FAULTS
-from topoplace.kubeapi.faults import KINDS as API_FAULT_KINDS
+from topoplace.dev.chaos.harness import ChaosOptions, run_chaos
+from topoplace.dev.chaos.hostile import ATTACKS
+from topoplace.dev.chaos.report import ChaosReport
+from topoplace.dev.chaos.schedule import PROCESS_FAULTS
+from topoplace.dev.kubeapi.faults import KINDS as API_FAULT_KINDS
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 # Time for every pod to be accounted for once the faults and submissions end: a bound on

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from topoplace.chaos.schedule import BROKER_RESTART, PROCESS_FAULTS, schedule
+from topoplace.dev.chaos.schedule import BROKER_RESTART, PROCESS_FAULTS, schedule
 
 
 def test_every_process_fault_happens_once_per_round_inside_the_window() -> None:

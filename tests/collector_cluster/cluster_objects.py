@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from services.collector.watch_objects import HyperNode, Node, Pod, PodGroup, Topology
+from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
 
 
 def pod_json(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from topoplace.kubeapi import KubeApiServer, ObjectStore, resources
-from topoplace.kubeapi.resources import ResourceType
+from topoplace.dev.kubeapi import KubeApiServer, ObjectStore, resources
+from topoplace.dev.kubeapi.resources import ResourceType
 
 
 def _resource(plural: str, kind: str, group: str, version: str, *, namespaced: bool) -> ResourceType:

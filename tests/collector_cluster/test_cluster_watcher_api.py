@@ -34,12 +34,14 @@ from schemas.events import (
 )
 from schemas.seal import SEAL
 from schemas.topics import Topic
-from services.collector import watch_gangs as gangs
-from services.collector import watch_stream
-from services.collector.cluster_watcher import BAD_FIELDS, ClusterWatcher
-from services.collector.watch_objects import Pod
-from topoplace.kubeapi import KubeApiServer, ObjectStore, resources
-from topoplace.kubeapi.faults import FaultPlan
+from services.collector.cluster import gangs
+from services.collector.cluster.metrics import INFORMER_METRICS, RELISTS
+from services.collector.cluster.objects import Pod
+from services.collector.cluster.publish import BAD_FIELDS
+from services.collector.cluster.watcher import ClusterWatcher
+from topoplace.dev.kubeapi import KubeApiServer, ObjectStore, resources
+from topoplace.dev.kubeapi.faults import FaultPlan
+from topoplace.informer import Informer
 
 GROUP, VERSION, PLURAL = "topology.volcano.sh", "v1alpha1", "hypernodes"
 
@@ -269,7 +271,7 @@ async def test_410_relists_and_reconciles_what_the_watch_missed(
     store.create("pods", api_pod("a"), namespace="default")
     api = client_for(quiet_server.url)
     watcher = ClusterWatcher(api, publisher, scheduler_name="topoplace", resync_seconds=60, watch_timeout=30)
-    expired = watch_stream.RELISTS.labels(resource="pods", reason="expired")
+    expired = RELISTS.labels(resource="pods", reason="expired")
     relists_before = expired._value.get()
     task = await start(watcher)
     try:
@@ -282,7 +284,7 @@ async def test_410_relists_and_reconciles_what_the_watch_missed(
         await publisher.wait_for(pending("b"))
         await publisher.wait_for(lifecycle("a", LifecyclePhase.DELETED))
         assert expired._value.get() == relists_before + 1
-        assert watcher.pod_watch.lists == 2
+        assert watcher.watches["pods"][0].lists == 2
         # and the watch goes on after the relist
         store.create("pods", api_pod("c"), namespace="default")
         await publisher.wait_for(pending("c"))
@@ -304,7 +306,7 @@ async def test_resync_republishes_pending_pods(
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert again[0].key == again[1].key
-    assert watcher.pod_watch.lists >= 2
+    assert watcher.watches["pods"][0].lists >= 2
 
 
 async def test_list_watch_retries_while_the_api_server_is_away_and_resumes(publisher: RecordingPublisher) -> None:
@@ -340,9 +342,10 @@ async def test_list_watch_retries_while_the_api_server_is_away_and_resumes(publi
         async with changed:
             await asyncio.wait_for(changed.wait_for(lambda: item in seen), 10)
 
-    pods = watch_stream.ListWatch(
-        "pods", list_pods, Pod, on_list=on_list, on_change=on_change, resync_seconds=60, retry_delay=0.05
-    )
+    pods = Informer(
+        "pods", list_pods, Pod, on_list=on_list, on_change=on_change, resync_seconds=60, retry_delay=0.05,
+        metrics=INFORMER_METRICS,
+    )  # fmt: skip
     task = asyncio.create_task(pods.run())
     second: KubeApiServer | None = None
     try:
@@ -386,9 +389,9 @@ async def test_a_list_the_server_never_answers_is_given_up_and_tried_again() -> 
     async def on_change(kind: str, pod: Pod) -> None:
         return None
 
-    pods = watch_stream.ListWatch(
+    pods = Informer(
         "pods", list_pods, Pod, on_list=on_list, on_change=on_change, resync_seconds=60, retry_delay=0.05,
-        list_timeout=0.5,
+        list_timeout=0.5, metrics=INFORMER_METRICS,
     )  # fmt: skip
     task = asyncio.create_task(pods.run())
     try:
@@ -502,7 +505,7 @@ async def test_kueue_topologies_reach_topology_levels(crd_server: KubeApiServer,
 
 
 async def test_without_podgroups_and_topologies_the_watcher_is_ready(publisher: RecordingPublisher) -> None:
-    from topoplace.kubeapi import resources
+    from topoplace.dev.kubeapi import resources
 
     without = tuple(r for r in resources.ALL if r.group not in ("scheduling.volcano.sh", "kueue.x-k8s.io"))
     async with KubeApiServer(served=without, bookmark_interval=0.5) as server:
@@ -511,7 +514,9 @@ async def test_without_podgroups_and_topologies_the_watcher_is_ready(publisher: 
         task = await start(watcher)  # wait_ready returns: both CRDs answered 404
         try:
             assert watcher.ready() and not task.done()
-            assert [w.lists for w in watcher.topology_watches] == [0, 0] and watcher.podgroup_watch.lists == 0
+            assert [w.lists for w in watcher.watches["topologies"]] == [0, 0] and watcher.watches["podgroups"][
+                0
+            ].lists == 0
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -548,9 +553,9 @@ async def test_a_list_goes_out_together_keeping_each_keys_order(
         await publisher.wait_for(lambda s: s.topic == topics.PODS_PENDING.name, count=50)
         assert publisher.most_in_flight > 1  # not one round trip after the other
         # one key's events in order, other keys free to overtake them
-        watcher.hypernodes.relisted([hypernode("tor-a", 1, [("Node", "n1")]), hypernode("tor-b", 1, [])], 1.0)
+        watcher.trackers.hypernodes.relisted([hypernode("tor-a", 1, [("Node", "n1")]), hypernode("tor-b", 1, [])], 1.0)
         publisher.sent.clear()
-        await watcher.publish(watcher.hypernodes.relisted([hypernode("tor-b", 1, [("Node", "n2")])], 2.0))
+        await watcher.publish(watcher.trackers.hypernodes.relisted([hypernode("tor-b", 1, [("Node", "n2")])], 2.0))
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

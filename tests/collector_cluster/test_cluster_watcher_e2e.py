@@ -23,12 +23,15 @@ from schemas.events import (
     PendingPodEvent,
     PodLifecycleEvent,
 )
-from services.collector import watch_gangs as gangs
-from services.collector.cluster_watcher import run_cluster_watcher
-from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
+from services.collector.cluster import gangs
+from services.collector.cluster.service import run_cluster_watcher
 from topoplace.config import Settings
-from topoplace.kafka_io import EventProducer, Received, TopicFollower
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.broker import EmbeddedBroker, free_port
+from topoplace.dev.kubeapi import KubeApiServer
+from topoplace.kafka.admin import ensure_topics
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 from topoplace.telemetry import read_spans
 
 pytestmark = pytest.mark.e2e

@@ -18,10 +18,13 @@ from prometheus_client import REGISTRY
 
 from schemas import topics
 from schemas.events import PendingPodEvent
-from services.collector.cluster_watcher import SERVICE, ClusterWatcher, run_cluster_watcher
+from services.collector.cluster.service import run_cluster_watcher
+from services.collector.cluster.watcher import SERVICE, ClusterWatcher
 from topoplace.config import Settings
-from topoplace.kafka_io import EventProducer, Received, TopicFollower
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 
 pytestmark = pytest.mark.e2e
 
@@ -130,7 +133,7 @@ async def test_a_send_the_broker_refuses_for_good_is_that_pods_problem(fresh_bro
         kube = client_for(api.url)
         try:
             watcher = ClusterWatcher(kube, producer, scheduler_name="topoplace")
-            task = asyncio.create_task(watcher.pod_watch.run())
+            task = asyncio.create_task(watcher.watches["pods"][0].run())
             try:
                 await inbox.wait_for_count(21)
             finally:

@@ -7,7 +7,7 @@ import json
 import pytest
 from cluster_objects import hypernode_json
 
-from services.collector.watch_hypernode_file import HyperNodeFileError, parse_hypernodes
+from services.collector.cluster.hypernode_file import HyperNodeFileError, parse_hypernodes
 
 
 def test_multi_document_yaml_lists_and_json() -> None:

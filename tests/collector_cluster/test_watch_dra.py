@@ -11,10 +11,10 @@ from cluster_objects import pod_json
 from schemas import topics
 from schemas.dra import ClaimConstraint, ClaimRequest, ClaimSelector, DraDevice, PodClaim
 from schemas.events import PendingPodEvent, ResourceSliceEvent
-from services.collector.watch_dra import ClaimError, ResourceClaim, ResourceSlice, resolved, slice_tracker
-from services.collector.watch_objects import Pod
-from services.collector.watch_trackers import PodTracker
-from services.collector.watch_translate import claim_refs
+from services.collector.cluster.dra import ClaimError, ResourceClaim, ResourceSlice, resolved, slice_tracker
+from services.collector.cluster.objects import Pod
+from services.collector.cluster.trackers import PodTracker
+from services.collector.cluster.translate import claim_refs
 
 SLICE: dict[str, Any] = {
     "metadata": {"name": "n1-gpu.nvidia.com-abcde"},

@@ -15,9 +15,9 @@ from kubernetes_asyncio import client
 from schemas import topics
 from schemas.dra import AllocatedDevice
 from schemas.events import AllocatedClaimEvent
-from services.collector.cluster_watcher import ClusterWatcher
-from services.collector.watch_dra import ResourceClaim, allocated_claim_event, allocated_claim_tracker
-from topoplace.kubeapi import KubeApiServer, resources
+from services.collector.cluster.dra import ResourceClaim, allocated_claim_event, allocated_claim_tracker
+from services.collector.cluster.watcher import ClusterWatcher
+from topoplace.dev.kubeapi import KubeApiServer, resources
 
 DRIVER = "gpu.nvidia.com"
 
@@ -163,7 +163,7 @@ async def test_a_claim_deallocated_while_the_watcher_was_away_is_tombstoned_at_t
         name="gone",
         devices=(AllocatedDevice(driver=DRIVER, pool="n1", device="x"),),
     )
-    watcher.seed([], [], [], claims=[stale])
+    watcher.seed({topics.RESOURCE_CLAIMS.name: [stale]})
     task = asyncio.create_task(watcher.run())
     try:
         await asyncio.wait_for(watcher.wait_ready(), 5)

@@ -19,9 +19,9 @@ from schemas.events import (
     SubGroupPolicy,
     TopologyMode,
 )
-from services.collector import watch_gangs as gangs
-from services.collector.watch_objects import Pod
-from services.collector.watch_trackers import Outcome, PodTracker
+from services.collector.cluster import gangs
+from services.collector.cluster.objects import Pod
+from services.collector.cluster.trackers import Outcome, PodTracker
 
 VOLCANO = {gangs.VOLCANO_GROUP_ANNOTATION: "job"}
 

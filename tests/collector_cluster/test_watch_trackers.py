@@ -16,7 +16,7 @@ from schemas.events import (
     TopologyLevelsEvent,
 )
 from schemas.seal import SEAL
-from services.collector.watch_trackers import PodTracker, hypernode_tracker, node_tracker, topology_tracker
+from services.collector.cluster.trackers import PodTracker, hypernode_tracker, node_tracker, topology_tracker
 
 DEVICES = {
     pod_annotations.DEVICES: '[{"index": 1}]',

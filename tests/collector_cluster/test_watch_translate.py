@@ -33,8 +33,8 @@ from schemas.kube import (
     Toleration,
 )
 from schemas.seal import SEAL, DecisionKey
-from services.collector import watch_translate as tr
-from services.collector.watch_objects import HyperNode
+from services.collector.cluster import translate as tr
+from services.collector.cluster.objects import HyperNode
 
 HOSTNAME = "kubernetes.io/hostname"
 

@@ -13,7 +13,7 @@ PRINTS = {
 
 
 def print_text(name: str) -> str:
-    return importlib.resources.files("services.collector.fixtures").joinpath(PRINTS[name]).read_text()
+    return importlib.resources.files("services.collector.node.fixtures").joinpath(PRINTS[name]).read_text()
 
 
 def gpu_cells(text: str) -> dict[tuple[int, int], str]:

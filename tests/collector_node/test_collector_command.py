@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from services.collector.topology_files import fixture_names, fixture_source
+from services.collector.node.topology_files import fixture_names, fixture_source
 from topoplace.commands import collector
 
 

@@ -17,12 +17,14 @@ from schemas import topics
 from schemas.events import DeviceUsage, DeviceUsageEvent, NodeTopologyEvent
 from schemas.topics import Topic
 from schemas.topology import NodeTopology
-from services.collector.node_agent import idle_usage, make_reader, publish_loop, run_node_agent
-from services.collector.nvml_source import NodeReading, NvmlUnavailableError
-from services.collector.topology_files import FixtureError, load_topology
-from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
+from services.collector.node.agent import idle_usage, make_reader, publish_loop, run_node_agent
+from services.collector.node.nvml_source import NodeReading, NvmlUnavailableError
+from services.collector.node.topology_files import FixtureError, load_topology
 from topoplace.config import Settings
-from topoplace.kafka_io import Received, TopicFollower
+from topoplace.dev.broker import EmbeddedBroker, free_port
+from topoplace.kafka.admin import ensure_topics
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.records import Received
 
 WAIT = 20.0  # seconds: an upper bound on a condition that holds in well under one
 
@@ -245,7 +247,7 @@ async def test_the_agent_publishes_to_the_broker(fresh_broker: str) -> None:
 
 
 async def test_a_fleet_publishes_every_member_then_reports_ready(fresh_broker: str) -> None:
-    from services.collector.fleet import Fleet, FleetMember, run_fleet
+    from services.collector.node.fleet import Fleet, FleetMember, run_fleet
 
     suffix = uuid.uuid4().hex[:8]
     members = (

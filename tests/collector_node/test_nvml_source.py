@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 import pytest
 
 from schemas.topology import NodeTopology, PcieLevel
-from services.collector.nvml_source import NvmlUnavailableError, parse_bus_id, read_node
-from services.collector.topology_files import load_topology
+from services.collector.node.nvml_source import NvmlUnavailableError, parse_bus_id, read_node
+from services.collector.node.topology_files import load_topology
 
 MIB = 1024 * 1024
 GPU, IBMNPU, SWITCH = 0, 1, 2

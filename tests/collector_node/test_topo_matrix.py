@@ -8,7 +8,7 @@ import pytest
 from collector_prints import PRINTS, gpu_cells, print_text
 
 from schemas.topology import Link, PcieLevel
-from services.collector.topo_matrix import TopoMatrixError, parse_topo_matrix
+from services.collector.node.topo_matrix import TopoMatrixError, parse_topo_matrix
 
 
 def parse(text: str, **kwargs: object) -> object:

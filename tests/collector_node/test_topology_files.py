@@ -11,7 +11,7 @@ import pytest
 from collector_prints import print_text
 
 from schemas.topology import PcieLevel, Vendor
-from services.collector.topology_files import (
+from services.collector.node.topology_files import (
     GPU_MODEL_MEMORY_MIB,
     METAX_DEVICES_ANNOTATION,
     PLACEHOLDER_MODEL,

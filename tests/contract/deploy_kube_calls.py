@@ -3,7 +3,7 @@
 Every attribute that names a method of a kubernetes-asyncio API class
 (CoreV1Api.patch_namespaced_pod, CustomObjectsApi.list_cluster_custom_object
 ...) counts as a call, whether it is called or handed over (to
-functools.partial, to the collector's ListWatch). A method handed to ListWatch
+functools.partial, to topoplace.informer's Informer). A method handed to Informer
 is listed and then watched, so it needs `watch` too. Each method maps to its
 permissions through one small explicit table: a method missing from it fails
 the tests, so a new call cannot slip past the RBAC check.
@@ -94,8 +94,9 @@ CUSTOM_METHODS: dict[str, tuple[str, int]] = {
     "patch_namespaced_custom_object": ("patch", 3),
     "patch_namespaced_custom_object_status": ("patch", 3),
 }
-# Helpers that list, then watch from that version: the collector's ListWatch, the binder's ApiWatch.
-LIST_WATCH = frozenset({"ListWatch", "ApiWatch"})
+# The helper that lists, then watches from that version (every service's: topoplace.informer), and
+# the cluster watcher's rows of watched kinds, each of whose list calls an Informer lists and watches with.
+LIST_WATCH = frozenset({"Informer", "WatchedKind"})
 
 
 def api_method_names() -> frozenset[str]:
@@ -192,6 +193,8 @@ def _is_list_watch(node: ast.AST) -> bool:
 
 
 def _name(func: ast.expr) -> str:
+    if isinstance(func, ast.Subscript):  # a generic's parameters: WatchedKind[Pod](...)
+        return _name(func.value)
     if isinstance(func, ast.Name):
         return func.id
     if isinstance(func, ast.Attribute):

@@ -21,9 +21,9 @@ SERVICE_IMPORTS = (
     "kubernetes_asyncio",
     "opentelemetry",
     "prometheus_client",
-    "topoplace.broker",
-    "topoplace.demo",
-    "topoplace.kubeapi",
+    "topoplace.dev.broker",
+    "topoplace.dev.demo",
+    "topoplace.dev.kubeapi",
 )
 # Building the parser needs none of these either.
 PARSER_FREE = (*SERVICE_IMPORTS, "asyncio", "rich", "services", "schemas")

@@ -25,9 +25,9 @@ import yaml
 from schemas.enforcement import ENFORCEMENT_LABEL
 from topoplace import config
 from topoplace.cli import build_parser
-from topoplace.demo import workload
+from topoplace.dev.demo import workload
+from topoplace.dev.kubeapi import KubeApiServer, resources
 from topoplace.health import HealthServer
-from topoplace.kubeapi import KubeApiServer, resources
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())

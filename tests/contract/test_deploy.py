@@ -30,13 +30,13 @@ NAMESPACE = "topoplace"
 
 # Which code a workload runs: its command, as `topoplace <args>`, -> the service's entry module.
 ENTRY_MODULES: dict[tuple[str, ...], str] = {
-    ("collector", "node"): "services.collector.node_agent",
-    ("collector", "cluster"): "services.collector.cluster_watcher",
+    ("collector", "node"): "services.collector.node.agent",
+    ("collector", "cluster"): "services.collector.cluster.watcher",
     ("placer",): "services.placer.service",
     ("binder",): "services.binder.service",
 }
 # Modules that call the API but run in no deployed service: demo and test-cluster tools.
-NOT_DEPLOYED = ("topoplace.demo", "topoplace.commands.workload")
+NOT_DEPLOYED = ("topoplace.dev.demo", "topoplace.dev.commands.workload")
 # Calls made only on HAMi nodes (its node lock): granted by the optional component components/hami,
 # never by the base, which may patch no Node at all.
 HAMI_MODULES = frozenset({"services.binder.hami_lock"})

@@ -9,7 +9,7 @@ from schemas import vendors
 from schemas.topology import Vendor
 from schemas.vendors import DESCRIPTORS, VendorDescriptor, descriptor
 from services.binder.node_devices import VENDOR_RESOURCES
-from services.collector.topology_files import load_topology
+from services.collector.node.topology_files import load_topology
 from topoplace.cli import main
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from topoplace.cli import main
-from topoplace.demo import runner
+from topoplace.dev.demo import runner
 
 
 @pytest.fixture(autouse=True)

@@ -9,9 +9,9 @@ import msgspec
 import pytest
 
 from schemas.topology import Vendor
-from services.collector.fleet import FleetError, load_fleet
-from services.collector.topology_files import load_topology
-from topoplace.demo import cluster, workload
+from services.collector.node.fleet import FleetError, load_fleet
+from services.collector.node.topology_files import load_topology
+from topoplace.dev.demo import cluster, workload
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -115,7 +115,7 @@ def test_mix_shares_sum_to_one() -> None:
 
 
 def test_compose_hypernodes_file_is_the_demo_network_tree() -> None:
-    from services.collector.watch_hypernode_file import parse_hypernodes
+    from services.collector.cluster.hypernode_file import parse_hypernodes
 
     text = (ROOT / "deploy" / "compose" / "hypernodes.yaml").read_text()
     parsed = parse_hypernodes(text)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from topoplace.demo import report
-from topoplace.demo.report import PodResult
+from topoplace.dev.demo import report
+from topoplace.dev.demo.report import PodResult
 
 
 def pod(name: str, outcome: str, *, latency: float | None = None, reason: str = "", trace: tuple[str, ...] = (),
@@ -74,9 +74,9 @@ def test_render_shows_the_kinds_the_reasons_and_the_summary(tmp_path: Path) -> N
 def test_each_pod_says_how_its_devices_are_enforced() -> None:
     from schemas import hami
     from schemas.events import DeviceAssignment
-    from topoplace.demo.cluster import default_cluster, node_manifest
-    from topoplace.demo.report import PodResult, enforced_text
-    from topoplace.demo.runner import enforcement_of
+    from topoplace.dev.demo.cluster import default_cluster, node_manifest
+    from topoplace.dev.demo.report import PodResult, enforced_text
+    from topoplace.dev.demo.runner import enforcement_of
 
     pools = {node_manifest(n)["metadata"]["labels"]["topoplace.io/enforcement"] for n in default_cluster().nodes}
     assert pools == {"hami", "dra", "device-plugin"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from topoplace.demo import workload
+from topoplace.dev.demo import workload
 
 
 @pytest.mark.e2e

@@ -15,8 +15,8 @@ from schemas.events import (
     PlacementEvent,
     PlacementOutcome,
 )
-from topoplace.demo.tracker import OutcomeTracker
-from topoplace.kafka_io import Received
+from topoplace.dev.demo.tracker import OutcomeTracker
+from topoplace.kafka.records import Received
 
 TRACE_ID = 0x4BF92F3577B34DA6A3CE929D0E0E4736
 

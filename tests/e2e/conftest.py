@@ -20,7 +20,7 @@ from e2e_cluster import CLUSTER, seed_cluster
 from e2e_pipeline import Pipeline
 
 from topoplace import telemetry
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 _test_numbers = itertools.count()
 

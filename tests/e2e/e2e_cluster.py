@@ -11,10 +11,10 @@ from typing import Any
 import msgspec
 
 from schemas.annotations import SCHEDULER_NAME
-from services.collector.fleet import Fleet, FleetMember
-from topoplace.demo.cluster import DemoCluster, DemoNode, hypernode_manifests, node_manifest, topology_of
-from topoplace.kubeapi import ObjectStore
-from topoplace.kubeapi import resources as kube_resources
+from services.collector.node.fleet import Fleet, FleetMember
+from topoplace.dev.demo.cluster import DemoCluster, DemoNode, hypernode_manifests, node_manifest, topology_of
+from topoplace.dev.kubeapi import ObjectStore
+from topoplace.dev.kubeapi import resources as kube_resources
 
 NAMESPACE = "default"
 GPU = "nvidia.com/gpu"

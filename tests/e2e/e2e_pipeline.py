@@ -29,13 +29,15 @@ from schemas.events import BindingEvent, BindingOutcome, DeadLetterEvent, Event,
 from schemas.topics import Topic
 from services.binder.service import SERVICE as BINDER
 from services.binder.service import run_binder
-from services.collector.cluster_watcher import run_cluster_watcher
-from services.collector.fleet import run_fleet
+from services.collector.cluster.service import run_cluster_watcher
+from services.collector.node.fleet import run_fleet
 from services.placer.service import SERVICE as PLACER
 from services.placer.service import run_placer
 from topoplace.config import Settings
-from topoplace.kafka_io import EventProducer, Received, TopicFollower
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 
 SERVICE = "topoplace-e2e"  # the client id of the tests' own readers and writers
 START_TIMEOUT_S = 30.0

@@ -14,7 +14,8 @@ from e2e_pipeline import Pipeline
 from schemas import topics
 from schemas.events import DeadLetterEvent
 from schemas.topics import Topic
-from topoplace.kafka_io import Received, TopicFollower
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.records import Received
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,7 @@ from e2e_pipeline import Pipeline
 
 from schemas import annotations as pod_annotations
 from schemas.events import BindingOutcome, DeviceAssignment
-from topoplace.kubeapi import resources as kube_resources
+from topoplace.dev.kubeapi import resources as kube_resources
 
 pytestmark = pytest.mark.e2e
 

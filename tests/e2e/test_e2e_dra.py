@@ -14,10 +14,10 @@ from e2e_pipeline import Pipeline
 from schemas.annotations import SCHEDULER_NAME
 from schemas.dra import DELETE_PROTECTION
 from schemas.events import PlacementOutcome
-from topoplace.demo import dra
-from topoplace.demo.cluster import topology_of
-from topoplace.kubeapi import ObjectStore
-from topoplace.kubeapi import resources as kube_resources
+from topoplace.dev.demo import dra
+from topoplace.dev.demo.cluster import topology_of
+from topoplace.dev.kubeapi import ObjectStore
+from topoplace.dev.kubeapi import resources as kube_resources
 
 pytestmark = pytest.mark.e2e
 

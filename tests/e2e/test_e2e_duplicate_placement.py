@@ -9,7 +9,7 @@ from e2e_pipeline import Outcomes, Pipeline, dead_letters
 
 from schemas import topics
 from schemas.events import BindingOutcome, DeadLetterEvent, DeviceAssignment, PlacementEvent, PlacementOutcome
-from topoplace.kubeapi import resources as kube_resources
+from topoplace.dev.kubeapi import resources as kube_resources
 
 pytestmark = pytest.mark.e2e
 

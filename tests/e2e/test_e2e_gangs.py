@@ -11,8 +11,8 @@ from e2e_cluster import CLUSTER, NAMESPACE, PodSpec, pod_manifest, pods_by_uid
 from e2e_pipeline import Pipeline
 
 from schemas.events import BindingOutcome
-from topoplace.kubeapi import ObjectStore
-from topoplace.kubeapi import resources as kube_resources
+from topoplace.dev.kubeapi import ObjectStore
+from topoplace.dev.kubeapi import resources as kube_resources
 
 pytestmark = pytest.mark.e2e
 

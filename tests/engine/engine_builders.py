@@ -13,7 +13,7 @@ from bench.search_speed import nvl72 as nvl72
 from bench.search_speed import pcie_tree_16 as pcie_tree_16
 from engine import Allocation, Decision, Engine, Mode, NodeState, PodRequest, Snapshot
 from schemas.topology import Device, Link, PcieLevel, Vendor
-from services.collector.topology_files import load_topology
+from services.collector.node.topology_files import load_topology
 
 
 def gpu(index: int, *, numa: int | None = 0, memory: int = 81920, model: str = "NVIDIA H100 80GB HBM3",

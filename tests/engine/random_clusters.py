@@ -13,7 +13,7 @@ import msgspec
 
 from engine import Allocation, NodeState, PodRequest, Snapshot
 from engine.node.vendors.metax.gpu import LOSSES_ANNOTATION, SCORES_ANNOTATION
-from services.collector.topology_files import fixture_node_labels, load_topology
+from services.collector.node.topology_files import fixture_node_labels, load_topology
 
 MACHINES = (
     "dgx-h100", "dgx1-v100", "pcie-8gpu-2socket", "pcie-4gpu", "metax-8gpu-2zone", "trn1.32xlarge", "inf2.48xlarge",

@@ -126,7 +126,7 @@ def test_every_example_snapshot_is_placed(example: Path, capsys: pytest.CaptureF
 
 # --- a plain `nvidia-smi topo -m` print, no model -------------------------------------------------
 
-PRINTS = Path(__file__).resolve().parents[2] / "services" / "collector" / "fixtures"
+PRINTS = Path(__file__).resolve().parents[2] / "services" / "collector" / "node" / "fixtures"
 LABEL_SCORES = {"PIX": 50, "PXB": 40, "PHB": 30, "NODE": 20, "SYS": 10}
 
 

@@ -29,7 +29,7 @@ from engine.core.node_key import NodeKeys
 from engine.node import answer as answer_module
 from engine.node.answer import NodeAnswers
 from engine.node.vendors.nvidia import search as nvidia_search
-from services.collector.topology_files import load_topology
+from services.collector.node.topology_files import load_topology
 
 BOTH_MODES = pytest.mark.parametrize("mode", [Mode.DEFAULT, Mode.HAMI])
 

@@ -24,7 +24,7 @@ from engine.node.vendors.metax.gpu import (
     SCORES_ANNOTATION,
 )
 from schemas.topology import Device, Vendor
-from services.collector.topology_files import load_topology
+from services.collector.node.topology_files import load_topology
 
 SGPU = "metax-tech.com/sgpu"
 GPU = "metax-tech.com/gpu"

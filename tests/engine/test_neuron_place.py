@@ -19,7 +19,7 @@ from engine import (
     RequestError,
     Snapshot,
 )
-from services.collector.topology_files import fixture_node_labels, load_topology
+from services.collector.node.topology_files import fixture_node_labels, load_topology
 
 NEURON = "aws.amazon.com/neuron"
 CORE = "aws.amazon.com/neuroncore"

@@ -23,7 +23,7 @@ from engine.node.vendors import VENDOR_PACKAGES
 from engine.node.vendors import registry as default_registry
 from schemas.events import DeviceAssignment
 from schemas.topology import Device, Vendor
-from services.collector.topology_files import fixture_node_labels, load_topology
+from services.collector.node.topology_files import fixture_node_labels, load_topology
 
 FRAG = "fragmentation"
 NODE_POLICY = "hami.io/node-scheduler-policy"

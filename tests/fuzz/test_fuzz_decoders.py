@@ -19,8 +19,8 @@ import schemas.topics
 from schemas.events import DeadLetterEvent, Event
 from schemas.topics import Topic
 from topoplace.event_checks import InvalidEvent, check_event
-from topoplace.kafka_io import DecodeError, Received, RejectReason, decode_event
-from topoplace.kafka_records import RecordProcessor
+from topoplace.kafka.records import Received, RecordProcessor
+from topoplace.kafka.wire import DecodeError, RejectReason, decode_event
 
 TOPICS = [pytest.param(t, id=t.name) for t in schemas.topics.ALL]
 SERVICE = "fuzz"

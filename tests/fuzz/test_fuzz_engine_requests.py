@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import engine
 from engine import Mode, NodeState, PodRequest, Snapshot
 from schemas.errors import FieldError
-from services.collector.topology_files import load_topology
+from services.collector.node.topology_files import load_topology
 from services.placer.requests import request_error_text
 
 FIXTURES = ("dgx-h100", "dgx1-v100", "pcie-4gpu", "metax-8gpu-2zone", "trn1.32xlarge", "inf2.48xlarge")

@@ -7,7 +7,7 @@ from infra_helpers import unique_topic
 
 from schemas import events
 from schemas.topics import Topic
-from topoplace.broker import ensure_topics
+from topoplace.kafka.admin import ensure_topics
 
 
 @pytest.fixture

@@ -14,7 +14,9 @@ from prometheus_client import REGISTRY
 
 from schemas import events
 from schemas.topics import Topic
-from topoplace.kafka_io import EventConsumer, Handler, TopicFollower
+from topoplace.kafka.consumer import EventConsumer
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.records import Handler
 
 
 def unique_topic(event: type[events.Event], *, compacted: bool = False, partitions: int = 3) -> Topic:

@@ -15,7 +15,9 @@ from infra_helpers import process_gone, unique_topic
 
 import schemas.topics
 from schemas import events
-from topoplace.broker import BrokerError, EmbeddedBroker, ensure_topics, is_embedded
+from topoplace.dev.broker import EmbeddedBroker
+from topoplace.kafka.admin import BrokerError, ensure_topics
+from topoplace.kafka.broker_kind import is_embedded
 
 
 async def test_start_answers_metadata_and_stop_leaves_no_process() -> None:
@@ -50,7 +52,7 @@ async def test_a_broker_that_cannot_start_reports_its_output() -> None:
 
 _CHILD = """
 import asyncio, sys
-from topoplace.broker import EmbeddedBroker
+from topoplace.dev.broker import EmbeddedBroker
 
 async def main() -> None:
     broker = EmbeddedBroker()

@@ -17,7 +17,7 @@ import schemas.topics
 # Only this command's module, so the test does not depend on the other subcommands importing.
 _MAIN = """
 import argparse, sys
-from topoplace.commands import broker
+from topoplace.dev.commands import broker
 parser = argparse.ArgumentParser(prog="topoplace")
 broker.add_parser(parser.add_subparsers(required=True))
 args = parser.parse_args(sys.argv[1:])
@@ -71,8 +71,8 @@ async def test_prints_address_creates_topics_and_stops_on_signal(stop_signal: si
 def test_topics_ensure_on_an_unreachable_kafka_says_so_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from topoplace.broker import free_port
     from topoplace.cli import main
+    from topoplace.dev.broker import free_port
 
     address = f"127.0.0.1:{free_port()}"
     monkeypatch.setenv("KAFKA_BOOTSTRAP", address)

@@ -7,8 +7,10 @@ import asyncio
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from schemas import events, topics
-from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
-from topoplace.kafka_io import EndWentBack, EventProducer, ends_gone_back, watch_for_data_loss
+from topoplace.dev.broker import EmbeddedBroker, free_port
+from topoplace.kafka.admin import ensure_topics
+from topoplace.kafka.data_loss import EndWentBack, ends_gone_back, watch_for_data_loss
+from topoplace.kafka.producer import EventProducer
 
 WAIT = 15.0  # seconds; generous for a loaded 2-core machine, never reached when things work
 TOPIC = topics.NODES_STATUS

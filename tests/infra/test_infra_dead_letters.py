@@ -11,7 +11,11 @@ from infra_helpers import dlq_of, metric, produce_raw, running
 
 from schemas import events
 from schemas.topics import Topic
-from topoplace.kafka_io import DLQ_VALUE_MAX_BYTES, EventConsumer, EventProducer, Received, read_compacted
+from topoplace.kafka.consumer import EventConsumer
+from topoplace.kafka.dead_letters import DLQ_VALUE_MAX_BYTES
+from topoplace.kafka.follower import read_compacted
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 
 WAIT = 15.0  # seconds; generous for a loaded 2-core machine, never reached when things work
 

@@ -9,7 +9,9 @@ from opentelemetry.context import Context
 import schemas.topics
 from schemas import events
 from schemas.topology import Device, Vendor
-from topoplace.kafka_io import DecodeError, Received, RejectReason, decode_event, latest_by_key
+from topoplace.kafka.follower import latest_by_key
+from topoplace.kafka.records import Received
+from topoplace.kafka.wire import DecodeError, RejectReason, decode_event
 
 TOPOLOGY = schemas.topics.TOPOLOGY_NODES
 

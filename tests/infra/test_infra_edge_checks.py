@@ -15,7 +15,9 @@ from schemas import topics
 from schemas.events import DeadLetterEvent, Event, LifecyclePhase, NodeTopologyEvent, PodLifecycleEvent
 from schemas.topics import Topic
 from schemas.topology import Device, Link, Vendor
-from topoplace.kafka_io import EventProducer, Received, TopicFollower, read_compacted
+from topoplace.kafka.follower import TopicFollower, read_compacted
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 
 WAIT = 15.0  # seconds; generous for a loaded 2-core machine, never reached when things work
 SERVICE = "test-edge-checks"

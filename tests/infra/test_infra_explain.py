@@ -20,7 +20,7 @@ from schemas.events import (
     PlacementOutcome,
 )
 from topoplace.cli import main
-from topoplace.kafka_producer import EventProducer
+from topoplace.kafka.producer import EventProducer
 from topoplace.pod_story import parse_pod, pod_story, story_lines
 
 

@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from topoplace.health import HealthServer
-from topoplace.kafka_io import MESSAGES_CONSUMED
+from topoplace.kafka.records import MESSAGES_CONSUMED
 
 
 async def test_endpoints_follow_readiness_and_serve_metrics() -> None:

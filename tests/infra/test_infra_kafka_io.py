@@ -16,15 +16,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from schemas import events
 from schemas.topics import Topic
 from topoplace.config import Settings
-from topoplace.kafka_io import (
-    EventConsumer,
-    EventProducer,
-    Received,
-    RejectReason,
-    TopicFollower,
-    latest_by_key,
-    read_compacted,
-)
+from topoplace.kafka.consumer import EventConsumer
+from topoplace.kafka.follower import TopicFollower, latest_by_key, read_compacted
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
+from topoplace.kafka.wire import RejectReason
 from topoplace.telemetry import read_spans, setup_tracing, shutdown_tracing
 
 WAIT = 15.0  # seconds; generous for a loaded 2-core machine, never reached when things work
@@ -436,7 +432,7 @@ async def test_sending_without_start_is_an_error(kafka_bootstrap: str, pending_t
 async def test_idempotence_asked_of_the_embedded_broker_is_turned_off_and_sends_work(
     kafka_bootstrap: str, pending_topic: Topic
 ) -> None:
-    from topoplace.broker import is_embedded
+    from topoplace.kafka.broker_kind import is_embedded
 
     if not await is_embedded(kafka_bootstrap):
         pytest.skip("only the embedded broker lacks idempotent producers")

@@ -15,10 +15,13 @@ import certifi
 import pytest
 
 from schemas import topics
-from topoplace import broker, topic_admin
 from topoplace.config import ConfigError, Settings
-from topoplace.kafka_io import EventConsumer, EventProducer, TopicFollower
-from topoplace.kafka_security import KafkaSecurity, Secret, client_options
+from topoplace.kafka import admin as topic_admin
+from topoplace.kafka import broker_kind
+from topoplace.kafka.consumer import EventConsumer
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.security import KafkaSecurity, Secret, client_options
 from topoplace.logs import configure_logging
 
 PASSWORD = "correct-horse-battery-staple"
@@ -146,11 +149,11 @@ async def test_the_admin_and_metadata_clients_get_them_too(monkeypatch: pytest.M
         raise Refused  # constructed: that is all this test needs
 
     monkeypatch.setattr(topic_admin, "AIOKafkaAdminClient", recording)
-    monkeypatch.setattr(broker, "AIOKafkaClient", recording)
+    monkeypatch.setattr(broker_kind, "AIOKafkaClient", recording)
     with pytest.raises(Refused):
-        await broker.ensure_topics("kafka:9093", security=security)
+        await topic_admin.ensure_topics("kafka:9093", security=security)
     with pytest.raises(Refused):
-        await broker.cluster_id("kafka:9093", security=security)
+        await broker_kind.cluster_id("kafka:9093", security=security)
     assert len(made) == 2
     for kwargs in made:
         assert kwargs["security_protocol"] == "SASL_SSL" and kwargs["sasl_plain_password"] == PASSWORD

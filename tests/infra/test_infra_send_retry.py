@@ -11,8 +11,10 @@ from infra_helpers import metric
 
 from schemas import events
 from schemas.topics import Topic
-from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
-from topoplace.kafka_io import EventProducer, read_compacted
+from topoplace.dev.broker import EmbeddedBroker, free_port
+from topoplace.kafka.admin import ensure_topics
+from topoplace.kafka.follower import read_compacted
+from topoplace.kafka.producer import EventProducer
 from topoplace.supervise import Backoff
 
 FAST = Backoff(base=0.001, cap=0.005)

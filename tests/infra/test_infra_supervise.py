@@ -9,8 +9,9 @@ import pytest
 from aiokafka.errors import KafkaConnectionError, UnknownError
 from infra_helpers import metric
 
-from topoplace.broker import TopicMissingError, kafka_bootstrap
 from topoplace.config import ConfigError, Settings
+from topoplace.kafka.bootstrap import kafka_bootstrap
+from topoplace.kafka.broker_kind import TopicMissingError
 from topoplace.supervise import (
     Backoff,
     BrokerRecovered,

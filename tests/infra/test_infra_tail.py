@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord
 from schemas import topics
 from schemas.events import BindingEvent, BindingOutcome, DeadLetterEvent
 from topoplace.cli import main
-from topoplace.kafka_io import EventProducer
+from topoplace.kafka.producer import EventProducer
 from topoplace.tail import Start, TailLine, tail, tail_line, topic_named
 
 LIMIT_S = 30.0  # a bound on waiting for the broker, not a synchronisation

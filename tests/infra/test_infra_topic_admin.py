@@ -23,9 +23,9 @@ from infra_helpers import unique_topic
 
 import schemas.topics
 from schemas import events
-from topoplace import topic_admin
 from topoplace.config import ConfigError, Settings, TopicDurability
-from topoplace.topic_admin import ActualTopic, Difference, WantedTopic, durability_for, ensure_topics, plan_topics
+from topoplace.kafka import admin as topic_admin
+from topoplace.kafka.admin import ActualTopic, Difference, WantedTopic, durability_for, ensure_topics, plan_topics
 
 DAY_MS = str(24 * 3_600_000)
 

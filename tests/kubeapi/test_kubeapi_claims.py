@@ -9,8 +9,8 @@ from kubeapi_support import CoreApi, CustomApi, pod_body, status_of
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from topoplace.kubeapi import KubeApiServer
-from topoplace.kubeapi.controllers import POD_CLAIM_NAME_ANNOTATION, claim_name_base
+from topoplace.dev.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi.controllers import POD_CLAIM_NAME_ANNOTATION, claim_name_base
 
 TEMPLATE: dict[str, Any] = {
     "metadata": {"name": "one-gpu"},

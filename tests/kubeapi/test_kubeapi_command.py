@@ -73,8 +73,8 @@ async def test_serve_with_a_fault_plan_fails_the_planned_requests() -> None:
 
 
 def test_the_command_lists_the_same_fault_kinds_and_verbs_as_the_server() -> None:
-    from topoplace.commands import kube_api
-    from topoplace.kubeapi import faults
+    from topoplace.dev.commands import kube_api
+    from topoplace.dev.kubeapi import faults
 
     assert kube_api.FAULT_KINDS == faults.KINDS
     assert kube_api.FAULT_VERBS == faults.VERBS

@@ -9,8 +9,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from topoplace.kubeapi import KubeApiServer, resources
-from topoplace.kubeapi.tables import human_duration
+from topoplace.dev.kubeapi import KubeApiServer, resources
+from topoplace.dev.kubeapi.tables import human_duration
 
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 KUBECTL_DISCOVERY = (

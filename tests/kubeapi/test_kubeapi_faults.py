@@ -14,8 +14,8 @@ from kubeapi_support import CoreApi, pod_body, status_of
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from topoplace.kubeapi import KubeApiServer
-from topoplace.kubeapi.faults import FaultInjector, FaultPlan
+from topoplace.dev.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi.faults import FaultInjector, FaultPlan
 
 
 @contextlib.asynccontextmanager

@@ -6,7 +6,7 @@ import pytest
 from kubeapi_support import CoreApi, CustomApi, pod_body, status_of
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 FINALIZER = "example.com/cleanup"
 

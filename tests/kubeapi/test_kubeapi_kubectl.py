@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from kubectl_support import KUBECTL, Kubectl, needs_kubectl, read_until, rows
 
-from topoplace.kubeapi import KubeApiServer
+from topoplace.dev.kubeapi import KubeApiServer
 
 pytestmark = needs_kubectl
 
@@ -208,8 +208,8 @@ async def test_get_hypernodes_and_podgroups_by_name_and_short_name(kubectl: Kube
 async def test_the_demos_kubectl_command_shows_its_cluster(
     kube_api: KubeApiServer, kube_client: object, tmp_path: Path
 ) -> None:
-    from topoplace.demo import cluster as demo_cluster
-    from topoplace.demo.runner import kubectl_command, seed_cluster
+    from topoplace.dev.demo import cluster as demo_cluster
+    from topoplace.dev.demo.runner import kubectl_command, seed_cluster
 
     cluster = demo_cluster.default_cluster()
     await seed_cluster(kube_client, cluster)  # type: ignore[arg-type]

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from topoplace.kubeapi import ApiError, ObjectStore, parse_selector
-from topoplace.kubeapi.patches import json_patch, merge_patch, strategic_merge_patch
-from topoplace.kubeapi.resources import PODS
-from topoplace.kubeapi.store import visible_change
+from topoplace.dev.kubeapi import ApiError, ObjectStore, parse_selector
+from topoplace.dev.kubeapi.changes import visible_change
+from topoplace.dev.kubeapi.patches import json_patch, merge_patch, strategic_merge_patch
+from topoplace.dev.kubeapi.resources import PODS
 
 
 def obj(labels: dict[str, str] | None = None, **fields: object) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from kubeapi_support import CoreApi, pod_body
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from topoplace.kubeapi import KubeApiServer, ObjectStore
+from topoplace.dev.kubeapi import KubeApiServer, ObjectStore
 
 
 async def collect(stream: watch.Watch, count: int, timeout: float = 5.0) -> list[dict[str, Any]]:

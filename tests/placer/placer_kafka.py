@@ -20,7 +20,9 @@ from schemas.events import (
 )
 from services.placer.service import run_placer
 from topoplace.config import Settings
-from topoplace.kafka_io import EventProducer, Received, TopicFollower
+from topoplace.kafka.follower import TopicFollower
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 
 TIMEOUT_S = 30.0
 

@@ -14,9 +14,9 @@ from placer_kafka import TIMEOUT_S, Recorder
 
 from schemas import topics
 from schemas.events import PlacementOutcome
-from topoplace.broker import free_port
 from topoplace.cli import build_parser
-from topoplace.kafka_io import EventProducer
+from topoplace.dev.broker import free_port
+from topoplace.kafka.producer import EventProducer
 
 
 def test_mode_defaults_to_default_and_accepts_hami() -> None:

@@ -13,7 +13,8 @@ from scripted_engine import ScriptedEngine
 from schemas import topics
 from schemas.events import PlacementEvent
 from services.placer.service import PlacerService, RecentlySent
-from topoplace.kafka_io import EventProducer, Received
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 
 
 class Clock:

@@ -32,8 +32,10 @@ from schemas.events import (
     PlacementOutcome,
 )
 from services.placer import service as placer_service
-from topoplace.broker import EmbeddedBroker, ensure_topics, free_port
-from topoplace.kafka_io import EventProducer, Received
+from topoplace.dev.broker import EmbeddedBroker, free_port
+from topoplace.kafka.admin import ensure_topics
+from topoplace.kafka.producer import EventProducer
+from topoplace.kafka.records import Received
 from topoplace.telemetry import read_spans
 
 

@@ -28,7 +28,7 @@ from engine.decide.preempt import RunningPod as PreemptiblePod
 from schemas.gangs import PodGroup
 from schemas.pod_requests import format_quantity
 from schemas.volumes import VolumeCatalog
-from services.collector import watch_translate as translate
+from services.collector.cluster import translate
 from topoplace.cluster_objects.dra import DRA_KINDS, DraObjects
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
 from topoplace.cluster_objects.nodes import merged, node_from_object, with_pods

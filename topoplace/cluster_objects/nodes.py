@@ -29,8 +29,8 @@ import msgspec
 from engine import Allocation, NodeState
 from schemas.pod_requests import format_quantity
 from schemas.topology import Device, Vendor
-from services.collector import watch_objects as obj
-from services.collector import watch_translate as translate
+from services.collector.cluster import objects as obj
+from services.collector.cluster import translate
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject
 from topoplace.cluster_objects.pods import RunningPod
 

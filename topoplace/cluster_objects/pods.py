@@ -1,7 +1,7 @@
 """Pod objects -> what the engine reads: a pod to place (PodRequest), or what a running pod holds.
 
 The pod's effective requests, node affinity and tolerations are read by the
-cluster watcher's own translation (services/collector/watch_translate.py, pure
+cluster watcher's own translation (services/collector/cluster/translate.py, pure
 functions), so both paths read a Pod alike; host ports are read here (the
 watcher does not stream them yet). A field the API server would refuse is bad
 input: the command names the file and the field, and stops.
@@ -27,8 +27,8 @@ from engine.core.model import PlacedPod
 from schemas import annotations as pod_annotations
 from schemas.kube import HostPort
 from schemas.quantity import QuantityError, parse_quantity
-from services.collector import watch_objects as obj
-from services.collector import watch_translate as translate
+from services.collector.cluster import objects as obj
+from services.collector.cluster import translate
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject
 from topoplace.cluster_objects.workloads import WorkloadSelectors, placed_pod, pod_topology
 

@@ -17,7 +17,7 @@ import msgspec
 
 from engine.core.model import Namespace, PlacedPod
 from schemas.kube import LabelSelector, PodAffinities, TopologySpreadConstraint
-from services.collector import watch_objects as obj
+from services.collector.cluster import objects as obj
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject
 
 WORKLOAD_KINDS = ("Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet")

@@ -47,7 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _run_node(args: argparse.Namespace) -> int:
-    from services.collector.node_agent import run_node_agent
+    from services.collector.node.agent import run_node_agent
 
     settings = Settings.from_env()
 
@@ -66,7 +66,7 @@ def _run_node(args: argparse.Namespace) -> int:
 
 
 def _run_fleet(args: argparse.Namespace) -> int:
-    from services.collector.fleet import FleetError, load_fleet, run_fleet
+    from services.collector.node.fleet import FleetError, load_fleet, run_fleet
 
     settings = Settings.from_env()
     try:
@@ -83,7 +83,7 @@ def _run_fleet(args: argparse.Namespace) -> int:
 
 def _publish_until_signalled(command: str, main: Callable[[asyncio.Event], Awaitable[None]]) -> int:
     """Run a node publisher; a device source that cannot be read is one line and exit code 2."""
-    from services.collector.node_agent import SOURCE_ERRORS
+    from services.collector.node.agent import SOURCE_ERRORS
 
     try:
         run_until_signalled(main)
@@ -94,7 +94,7 @@ def _publish_until_signalled(command: str, main: Callable[[asyncio.Event], Await
 
 
 def _run_cluster(args: argparse.Namespace) -> int:
-    from services.collector.cluster_watcher import run_cluster_watcher
+    from services.collector.cluster.service import run_cluster_watcher
 
     settings = Settings.from_env()
 
@@ -106,7 +106,7 @@ def _run_cluster(args: argparse.Namespace) -> int:
 
 
 def _list_fixtures(args: argparse.Namespace) -> int:
-    from services.collector.topology_files import fixture_names, fixture_note, fixture_source, load_topology
+    from services.collector.node.topology_files import fixture_names, fixture_note, fixture_source, load_topology
 
     for name in fixture_names():
         topology = load_topology(name)

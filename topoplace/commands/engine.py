@@ -248,7 +248,7 @@ def load_box(source: str, model: str | None, memory_mib: int | None, node: str =
 
     Raises ValueError naming the source, the line and the reason.
     """
-    from services.collector.topology_files import load_topology
+    from services.collector.node.topology_files import load_topology
 
     return load_topology(source, node=node, model=model, memory_mib=memory_mib, require_model=False)
 
@@ -256,7 +256,7 @@ def load_box(source: str, model: str | None, memory_mib: int | None, node: str =
 def pick_node(source: str, topology: NodeTopology, free: tuple[int, ...]) -> NodeState:
     """The box as a node on which every device not in `free` is held by another pod."""
     from engine import Allocation, NodeState
-    from services.collector.topology_files import fixture_names, fixture_node_annotations, fixture_node_labels
+    from services.collector.node.topology_files import fixture_names, fixture_node_annotations, fixture_node_labels
 
     is_fixture = source in fixture_names()
     return NodeState(

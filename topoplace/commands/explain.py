@@ -74,7 +74,7 @@ async def _read(
 
     from schemas import topics
     from schemas.events import BindingEvent, GangPlacementEvent, PlacementEvent
-    from topoplace.kafka_io import read_compacted
+    from topoplace.kafka.follower import read_compacted
 
     bootstrap = settings.kafka_bootstrap
     assert bootstrap is not None

@@ -25,7 +25,7 @@ def _ensure(args: argparse.Namespace) -> int:
 
     from aiokafka.errors import KafkaError
 
-    from topoplace.broker import BrokerError, ensure_topics
+    from topoplace.kafka.admin import BrokerError, ensure_topics
 
     settings = Settings.from_env()  # a bad setting: the CLI says which and exits 2
     bootstrap = settings.kafka_bootstrap

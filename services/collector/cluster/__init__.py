@@ -1,0 +1,1 @@
+"""The cluster watcher: one per cluster, the API server's objects as events on Kafka."""

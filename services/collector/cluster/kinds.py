@@ -1,0 +1,220 @@
+"""The kinds of API object the cluster watcher lists and watches: one row each.
+
+A row says how to list the kind (its informers: the first version the cluster serves is
+watched), which tracker turns its objects into events (and so which topic they go to), which
+of its objects count (the rest are reported gone), whether the cluster may lack it (a CRD or
+an API group: absent, the watcher is ready without it and asks again at every resync), and
+which compacted topic seeds its tracker at start. ClusterWatcher runs, gates readiness on and
+seeds exactly the rows of WATCHED_KINDS.
+
+A new watched kind is one row here plus its translation (its object Structs in objects.py,
+object -> event in translate.py or a module of its own, a KeyedTracker factory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Generic, Protocol, TypeVar
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import CustomObjectsApi
+
+from schemas import topics
+from schemas.events import (
+    AllocatedClaimEvent,
+    Event,
+    HyperNodeEvent,
+    LifecyclePhase,
+    NodeStatusEvent,
+    PodLifecycleEvent,
+    ResourceSliceEvent,
+    TopologyLevelsEvent,
+)
+from schemas.seal import DecisionKey
+from services.collector.cluster import dra, trackers
+from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
+from services.collector.cluster.trackers import KeyedTracker, Outcome, PodTracker
+from topoplace.informer import ListFunction
+
+T = TypeVar("T")
+E = TypeVar("E", bound=Event)
+
+DRA_GROUP = "resource.k8s.io"
+VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES = "topology.volcano.sh", "v1alpha1", "hypernodes"
+PODGROUP_GROUP, PODGROUP_VERSION, PODGROUPS = "scheduling.volcano.sh", "v1beta1", "podgroups"
+KUEUE_GROUP, TOPOLOGIES = "kueue.x-k8s.io", "topologies"
+KUEUE_TOPOLOGY_VERSIONS = ("v1beta2", "v1beta1")  # the first one served is watched
+
+
+class Tracker(Protocol[T]):
+    """What the watcher does with one kind's objects: a full list, one change, one deletion."""
+
+    def relisted(self, objs: list[T], now: float, *, force: bool = False) -> Outcome: ...
+
+    def observe(self, obj: T, now: float) -> Outcome: ...
+
+    def gone(self, key: str, now: float) -> Outcome: ...
+
+
+class PodGroupsOfPods:
+    """PodGroups feed the pods' gangs; a resync of the pods re-publishes the gangs, so `force` is unused."""
+
+    def __init__(self, pods: PodTracker) -> None:
+        self._pods = pods
+
+    def relisted(self, objs: list[PodGroup], now: float, *, force: bool = False) -> Outcome:
+        return self._pods.podgroups_relisted(objs, now)
+
+    def observe(self, obj: PodGroup, now: float) -> Outcome:
+        return self._pods.podgroup_observed(obj, now)
+
+    def gone(self, key: str, now: float) -> Outcome:
+        return self._pods.podgroup_gone(key, now)
+
+
+class Trackers:
+    """The watcher's memory of what it published, one tracker per topic it writes."""
+
+    def __init__(self, scheduler_name: str, decision_key: DecisionKey | None) -> None:
+        self.pods = PodTracker(scheduler_name, decision_key)
+        self.podgroups = PodGroupsOfPods(self.pods)
+        self.nodes = trackers.node_tracker()
+        self.hypernodes = trackers.hypernode_tracker()
+        self.topologies = trackers.topology_tracker()
+        self.slices = dra.slice_tracker()
+        self.claims = dra.allocated_claim_tracker()
+
+
+def _always(_obj: object) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class WatchedKind(Generic[T]):
+    """One kind of API object the cluster watcher lists, watches and publishes."""
+
+    name: str  # its readiness gate (and its informer's name when it has one version)
+    object_type: type[T]  # the fields of it the watcher reads
+    informers: Callable[[client.ApiClient], Sequence[tuple[str, ListFunction]]]  # (name, list call) per version
+    tracker: Callable[[Trackers], Tracker[T]]
+    key: Callable[[T], str]  # what a deletion is reported under
+    counts: Callable[[T], bool] = _always  # an object that does not count is reported gone
+    api_group: str | None = None  # an API group the cluster may lack (None: every cluster serves it)
+    seed: Callable[[Trackers, Sequence[Event]], None] | None = None  # from `seeded_from`'s records at start
+    seeded_from: topics.Topic | None = None
+    from_file: bool = False  # --hypernodes-file stands in for the API
+
+
+def _keyed_seed(
+    tracker: Callable[[Trackers], KeyedTracker[Any, E]], event_type: type[E], key: Callable[[E], str]
+) -> Callable[[Trackers, Sequence[Event]], None]:
+    """Seed a keyed tracker with the records not marked deleted."""
+
+    def seed(t: Trackers, events: Sequence[Event]) -> None:
+        # every event of a compacted topic the watcher seeds from says whether its object was deleted
+        tracker(t).seed({key(e): e for e in events if isinstance(e, event_type) and not getattr(e, "deleted", False)})
+
+    return seed
+
+
+def _seed_pods(t: Trackers, events: Sequence[Event]) -> None:
+    t.pods.seed(e for e in events if isinstance(e, PodLifecycleEvent) and e.phase is LifecyclePhase.BOUND)
+
+
+def _name(obj: Pod | Node | HyperNode | Topology | dra.ResourceSlice) -> str:
+    return obj.metadata.name
+
+
+# Each row's list calls are written in the row itself, with their group and plural as constants:
+# tests/contract/deploy_kube_calls.py reads them there to check that deploy/'s RBAC grants list and watch.
+WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
+    WatchedKind[Pod](
+        "pods",  # every scheduler's pods: their requests fill the nodes
+        Pod,
+        lambda api: [("pods", client.CoreV1Api(api).list_pod_for_all_namespaces)],
+        lambda t: t.pods,
+        lambda pod: pod.metadata.uid,
+        seed=_seed_pods,
+        seeded_from=topics.PODS_LIFECYCLE,
+    ),
+    WatchedKind[Node](
+        "nodes",
+        Node,
+        lambda api: [("nodes", client.CoreV1Api(api).list_node)],
+        lambda t: t.nodes,
+        _name,
+        seed=_keyed_seed(lambda t: t.nodes, NodeStatusEvent, lambda e: e.node),
+        seeded_from=topics.NODES_STATUS,
+    ),
+    WatchedKind[HyperNode](
+        "hypernodes",
+        HyperNode,
+        lambda api: [
+            (
+                HYPERNODES,
+                partial(CustomObjectsApi(api).list_cluster_custom_object, VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES),
+            )
+        ],
+        lambda t: t.hypernodes,
+        _name,
+        api_group=VOLCANO_GROUP,
+        seed=_keyed_seed(lambda t: t.hypernodes, HyperNodeEvent, lambda e: e.name),
+        seeded_from=topics.TOPOLOGY_NETWORK,
+        from_file=True,
+    ),
+    WatchedKind[PodGroup](
+        "podgroups",
+        PodGroup,
+        lambda api: [
+            (
+                PODGROUPS,
+                partial(CustomObjectsApi(api).list_cluster_custom_object, PODGROUP_GROUP, PODGROUP_VERSION, PODGROUPS),
+            )
+        ],
+        lambda t: t.podgroups,
+        lambda group: f"{group.metadata.namespace}/{group.metadata.name}",
+        api_group=PODGROUP_GROUP,
+    ),
+    WatchedKind[Topology](
+        "topologies",
+        Topology,
+        lambda api: [
+            (
+                f"{TOPOLOGIES}.{version}",
+                partial(CustomObjectsApi(api).list_cluster_custom_object, KUEUE_GROUP, version, TOPOLOGIES),
+            )
+            for version in KUEUE_TOPOLOGY_VERSIONS
+        ],
+        lambda t: t.topologies,
+        _name,
+        api_group=KUEUE_GROUP,
+        seed=_keyed_seed(lambda t: t.topologies, TopologyLevelsEvent, lambda e: e.name),
+        seeded_from=topics.TOPOLOGY_LEVELS,
+    ),
+    WatchedKind[dra.ResourceSlice](
+        "resourceslices",
+        dra.ResourceSlice,
+        lambda api: [("resourceslices", client.ResourceV1Api(api).list_resource_slice)],
+        lambda t: t.slices,
+        _name,
+        counts=lambda s: bool(s.spec.node_name),  # node-local slices only
+        api_group=DRA_GROUP,
+        seed=_keyed_seed(lambda t: t.slices, ResourceSliceEvent, lambda e: e.name),
+        seeded_from=topics.RESOURCE_SLICES,
+    ),
+    WatchedKind[dra.ResourceClaim](
+        "resourceclaims",  # every scheduler's claims: their devices are taken
+        dra.ResourceClaim,
+        lambda api: [("resourceclaims", client.ResourceV1Api(api).list_resource_claim_for_all_namespaces)],
+        lambda t: t.claims,
+        lambda claim: claim.metadata.uid,
+        counts=dra.is_allocated,
+        api_group=DRA_GROUP,
+        seed=_keyed_seed(lambda t: t.claims, AllocatedClaimEvent, lambda e: e.uid),
+        seeded_from=topics.RESOURCE_CLAIMS,
+    ),
+)
+# The compacted topics whose records seed the trackers at start, in the table's order.
+SEEDED_TOPICS: tuple[topics.Topic, ...] = tuple(k.seeded_from for k in WATCHED_KINDS if k.seeded_from is not None)

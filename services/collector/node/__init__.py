@@ -1,0 +1,1 @@
+"""The node agent: one per node, its devices, their links and usage, as events on Kafka."""

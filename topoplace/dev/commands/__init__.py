@@ -1,0 +1,1 @@
+"""The dev harness's subcommands: `topoplace broker`, `kube-api serve`, `demo`, `workload`."""

@@ -1,0 +1,1 @@
+"""Kafka I/O of every service, one concern per module."""
