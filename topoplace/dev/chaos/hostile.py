@@ -49,6 +49,9 @@ CATASTROPHIC_PATTERN = r"^(\w+-?)+-a100-\d+$"
 CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
 OVERSIZED_BYTES = 1_100_000
 MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
+# The actor's own reads of every pod: the run's per-request limit is for the faults it times, not for a
+# full list on a loaded machine, which is the checker's evidence and may take longer.
+LIST_TIMEOUT = aiohttp.ClientTimeout(total=60)
 
 
 ATTACKS = (
@@ -237,12 +240,13 @@ class HostileActor:
         self._excluded = await self._uids("hostile-excluded-")
 
     async def _uids(self, prefix: str) -> dict[str, str]:
-        async with self._session.get("/api/v1/namespaces/default/pods", params={"labelSelector": HOSTILE_LABEL}) as r:
+        params = {"labelSelector": HOSTILE_LABEL}
+        async with self._session.get("/api/v1/namespaces/default/pods", params=params, timeout=LIST_TIMEOUT) as r:
             items = (await r.json()).get("items") or [] if r.status == 200 else []
         return {p["metadata"]["name"]: p["metadata"]["uid"] for p in items if p["metadata"]["name"].startswith(prefix)}
 
     async def _bound_pods_of_ours(self) -> list[dict[str, Any]]:
-        async with self._session.get("/api/v1/namespaces/default/pods") as r:
+        async with self._session.get("/api/v1/namespaces/default/pods", timeout=LIST_TIMEOUT) as r:
             items: list[dict[str, Any]] = (await r.json()).get("items") or [] if r.status == 200 else []
         return [
             p
