@@ -94,10 +94,13 @@ class PodRules:
         ignored: Collection[str],
         facts: NodeFactsTable | None = None,
         index: ClusterIndex | None = None,
+        *,
+        device_led: bool = False,
     ) -> None:
         """`ignored`: resources the vendors check (not the node rules); `facts`: the engine's parsed nodes
         (a table of its own when None); `index`: the cluster whose running pods InterPodAffinity and
-        PodTopologySpread read (None: those rules are not asked)."""
+        PodTopologySpread read (None: those rules are not asked); `device_led`: a device or fragmentation
+        policy scores the pod, so those two plugins only break its ties."""
         self.nodes = facts if facts is not None else NodeFactsTable()
         ignored = {*ignored, *request.dra_resources}
         self.facts = pod_facts(request, ignored)
@@ -109,7 +112,9 @@ class PodRules:
         self.topology = (
             None
             if index is None
-            else pod_topology_rules(request, index, self.compiled.affinity, self.facts.tolerations)
+            else pod_topology_rules(
+                request, index, self.compiled.affinity, self.facts.tolerations, device_led=device_led
+            )
         )
 
     @property
