@@ -14,6 +14,7 @@ from types import MappingProxyType
 
 from engine.cluster.index import ClusterIndex
 from engine.core.model import NodeState, PodRequest
+from engine.decide.kube.feasible import BaseFeasible
 from engine.decide.kube.filters import UNSCHEDULABLE_REASON, CompiledPodRules, NodeFacts, PodFacts
 from engine.decide.kube.pod_topology import pod_topology_rules
 from engine.decide.kube.ports import UsedPorts
@@ -125,7 +126,19 @@ class PodRules:
     def prepare_scores(self, feasible: Iterable[str]) -> None:
         """Their scores, normalised over the nodes that pass every filter (as kube-scheduler does)."""
         if self.topology is not None:
-            self.max_preference += self.topology.prepare(feasible)
+            self.max_preference += self.topology.prepare_every(feasible)
+
+    def prepare_from(self, base: BaseFeasible) -> bool:
+        """Their scores normalised from `base`'s domains (False: a shape that needs every node asked)."""
+        ceiling = self.topology.prepare_fast(base) if self.topology is not None else None
+        if ceiling is None:
+            return False
+        self.max_preference += ceiling
+        return True
+
+    def passes_base(self, node: NodeState) -> bool:
+        """The node passes every node rule but the pods around it (what `base` sets keep)."""
+        return node.ready and self.compiled.first_failure(self.nodes.of(node)) is None
 
     def failure(self, node: NodeState) -> list[str] | None:
         """kube-scheduler's reasons the node is infeasible for the pod (the first failing rule's), or None."""
@@ -145,7 +158,7 @@ class PodRules:
         if node.taints:
             score -= PREFER_NO_SCHEDULE_PENALTY * self.compiled.intolerable_taints(facts)
         if self.topology is not None:
-            return score + self.topology.points.get(node.name, 0.0)
+            return score + self.topology.point(node.name)
         return float(score)
 
     @staticmethod
