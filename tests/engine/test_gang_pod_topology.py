@@ -137,3 +137,12 @@ def test_a_gangs_placement_never_breaks_anti_affinity_nor_max_skew(
     after.update({d: 0 for d in before})
     low = min(after[d] for d in before)
     assert all(after[domain(n)] - low <= constraint.max_skew for n in placed)
+
+
+def test_members_of_different_shapes_hold_to_each_others_anti_affinity() -> None:
+    cluster = [kube_h100(n, zone_of(n)) for n in NAMES]
+    small = [member(i, 1, affinities=ONE_PER_NODE) for i in range(2)]
+    large = [member(i, 2, affinities=ONE_PER_NODE) for i in range(2, 4)]
+    decision = decide(cluster, small + large)
+    assert decision.placed
+    assert len(set(nodes_of(decision))) == 4

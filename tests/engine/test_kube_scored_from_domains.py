@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from engine_builders import gpu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pod_topology_builders import HOSTNAME, ZONE, incoming, running, snapshot, spread
 from test_kube_pod_topology import NAMESPACES, _earlier, clusters, expected, pods
 
-from engine import Engine, Mode, NodeState, PodRequest
+from engine import Allocation, Engine, Mode, NodeState, PodRequest
 from engine.decide.node_rules import PodRules
 
 
@@ -79,3 +80,30 @@ def test_a_spread_pod_on_labelled_nodes_is_decided_without_asking_every_node(
     assert prepared == [True]
     assert decision.node == "c"
     assert decision.score == 200.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    clusters,
+    pods(),
+    st.lists(st.sampled_from("ABC"), min_size=6, max_size=6),
+    st.lists(st.integers(0, 3), min_size=6, max_size=6),
+)
+def test_a_gpu_pods_decision_from_domains_is_the_one_every_node_asked_gives(
+    cluster: list[NodeState], pod: PodRequest, zones: list[str], held: list[int]
+) -> None:
+    """The device score leads and the plugins' points break its ties: the same winner and score as the
+    decision that asks (and explains) every node."""
+    nodes = [
+        msgspec.structs.replace(
+            labelled(n, z),
+            devices=tuple(gpu(i) for i in range(4)),
+            allocations=tuple(Allocation(pod_uid=f"held-{i}", index=i) for i in range(h)),
+        )
+        for n, z, h in zip(cluster, zones, held, strict=False)
+    ]
+    gpu_pod = msgspec.structs.replace(pod, requests={"nvidia.com/gpu": "1"})
+    snap = snapshot(*nodes, namespaces=NAMESPACES)
+    fast = Engine().place(snap, gpu_pod, Mode.DEFAULT)
+    every = Engine().place(snap, gpu_pod, Mode.DEFAULT, explain=True)
+    assert (fast.node, fast.score) == (every.node, every.score)
