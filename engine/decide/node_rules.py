@@ -104,6 +104,7 @@ class PodRules:
         policy scores the pod, so those two plugins only break its ties."""
         self.nodes = facts if facts is not None else NodeFactsTable()
         ignored = {*ignored, *request.dra_resources}
+        self.ignored = tuple(sorted(ignored))  # resources left to the vendors and DRA: part of the base shape
         self.facts = pod_facts(request, ignored)
         self.compiled = CompiledPodRules(self.facts, ignored)
         self.only_node = request.node_name or None

@@ -51,7 +51,7 @@ def prepare_from_domains(
         def fits(node: NodeState) -> bool:
             return rules.passes_base(node)
 
-    shape = msgspec.json.encode((request_id, mode.value, rules.facts))
+    shape = msgspec.json.encode((request_id, mode.value, rules.ignored, rules.facts))
     if parts.classes.memo.enabled:
         base = parts.feasible.of(index, shape, fits)
     else:

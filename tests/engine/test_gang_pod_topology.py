@@ -146,3 +146,19 @@ def test_members_of_different_shapes_hold_to_each_others_anti_affinity() -> None
     decision = decide(cluster, small + large)
     assert decision.placed
     assert len(set(nodes_of(decision))) == 4
+
+
+def test_per_member_labels_leave_members_one_shape_that_shares_a_node() -> None:
+    guard = running("guard", affinity=affinities(anti=(term(HOSTNAME, labels={"app": "db"}),)), app="db")
+    cluster = [kube_h100(n, zone_of(n), *([guard] if n == "node7" else [])) for n in NAMES]
+    pods = [
+        PodRequest(
+            uid=f"uid-{i}",
+            name=f"worker-{i}",
+            requests={"nvidia.com/gpu": "1"},
+            labels={**WEB, "statefulset.kubernetes.io/pod-name": f"worker-{i}", "apps.kubernetes.io/pod-index": str(i)},
+        )
+        for i in range(8)
+    ]
+    decision = decide(cluster, pods)  # a running pod has anti-affinity: the members' labels are read
+    assert set(nodes_of(decision)) == {"node0"}

@@ -25,6 +25,9 @@ from engine.node.registry import Vendors
 from engine.node.vendor import RequestError
 
 SLOT_BOUND = 16_384
+# Labels that differ per member by construction: left out of a shape, as the rank labels are (a member
+# per shape would leave each node to one member).
+POD_NAME_LABELS = frozenset(("statefulset.kubernetes.io/pod-name",))
 
 
 class Shape:
@@ -131,7 +134,7 @@ def _pod_topology_key(request: PodRequest, index: ClusterIndex | None) -> object
     )
     if not asks and (index is None or not index.pods.has_pods_with_affinity):
         return None
-    labels = {k: v for k, v in request.labels.items() if k not in RANK_ANNOTATIONS}
+    labels = {k: v for k, v in request.labels.items() if k not in RANK_ANNOTATIONS and k not in POD_NAME_LABELS}
     return (request.namespace, labels, request.affinities, request.topology_spread_constraints)
 
 
