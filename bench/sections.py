@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from bench import pipeline_speed, scale, search_speed, vendor_fragmentation
+from bench import pipeline_speed, pod_topology_speed, scale, search_speed, vendor_fragmentation
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
 from bench.pipeline_speed import PipelineRun
@@ -164,3 +164,19 @@ def measure_vendor_fragmentation(run: BenchRun) -> None:
     title = "Fragmentation on MetaX and Neuron clusters (generated workload)"
     markdown = vendor_fragmentation.markdown(runs).split("\n", 1)[1].lstrip("\n")  # its `## title` line is ours
     run.extra.append(SectionReport(title=title, figures=tuple(vendor_fragmentation.figures(runs)), markdown=markdown))
+
+
+def measure_pod_topology(run: BenchRun) -> None:
+    """Pods with anti-affinity and spread constraints at 10,000 nodes, beside every node asked
+    (bench/pod_topology_speed.py)."""
+    settings = pod_topology_speed.PROFILES.get(run.profile.name, pod_topology_speed.PROFILES["short"])
+    log(f"pod anti-affinity and topology spread at {settings.nodes} nodes")
+    result = pod_topology_speed.measure(settings)
+    log(f"pod topology: warm p99 {result.percentile('warm_ms', 99):.2f} ms, {len(result.mismatches)} mismatches")
+    run.extra.append(
+        SectionReport(
+            title=pod_topology_speed.TITLE,
+            figures=tuple(pod_topology_speed.figures(result)),
+            markdown=pod_topology_speed.markdown(result),
+        )
+    )

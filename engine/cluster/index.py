@@ -126,6 +126,10 @@ class ClusterIndex:
         # (decide/ranking.py) read what is new since they last looked. Reset when it grows long.
         self.class_log: list[int] = []
         self.log_epoch = 0
+        # Names of the nodes upserted (changed) or removed, in order: what a decision's cached feasible
+        # set (decide/kube/feasible.py) reads to catch up. Reset (and its epoch moved on) when long.
+        self.node_log: list[str] = []
+        self.node_log_epoch = 0
         self.pods = PodTopologyIndex()  # running pods by labels and domain (InterPodAffinity, PodTopologySpread)
         for node in nodes:
             self.upsert(node)
@@ -138,6 +142,7 @@ class ClusterIndex:
         if before is node:
             return
         self._nodes[name] = node
+        self._log_node(name)
         self.pods.sync(node)
         new_class = self.device_classes.class_of(node, self.reads)
         if before is None:
@@ -160,9 +165,16 @@ class ClusterIndex:
             self.log_epoch += 1  # every ranking starts over from the live classes
         self.class_log.append(class_id)
 
+    def _log_node(self, name: str) -> None:
+        if len(self.node_log) >= CLASS_LOG_BOUND:
+            self.node_log = []
+            self.node_log_epoch += 1  # every cached feasible set starts over
+        self.node_log.append(name)
+
     def remove(self, name: str) -> None:
         if self._nodes.pop(name, None) is None:
             return
+        self._log_node(name)
         self.pods.drop(name)
         self._leave(self._class.pop(name), name)
         del self._names[bisect.bisect_left(self._names, name)]

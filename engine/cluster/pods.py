@@ -86,6 +86,7 @@ class PodTopologyIndex:
         self._nodes_with_terms: dict[str, int] = {}  # node -> its pods with pod (anti-)affinity
         self.namespace_labels: dict[str, Labels] = {}
         self._domains: dict[str, dict[str, set[str]]] = {}  # topology key -> value -> nodes (keys asked for)
+        self._labelled: dict[str, int] = {}  # topology key -> nodes that carry it (keys asked for)
 
     # --- changes ---------------------------------------------------------------------------
 
@@ -122,6 +123,7 @@ class PodTopologyIndex:
             new = labels.get(key) if labels is not None else None
             if old == new:
                 continue
+            self._labelled[key] += (new is not None) - (old is not None)
             if old is not None:
                 members = domains[old]
                 members.discard(name)
@@ -184,12 +186,19 @@ class PodTopologyIndex:
         if found is None:
             if len(self._domains) >= DOMAIN_KEYS_BOUND:
                 self._domains.clear()
+                self._labelled.clear()
             found = self._domains[key] = {}
             for node, labels in self._node_labels.items():
                 value = labels.get(key)
                 if value is not None:
                     found.setdefault(value, set()).add(node)
+            self._labelled[key] = sum(len(nodes) for nodes in found.values())
         return found
+
+    def every_node_has(self, key: str) -> bool:
+        """Every node carries the label `key` (its domains are then kept current)."""
+        self.domains(key)
+        return self._labelled[key] == len(self._node_labels)
 
     def terms(self, kind: TermKind) -> Mapping[WeightedTerm, Mapping[str, int]]:
         """Running pods' distinct terms of `kind`, each with how many pods hold it on each node."""

@@ -219,4 +219,5 @@ class Engine:
         self._parts.classes.clear()
         self._parts.slots.clear()
         self._parts.facts.clear()
+        self._parts.feasible.clear()
         self._last_index = None

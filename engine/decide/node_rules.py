@@ -14,6 +14,7 @@ from types import MappingProxyType
 
 from engine.cluster.index import ClusterIndex
 from engine.core.model import NodeState, PodRequest
+from engine.decide.kube.feasible import BaseFeasible
 from engine.decide.kube.filters import UNSCHEDULABLE_REASON, CompiledPodRules, NodeFacts, PodFacts
 from engine.decide.kube.pod_topology import pod_topology_rules
 from engine.decide.kube.ports import UsedPorts
@@ -94,12 +95,16 @@ class PodRules:
         ignored: Collection[str],
         facts: NodeFactsTable | None = None,
         index: ClusterIndex | None = None,
+        *,
+        device_led: bool = False,
     ) -> None:
         """`ignored`: resources the vendors check (not the node rules); `facts`: the engine's parsed nodes
         (a table of its own when None); `index`: the cluster whose running pods InterPodAffinity and
-        PodTopologySpread read (None: those rules are not asked)."""
+        PodTopologySpread read (None: those rules are not asked); `device_led`: a device or fragmentation
+        policy scores the pod, so those two plugins only break its ties."""
         self.nodes = facts if facts is not None else NodeFactsTable()
         ignored = {*ignored, *request.dra_resources}
+        self.ignored = tuple(sorted(ignored))  # resources left to the vendors and DRA: part of the base shape
         self.facts = pod_facts(request, ignored)
         self.compiled = CompiledPodRules(self.facts, ignored)
         self.only_node = request.node_name or None
@@ -109,7 +114,9 @@ class PodRules:
         self.topology = (
             None
             if index is None
-            else pod_topology_rules(request, index, self.compiled.affinity, self.facts.tolerations)
+            else pod_topology_rules(
+                request, index, self.compiled.affinity, self.facts.tolerations, device_led=device_led
+            )
         )
 
     @property
@@ -120,7 +127,19 @@ class PodRules:
     def prepare_scores(self, feasible: Iterable[str]) -> None:
         """Their scores, normalised over the nodes that pass every filter (as kube-scheduler does)."""
         if self.topology is not None:
-            self.max_preference += self.topology.prepare(feasible)
+            self.max_preference += self.topology.prepare_every(feasible)
+
+    def prepare_from(self, base: BaseFeasible) -> bool:
+        """Their scores normalised from `base`'s domains (False: a shape that needs every node asked)."""
+        ceiling = self.topology.prepare_fast(base) if self.topology is not None else None
+        if ceiling is None:
+            return False
+        self.max_preference += ceiling
+        return True
+
+    def passes_base(self, node: NodeState) -> bool:
+        """The node passes every node rule but the pods around it (what `base` sets keep)."""
+        return node.ready and self.compiled.first_failure(self.nodes.of(node)) is None
 
     def failure(self, node: NodeState) -> list[str] | None:
         """kube-scheduler's reasons the node is infeasible for the pod (the first failing rule's), or None."""
@@ -140,7 +159,7 @@ class PodRules:
         if node.taints:
             score -= PREFER_NO_SCHEDULE_PENALTY * self.compiled.intolerable_taints(facts)
         if self.topology is not None:
-            return score + self.topology.points.get(node.name, 0.0)
+            return score + self.topology.point(node.name)
         return float(score)
 
     @staticmethod

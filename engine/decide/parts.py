@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.decide.gang.slots import SlotTables
+from engine.decide.kube.feasible import FeasibleTables
 from engine.decide.node_rules import NodeFactsTable
 from engine.decide.ranking import ClassAnswers
 from engine.node.answer import NodeAnswers
@@ -20,3 +21,4 @@ class DecisionParts:
     classes: ClassAnswers
     facts: NodeFactsTable
     slots: SlotTables
+    feasible: FeasibleTables = field(default_factory=FeasibleTables)  # nodes passing a pod's base rules

@@ -42,6 +42,7 @@ from engine.decide.ranking import (
     fast_ranking,
     groups_of,
 )
+from engine.decide.scored import best_by_name, prepare_from_domains
 from engine.node.answer import NodeFit
 from schemas.events import DeviceAssignment
 
@@ -65,13 +66,22 @@ def place_indexed(
 
     Raises RequestError(field, reason) when the request cannot be read."""
     pod_claim = claim(parts.vendors, request, mode, workload, cpu=index.reads.resources)
-    rules = PodRules(request, parts.vendors.share_resources, parts.facts, index)
+    # Where the device or fragmentation policy scores (a vendor claims the pod), its score leads.
+    rules = PodRules(
+        request, parts.vendors.share_resources, parts.facts, index, device_led=pod_claim.plugin is not None
+    )
     groups: list[Group] = []
-    if rules.scores_by_pods:  # scores normalised over the feasible nodes: every node is asked first
-        groups = groups_of(parts.classes, index, pod_claim, mode)
-        rules.prepare_scores(feasible_names(index, groups, rules, allowed))
+    from_domains = False
+    if rules.scores_by_pods:  # scores normalised over the feasible nodes: from their domains, or every node
+        simple = not (explain or allowed is not None or runners_up or rules.only_node is not None)
+        from_domains = simple and prepare_from_domains(parts, index, pod_claim, rules, mode)
+        if not from_domains:
+            groups = groups_of(parts.classes, index, pod_claim, mode)
+            rules.prepare_scores(feasible_names(index, groups, rules, allowed))
     ranked = None if explain or groups else fast_ranking(parts.classes, index, pod_claim, mode)
-    if ranked is None:
+    if from_domains and pod_claim.plugin is None:
+        best = best_by_name(index, rules)
+    elif ranked is None:
         groups = groups or groups_of(parts.classes, index, pod_claim, mode)
         best = best_of_groups(index, groups, rules, allowed)
     else:

@@ -34,6 +34,7 @@ from engine.cluster.index import ClusterIndex
 from engine.cluster.network import NetworkTree, aggregate
 from engine.core.model import Mode, WorkloadClass
 from engine.decide.gang.answer import decision_of, placed_decision, why_not
+from engine.decide.gang.joint import JointRules, ShapeFacts
 from engine.decide.gang.plan import MAX_PLANNED, Layout, Plan, UnitLimit, plan_in
 from engine.decide.gang.ranks import member_key
 from engine.decide.gang.request import GangDecision, GangRequest
@@ -68,15 +69,17 @@ def place_gang(
     mode_hard, max_tier = limit_of(tree, gang.network, "network")
     units = [(u, _unit_limit(tree, u)) for u in sub_units]
     units.append((own, UnitLimit(hard=mode_hard, tier=max_tier)))
-    shapes = shapes_of(parts.slots, parts.vendors, parts.facts, pending, mode, workload)
+    shapes = shapes_of(parts.slots, parts.vendors, parts.facts, pending, mode, workload, index)
     shape_of = {m.uid: s.key for s in shapes for m in s.members}
     pin = pin_of(tree, running, mode_hard, max_tier)
-    per_node, fits, misses = node_slots(parts.slots, index, tree, shapes)
+    joint = JointRules(index, [ShapeFacts(s.key, s.request, s.rules, index) for s in shapes])
+    joint_rules = joint if joint.joint else None
+    per_node, fits, misses = node_slots(parts.slots, index, tree, shapes, joint_rules)
     totals = {key: aggregate(tree, values) for key, values in per_node.items()}
     need = {shape.key: len(shape.members) for shape in shapes}
 
     def layout(hypernode: str) -> Layout:
-        return Layout(tree, hypernode, shape_of, per_node, fits, pin.lca)
+        return Layout(tree, hypernode, shape_of, per_node, fits, pin.lca, joint.placed() if joint_rules else None)
 
     walk = _Walk(tree, pin, mode_hard, max_tier, totals, need, layout, units)
     best = walk.run(least=0)

@@ -11,6 +11,7 @@ import msgspec
 
 from engine.cluster.network import NetworkTree
 from engine.core.model import PodRequest
+from engine.decide.gang.joint import PlacedMembers
 from engine.decide.gang.subgroups import GANG_UNIT, Unit, ready_count
 from engine.decide.gang.tiers import is_within
 from engine.node.answer import NodeFit
@@ -45,9 +46,12 @@ class Layout:
         per_node: dict[bytes, list[int]],
         fits: dict[tuple[bytes, str], tuple[NodeFit, ...]],
         anchor: str | None,
+        joint: PlacedMembers | None = None,
     ) -> None:
+        """`joint`: the members' anti-affinity and spread against each other (None: they have none)."""
         self.tree, self.hypernode, self.shape_of, self.per_node, self.fits = tree, hypernode, shape_of, per_node, fits
         self.anchor = anchor
+        self.joint = joint
         self.start, self.end = tree.node_range(hypernode)
         self.owner: dict[int, bytes] = {}  # node position -> the shape it serves (each node serves one)
         self.used: dict[int, int] = {}
@@ -82,13 +86,20 @@ class Layout:
         owner: dict[int, bytes] = {}  # nodes this trial gives a shape
         pointer: dict[bytes, int] = {}
         out: list[tuple[PodRequest, int]] = []
+        placed = self.joint.copy() if self.joint is not None else None
+        names = self.tree.nodes
         for member in members:
             key = self.shape_of[member.uid]
             room = rooms.get(key)
             if room is None:
                 room = rooms[key] = self._free_by_position(key)
             i = pointer.get(key, 0)
-            while i < len(order) and (room.get(order[i], 0) <= 0 or owner.get(order[i], key) != key):
+            # A node the members placed so far refuse stays refused to this shape: the pointer passes it.
+            while i < len(order) and (
+                room.get(order[i], 0) <= 0
+                or owner.get(order[i], key) != key
+                or (placed is not None and not placed.allows(key, names[order[i]]))
+            ):
                 i += 1
             pointer[key] = i
             if i == len(order):
@@ -96,6 +107,8 @@ class Layout:
             pos = order[i]
             room[pos] -= 1
             owner[pos] = key
+            if placed is not None:
+                placed.add(key, names[pos])
             out.append((member, pos))
         return out
 
@@ -106,6 +119,8 @@ class Layout:
             self.used[pos] = nth + 1
             self.owner[pos] = key
             node = self.tree.nodes[pos]
+            if self.joint is not None:
+                self.joint.add(key, node)
             self.assignments.append((member.uid, node, nth))
             self.score += self.fits[(key, node)][nth].score.score
 

@@ -16,6 +16,7 @@ from engine.cluster.network import NetworkTree
 from engine.core.memo import BoundedCache, Memo
 from engine.core.model import Allocation, Mode, NodeState, PodRequest, WorkloadClass
 from engine.decide.claim import NO_DEVICES, Claim, claim
+from engine.decide.gang.joint import JointRules
 from engine.decide.gang.ranks import RANK_ANNOTATIONS
 from engine.decide.kube.resources import pods_on_node
 from engine.decide.node_rules import NodeFactsTable, PodRules
@@ -24,6 +25,9 @@ from engine.node.registry import Vendors
 from engine.node.vendor import RequestError
 
 SLOT_BOUND = 16_384
+# Labels that differ per member by construction: left out of a shape, as the rank labels are (a member
+# per shape would leave each node to one member).
+POD_NAME_LABELS = frozenset(("statefulset.kubernetes.io/pod-name",))
 
 
 class Shape:
@@ -106,8 +110,9 @@ def _held(fit: NodeFit, device_request: object) -> tuple[Allocation, ...]:
     )
 
 
-def _shape_key(request: PodRequest) -> bytes:
-    # A pod index written as an annotation (an Indexed Job's) differs per member and no node rule reads it.
+def _shape_key(request: PodRequest, index: ClusterIndex | None) -> bytes:
+    # A pod index written as an annotation or label (an Indexed Job's) differs per member and no node rule
+    # reads it.
     annotations = {k: v for k, v in request.annotations.items() if k not in RANK_ANNOTATIONS}
     return msgspec.json.encode(
         (
@@ -117,8 +122,20 @@ def _shape_key(request: PodRequest) -> bytes:
             request.affinity,
             request.tolerations,
             request.host_ports,
+            _pod_topology_key(request, index),
         )
     )
+
+
+def _pod_topology_key(request: PodRequest, index: ClusterIndex | None) -> object:
+    """What InterPodAffinity and PodTopologySpread read of a member, where either has anything to read."""
+    asks = (request.affinities is not None and not request.affinities.empty) or bool(
+        request.topology_spread_constraints
+    )
+    if not asks and (index is None or not index.pods.has_pods_with_affinity):
+        return None
+    labels = {k: v for k, v in request.labels.items() if k not in RANK_ANNOTATIONS and k not in POD_NAME_LABELS}
+    return (request.namespace, labels, request.affinities, request.topology_spread_constraints)
 
 
 def shapes_of(
@@ -128,16 +145,18 @@ def shapes_of(
     pending: list[PodRequest],
     mode: Mode,
     workload: tuple[WorkloadClass, ...],
+    index: ClusterIndex | None = None,
 ) -> list[Shape]:
-    """The pending members grouped by shape, the largest group first (then by first name)."""
+    """The pending members grouped by shape, the largest group first (then by first name); `index`: the
+    cluster whose running pods the members' InterPodAffinity and PodTopologySpread filters read."""
     by_key: dict[bytes, Shape] = {}
     for pod in pending:
-        key = _shape_key(pod)
+        key = _shape_key(pod, index)
         shape = by_key.get(key)
         if shape is None:
             try:
                 pod_claim = claim(vendors, pod, mode, workload)
-                rules = PodRules(pod, vendors.share_resources, facts)
+                rules = PodRules(pod, vendors.share_resources, facts, index)
             except RequestError as exc:
                 raise RequestError(f"pods[{pod.name}].{exc.field}", exc.reason) from None
             shape = by_key[key] = Shape(tables, key, pod, pod_claim, rules, mode)
@@ -189,19 +208,21 @@ def _slots_of(index: ClusterIndex, shape: Shape, node: NodeState, cap: int) -> N
 
 
 def node_slots(
-    tables: SlotTables, index: ClusterIndex, tree: NetworkTree, shapes: list[Shape]
+    tables: SlotTables, index: ClusterIndex, tree: NetworkTree, shapes: list[Shape], joint: JointRules | None = None
 ) -> tuple[dict[bytes, list[int]], dict[tuple[bytes, str], tuple[NodeFit, ...]], list[str]]:
     """Per shape, the members each tree node takes (in tree order), the fits behind them, and for the
-    first shape every node's reason when it takes none (kube-scheduler's summaries)."""
+    first shape every node's reason when it takes none (kube-scheduler's summaries); `joint` cuts a node's
+    slots to the members' per-node caps (one per node for hostname anti-affinity)."""
     per_node: dict[bytes, list[int]] = {}
     fits: dict[tuple[bytes, str], tuple[NodeFit, ...]] = {}
     misses: list[str] = []
     get = index.get
     nodes = [get(name) for name in tree.nodes]
-    remembered = tables.memo.enabled
     memo = tables.node_slots
     for number, shape in enumerate(shapes):
         cap = len(shape.members)
+        # Rules that read the pods around a node depend on other nodes too: not kept per node state.
+        remembered = tables.memo.enabled and shape.rules.topology is None
         prefix = shape.key + cap.to_bytes(4, "little")
         keys = [(prefix, id(node)) for node in nodes]
         found = memo.get_many(keys) if remembered else [None] * len(keys)
@@ -217,6 +238,9 @@ def node_slots(
                 hit = _slots_of(index, shape, node, cap)
                 if remembered:
                     memo.put(key, hit)
+            most = joint.node_cap(shape.key, name) if joint is not None else None
+            if most is not None and len(hit.fits) > most:
+                hit = NodeSlots(node, hit.fits[:most], ("node(s) didn't match pod anti-affinity rules",))
             if hit.fits:
                 fits[(shape.key, name)] = hit.fits
             elif number == 0:

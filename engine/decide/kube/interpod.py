@@ -191,4 +191,10 @@ def normalized(raw: Mapping[str, int], names: Iterable[str]) -> dict[str, int]:
     spread = high - low
     if spread <= 0:
         return dict.fromkeys(names, 0)
-    return {n: int(MAX_NODE_SCORE * ((raw[n] - low) / spread)) for n in names}
+    return {n: affinity_score(raw[n], low, high) for n in names}
+
+
+def affinity_score(raw: int, low: int, high: int) -> int:
+    """NormalizeScore of one feasible node, `low` and `high` the feasible nodes' least and most raw scores."""
+    spread = high - low
+    return int(MAX_NODE_SCORE * ((raw - low) / spread)) if spread > 0 else 0

@@ -149,50 +149,35 @@ class PodTopologySpread:
 
     def scores(self, feasible: Iterable[str]) -> dict[str, int]:
         """PreScore, Score and NormalizeScore over the feasible nodes (empty: the plugin does not score)."""
-        soft = self.soft
-        if not soft:
+        if not self.soft:
             return {}
         labels_of = self.pods.labels_of
-        require_all = not self.system_defaulted
-        keys = [c.key for c in soft]
+        keys = [c.key for c in self.soft]
         names = list(feasible)
         scored: list[tuple[str, Labels]] = []  # feasible nodes not ignored, with their labels
-        domains: list[dict[str, int]] = [{} for _ in soft]  # the non-hostname constraints' domains
+        domains: list[dict[str, int]] = [{} for _ in self.soft]  # the non-hostname constraints' domains
         for name in names:
             labels = labels_of(name)
-            if require_all and not all(k in labels for k in keys):
+            if self.require_all and not all(k in labels for k in keys):
                 continue  # IgnoredNodes: scored 0
             scored.append((name, labels))
             for i, key in enumerate(keys):
                 if key != HOSTNAME:
                     domains[i].setdefault(labels.get(key, ""), 0)
-        own = self._count_domains(domains, require_all)
-        # Each domain's share of a node's score: count * log(domains + 2) + maxSkew - 1.
-        shares: list[dict[str, float]] = []
-        for i, c in enumerate(soft):
-            weight = math.log((len(scored) if c.key == HOSTNAME else len(domains[i])) + 2)
-            if c.key == HOSTNAME:
-                shares.append({name: count * weight for name, count in own[i].items()})
-            else:
-                shares.append({value: count * weight + (c.max_skew - 1) for value, count in domains[i].items()})
-        raw: dict[str, int] = {}
-        for name, labels in scored:
-            total = 0.0
-            for i, c in enumerate(soft):
-                value = labels.get(c.key)
-                if value is not None:
-                    if c.key == HOSTNAME:
-                        total += shares[i].get(name, 0.0) + (c.max_skew - 1)
-                    else:
-                        total += shares[i][value]
-            raw[name] = math.floor(total + 0.5)  # Go's math.Round (totals are not negative)
-        return _normalized(raw, names)
+        score = SpreadScore(self, len(scored), domains)
+        return normalized_spread({name: score.raw(name, labels) for name, labels in scored}, names)
 
-    def _count_domains(self, domains: list[dict[str, int]], require_all: bool) -> list[dict[str, int]]:
+    @property
+    def require_all(self) -> bool:
+        """A node lacking a constraint's key is ignored (scored 0), but with the cluster defaults."""
+        return not self.system_defaulted
+
+    def count_domains(self, domains: list[dict[str, int]]) -> list[dict[str, int]]:
         """Adds the matching pods of every node (eligible for the constraint) to its domain's count, for the
         domains of feasible nodes; returns each node's own count for the hostname constraints."""
         own: list[dict[str, int]] = [{} for _ in self.soft]
         keys = [c.key for c in self.soft]
+        require_all = self.require_all
         for i, c in enumerate(self.soft):
             for node, count in self.matching(c):
                 labels = self.pods.labels_of(node)
@@ -205,17 +190,43 @@ class PodTopologySpread:
         return own
 
 
-def _normalized(raw: Mapping[str, int], feasible: Iterable[str]) -> dict[str, int]:
+class SpreadScore:
+    """PreScore's outcome: each constraint's share of a node's raw score, from how many nodes are scored
+    and which domains (of the non-hostname constraints) hold one."""
+
+    def __init__(self, spread: PodTopologySpread, scored: int, domains: list[dict[str, int]]) -> None:
+        """`domains`: per constraint, the scored nodes' values of its key (each 0; counted here)."""
+        self.soft = spread.soft
+        self.own = spread.count_domains(domains)  # the hostname constraints' count per node
+        # Each domain's share of a node's score: count * log(domains + 2) + maxSkew - 1.
+        self.shares: list[dict[str, float]] = []
+        for i, c in enumerate(self.soft):
+            weight = math.log((scored if c.key == HOSTNAME else len(domains[i])) + 2)
+            if c.key == HOSTNAME:
+                self.shares.append({name: count * weight for name, count in self.own[i].items()})
+            else:
+                self.shares.append({value: count * weight + (c.max_skew - 1) for value, count in domains[i].items()})
+
+    def raw(self, name: str, labels: Labels) -> int:
+        total = 0.0
+        for i, c in enumerate(self.soft):
+            value = labels.get(c.key)
+            if value is not None:
+                if c.key == HOSTNAME:
+                    total += self.shares[i].get(name, 0.0) + (c.max_skew - 1)
+                else:
+                    total += self.shares[i][value]
+        return math.floor(total + 0.5)  # Go's math.Round (totals are not negative)
+
+
+def normalized_spread(raw: Mapping[str, int], feasible: Iterable[str]) -> dict[str, int]:
     """Fewer matching pods, higher score: 100 * (max + min - score) / max; nodes not scored get 0."""
     if not raw:
         return dict.fromkeys(feasible, 0)
     low, high = min(raw.values()), max(raw.values())
-    out: dict[str, int] = {}
-    for name in feasible:
-        if name not in raw:
-            out[name] = 0
-        elif high == 0:
-            out[name] = MAX_NODE_SCORE
-        else:
-            out[name] = MAX_NODE_SCORE * (high + low - raw[name]) // high
-    return out
+    return {name: 0 if name not in raw else spread_score(raw[name], low, high) for name in feasible}
+
+
+def spread_score(raw: int, low: int, high: int) -> int:
+    """NormalizeScore of one scored node, `low` and `high` the scored nodes' least and most raw scores."""
+    return MAX_NODE_SCORE if high == 0 else MAX_NODE_SCORE * (high + low - raw) // high
