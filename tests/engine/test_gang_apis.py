@@ -1,0 +1,376 @@
+"""Gangs as Kubernetes' Workload API (KEP-4671 / KEP-5732), KAI and Kueue's extra annotations write them,
+each translated onto the one gang search: tables from each framework's documented semantics, the
+KAI topology docs' example, and properties (a hard level is never exceeded; same input, same answer)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from engine_builders import fixture_node
+from gang_cases import H100
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine import NodeState, PodRequest, new_index, place_gang
+from engine.cluster.network import build_tree
+from engine.core.model import GangInput
+from engine.decide.gang import GangDecision
+from engine.decide.gang.input import gang_request
+from engine.node.vendors import registry
+from schemas.errors import FieldError
+from schemas.events import NetworkConstraint, TopologyMode
+from schemas.gangs import (
+    KUEUE_GROUP,
+    KUEUE_PODSET_GROUP,
+    KUEUE_REQUIRED,
+    KUEUE_SLICE_LAYERS,
+    KUEUE_SLICE_REQUIRED,
+    KUEUE_SLICE_SIZE,
+    KUEUE_TOTAL,
+    KUEUE_UNCONSTRAINED,
+    kueue_policy,
+)
+from schemas.gangs_kai import KAI_PREFERRED, KAI_REQUIRED, KAI_SUBGROUP_LABEL, KaiPodGroup, kai_policy
+from schemas.gangs_kube import KubePodGroup, Workload, from_template, kube_policy, resolved
+
+ZONE, RACK, HOST = "topology.kubernetes.io/zone", "topology.kubernetes.io/rack", "kubernetes.io/hostname"
+LEVELS = (ZONE, RACK, HOST)
+TIERS = {ZONE: 2, RACK: 1}
+
+
+def hard(level: str) -> NetworkConstraint:
+    return NetworkConstraint(mode=TopologyMode.HARD, highest_tier_name=level)
+
+
+def soft(level: str) -> NetworkConstraint:
+    return NetworkConstraint(mode=TopologyMode.SOFT, highest_tier_name=level)
+
+
+def kube_group(spec: dict[str, object]) -> KubePodGroup:
+    import msgspec
+
+    return msgspec.convert({"metadata": {"name": "g"}, "spec": spec}, KubePodGroup)
+
+
+def kai_group(spec: dict[str, object], annotations: dict[str, str] | None = None) -> KaiPodGroup:
+    import msgspec
+
+    return msgspec.convert({"metadata": {"name": "g", "annotations": annotations or {}}, "spec": spec}, KaiPodGroup)
+
+
+# --- Kubernetes' Workload API: (spec, minimum, constraint) -------------------------------------------
+KUBE_CASES = {
+    "gang minCount": ({"schedulingPolicy": {"gang": {"minCount": 3}}}, 3, None),
+    "basic is no gang": ({"schedulingPolicy": {"basic": {}}}, 1, None),
+    "a topology key is hard": (
+        {"schedulingPolicy": {"gang": {"minCount": 2}}, "schedulingConstraints": {"topology": [{"key": RACK}]}},
+        2,
+        hard(RACK),
+    ),
+    "basic with a topology key keeps the domain": (
+        {"schedulingPolicy": {"basic": {}}, "schedulingConstraints": {"topology": [{"key": ZONE}]}},
+        1,
+        hard(ZONE),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", KUBE_CASES, ids=list(KUBE_CASES))
+def test_kubernetes_pod_group_policies(case: str) -> None:
+    spec, minimum, network = KUBE_CASES[case]
+    assert kube_policy(kube_group(spec)) == (minimum, network)
+
+
+KUBE_ERRORS = {
+    "neither policy": ({}, "spec.schedulingPolicy"),
+    "both policies": ({"schedulingPolicy": {"basic": {}, "gang": {"minCount": 1}}}, "spec.schedulingPolicy"),
+    "minCount 0": ({"schedulingPolicy": {"gang": {"minCount": 0}}}, "spec.schedulingPolicy.gang.minCount"),
+    "two topology constraints": (
+        {"schedulingPolicy": {"basic": {}}, "schedulingConstraints": {"topology": [{"key": RACK}, {"key": ZONE}]}},
+        "spec.schedulingConstraints.topology",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", KUBE_ERRORS, ids=list(KUBE_ERRORS))
+def test_kubernetes_pod_group_errors_name_the_field(case: str) -> None:
+    spec, field = KUBE_ERRORS[case]
+    with pytest.raises(FieldError) as caught:
+        kube_policy(kube_group(spec))
+    assert caught.value.field == field
+
+
+def test_a_pod_group_takes_what_it_leaves_out_from_its_workload_template() -> None:
+    import msgspec
+
+    workload = msgspec.convert(
+        {
+            "metadata": {"name": "job"},
+            "spec": {
+                "podGroupTemplates": [
+                    {
+                        "name": "workers",
+                        "schedulingPolicy": {"gang": {"minCount": 4}},
+                        "schedulingConstraints": {"topology": [{"key": RACK}]},
+                    }
+                ]
+            },
+        },
+        Workload,
+    )
+    ref = {"workload": {"workloadName": "job", "podGroupTemplateName": "workers"}}
+    assert kube_policy(resolved(kube_group({"podGroupTemplateRef": ref}), workload)) == (4, hard(RACK))
+    missing = {"workload": {"workloadName": "job", "podGroupTemplateName": "ps"}}
+    with pytest.raises(FieldError, match="no template 'ps'"):
+        resolved(kube_group({"podGroupTemplateRef": missing}), workload)
+
+
+def test_a_v1alpha1_workload_pod_group_is_one_gang_per_replica_key() -> None:
+    import msgspec
+
+    workload = msgspec.convert(
+        {"metadata": {"name": "job"}, "spec": {"podGroups": [{"name": "w", "policy": {"gang": {"minCount": 2}}}]}},
+        Workload,
+    )
+    template = workload.template("w")
+    assert template is not None
+    group = from_template(workload, template, "1")
+    assert group.metadata.name == "job-w-1"
+    assert kube_policy(group) == (2, None)
+
+
+# --- KAI: PodGroup constraints, annotations and subgroups ---------------------------------------------
+def test_kai_required_is_hard_and_preferred_alone_is_soft() -> None:
+    both = {"topologyConstraint": {"requiredTopologyLevel": ZONE, "preferredTopologyLevel": RACK}}
+    assert kai_policy(kai_group(both), {}, TIERS) == (hard(ZONE), ())
+    preferred = {"topologyConstraint": {"preferredTopologyLevel": RACK}}
+    assert kai_policy(kai_group(preferred), {}, TIERS) == (soft(RACK), ())
+
+
+def test_kai_placement_annotations_are_read_from_the_pod_group_else_its_pods() -> None:
+    on_group = kai_group({}, {KAI_REQUIRED: RACK})
+    assert kai_policy(on_group, {KAI_REQUIRED: ZONE}, TIERS)[0] == hard(RACK)
+    assert kai_policy(kai_group({}), {KAI_PREFERRED: ZONE}, TIERS)[0] == soft(ZONE)
+    assert kai_policy(kai_group({}), {}, TIERS)[0] is None
+
+
+def test_kai_subgroups_are_policies_by_their_label_each_required_at_its_min_member() -> None:
+    spec = {
+        "minMember": 5,
+        "subGroups": [
+            {"name": "a", "minMember": 2, "topologyConstraint": {"requiredTopologyLevel": RACK}},
+            {"name": "b", "minMember": 3},
+            {"name": "elastic", "minMember": 0},
+        ],
+    }
+    _, policies = kai_policy(kai_group(spec), {}, TIERS)
+    assert [(p.name, p.sub_group_size, p.min_sub_groups, p.network) for p in policies] == [
+        ("a", 2, 1, hard(RACK)),
+        ("b", 3, 1, None),
+        ("elastic", 0, 0, None),
+    ]
+    assert all(p.match_label_keys == (KAI_SUBGROUP_LABEL,) for p in policies)
+
+
+def test_a_kai_parents_required_level_merges_its_subgroups_inside_the_tightest_level() -> None:
+    # The parent needs one zone for both; "a" needs one rack: together they are kept in one rack,
+    # which holds both constraints (stricter than KAI, never looser).
+    spec = {
+        "subGroups": [
+            {"name": "parent", "topologyConstraint": {"requiredTopologyLevel": ZONE}},
+            {"name": "a", "parent": "parent", "minMember": 1, "topologyConstraint": {"requiredTopologyLevel": RACK}},
+            {"name": "b", "parent": "parent", "minMember": 1},
+            {"name": "c", "minMember": 1},
+        ]
+    }
+    _, policies = kai_policy(kai_group(spec), {}, TIERS)
+    assert [(p.name, p.network) for p in policies] == [("parent", hard(RACK)), ("c", None)]
+    selector = policies[0].label_selector
+    assert selector is not None and selector.match_expressions[0].values == ("a", "b")
+
+
+KAI_ERRORS = {
+    "unknown parent": ({"subGroups": [{"name": "a", "parent": "x"}]}, "spec.subGroups[0].parent"),
+    "a parent loop": (
+        {"subGroups": [{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}]},
+        "spec.subGroups[0].parent",
+    ),
+    "a name twice": ({"subGroups": [{"name": "a"}, {"name": "a"}]}, "spec.subGroups[1].name"),
+    "minMember 0": ({"minMember": 0}, "spec.minMember"),
+}
+
+
+@pytest.mark.parametrize("case", KAI_ERRORS, ids=list(KAI_ERRORS))
+def test_kai_pod_group_errors_name_the_field(case: str) -> None:
+    spec, field = KAI_ERRORS[case]
+    with pytest.raises(FieldError) as caught:
+        kai_policy(kai_group(spec), {}, TIERS)
+    assert caught.value.field == field
+
+
+# --- Kueue's extra annotations --------------------------------------------------------------------
+def layers(*pairs: tuple[str, int]) -> str:
+    return json.dumps([{"topology": t, "size": s} for t, s in pairs])
+
+
+def test_kueue_unconstrained_is_no_requirement_and_required_comes_first() -> None:
+    assert kueue_policy({KUEUE_UNCONSTRAINED: "true"}) == (None, ())
+    assert kueue_policy({KUEUE_UNCONSTRAINED: "true", KUEUE_REQUIRED: RACK}) == (hard(RACK), ())
+    with pytest.raises(FieldError, match="must be true or false"):
+        kueue_policy({KUEUE_UNCONSTRAINED: "maybe"})
+
+
+def test_kueue_multi_layer_slices_keep_each_coarse_slice_inside_the_finest_level() -> None:
+    _, (one,) = kueue_policy({KUEUE_SLICE_LAYERS: layers((RACK, 2))})
+    assert (one.sub_group_size, one.network) == (2, hard(RACK))
+    _, (two,) = kueue_policy({KUEUE_SLICE_LAYERS: layers((ZONE, 4), (RACK, 2))})
+    assert (two.sub_group_size, two.network) == (4, hard(RACK))
+
+
+KUEUE_ERRORS = {
+    "four layers": ({KUEUE_SLICE_LAYERS: layers((ZONE, 8), (RACK, 4), (HOST, 2), ("x", 1))}, "1 to 3 layers"),
+    "a size that does not divide": ({KUEUE_SLICE_LAYERS: layers((ZONE, 6), (RACK, 4))}, "evenly divide"),
+    "a level twice": ({KUEUE_SLICE_LAYERS: layers((RACK, 4), (RACK, 2))}, "given twice"),
+    "not JSON": ({KUEUE_SLICE_LAYERS: "rack"}, "JSON list"),
+    "with the two-level pair": ({KUEUE_SLICE_LAYERS: layers((RACK, 2)), KUEUE_SLICE_REQUIRED: RACK}, "may not be set"),
+    "a group without a level": ({KUEUE_PODSET_GROUP: "g"}, "needs"),
+}
+
+
+@pytest.mark.parametrize("case", KUEUE_ERRORS, ids=list(KUEUE_ERRORS))
+def test_kueue_annotation_errors(case: str) -> None:
+    annotations, reason = KUEUE_ERRORS[case]
+    with pytest.raises(FieldError, match=reason):
+        kueue_policy(annotations)
+
+
+def test_a_kueue_pod_set_group_with_its_level_is_one_gang() -> None:
+    network, _ = kueue_policy({KUEUE_PODSET_GROUP: "g", KUEUE_REQUIRED: RACK, KUEUE_SLICE_SIZE: "2"})
+    assert network == hard(RACK)
+
+
+# --- placements on trees built from the frameworks' examples -----------------------------------------
+def labelled(name: str, zone: str, rack: str, free: int) -> NodeState:
+    node = fixture_node(name, H100, busy=list(range(8 - free)))
+    labels = {**node.labels, ZONE: zone, RACK: rack, HOST: name}
+    import msgspec
+
+    return msgspec.structs.replace(node, labels=labels)
+
+
+def member(name: str, gpus: int = 1, labels: dict[str, str] | None = None, **annotations: str) -> PodRequest:
+    return PodRequest(
+        uid=f"uid-{name}",
+        name=name,
+        requests={"nvidia.com/gpu": str(gpus)},
+        labels=labels or {},
+        annotations=annotations,
+    )
+
+
+def decide(nodes: list[NodeState], given: GangInput) -> GangDecision:
+    index = new_index()
+    for n in nodes:
+        index.upsert(n)
+    tree = build_tree((), {n.name: n.labels for n in nodes}, topology_levels=LEVELS).tree
+    return place_gang(registry, index, tree, gang_request(given, tree.tier_names))
+
+
+def kai_docs_cluster() -> list[NodeState]:
+    """KAI's topology docs: zone A racks of 2, 1, 1, 1 GPUs; zone B three racks of 2; one GPU a node."""
+    racks = {"a1": 2, "a2": 1, "a3": 1, "a4": 1, "b1": 2, "b2": 2, "b3": 2}
+    return [
+        labelled(f"node-{rack}-{i}", f"zone-{rack[0]}", rack, free=1)
+        for rack, count in racks.items()
+        for i in range(count)
+    ]
+
+
+def test_kai_docs_example_zone_a_by_binpacking_and_rack_a1_filled_first() -> None:
+    # 3 one-GPU tasks, zone required, rack preferred: no rack holds 3; zone A (5 GPUs) is tighter than
+    # zone B (6); inside it rack A1 (2 GPUs) is filled first, so the pods use 2 racks, not 3.
+    group = kai_group(
+        {"minMember": 3, "topologyConstraint": {"requiredTopologyLevel": ZONE, "preferredTopologyLevel": RACK}}
+    )
+    decision = decide(kai_docs_cluster(), GangInput(kai_podgroup=group, pods=tuple(member(f"t-{i}") for i in range(3))))
+    assert decision.placed and decision.hypernode == "zone-a"
+    assert sorted(p.node or "" for p in decision.pods) == ["node-a1-0", "node-a1-1", "node-a2-0"]
+
+
+def test_a_workload_gang_that_fits_no_rack_is_refused_and_its_min_count_is_placed() -> None:
+    # KEP-5732: every pod in one domain of the key. Racks have 2 free GPUs; 3 pods do not fit one;
+    # with minCount 2 the minimum goes to one rack and the third waits.
+    nodes = [labelled(f"n-{r}-{i}", "z", r, free=1) for r in ("r0", "r1") for i in range(2)]
+    pods = tuple(member(f"w-{i}") for i in range(3))
+    spec = {"schedulingConstraints": {"topology": [{"key": RACK}]}}
+    whole = kube_group({**spec, "schedulingPolicy": {"gang": {"minCount": 3}}})
+    assert not decide(nodes, GangInput(workload_group=whole, pods=pods)).placed
+    minimum = kube_group({**spec, "schedulingPolicy": {"gang": {"minCount": 2}}})
+    decision = decide(nodes, GangInput(workload_group=minimum, pods=pods))
+    assert decision.placed and decision.partial
+    placed = [p.node for p in decision.pods if p.node]
+    assert len(placed) == 2 and len({n.split("-")[1] for n in placed}) == 1
+
+
+def test_kai_subgroups_each_stay_in_one_rack_while_the_job_may_span_the_zone() -> None:
+    nodes = [labelled(f"n-{r}-{i}", "z", r, free=2) for r in ("r0", "r1") for i in range(2)]
+    spec = {
+        "minMember": 8,
+        "subGroups": [
+            {"name": s, "minMember": 4, "topologyConstraint": {"requiredTopologyLevel": RACK}} for s in ("x", "y")
+        ],
+    }
+    pods = tuple(member(f"{s}-{i}", labels={KAI_SUBGROUP_LABEL: s}) for s in ("x", "y") for i in range(4))
+    decision = decide(nodes, GangInput(kai_podgroup=kai_group(spec), pods=pods))
+    assert decision.placed
+    racks = {s: {p.node.split("-")[1] for p in decision.pods if p.name.startswith(s) and p.node} for s in "xy"}
+    assert racks["x"] and racks["y"] and all(len(r) == 1 for r in racks.values())
+
+
+def test_kueue_multi_layer_slices_place_each_coarse_slice_in_one_rack() -> None:
+    nodes = [labelled(f"n-{z}{r}-{i}", z, f"{z}{r}", free=2) for z in "ab" for r in "01" for i in range(2)]
+    notes = {KUEUE_GROUP: "job", KUEUE_TOTAL: "8", KUEUE_SLICE_LAYERS: layers((ZONE, 4), (RACK, 2))}
+    pods = tuple(member(f"p-{i}", labels={"kueue.x-k8s.io/pod-group-pod-index": str(i)}, **notes) for i in range(8))
+    decision = decide(nodes, GangInput(pods=pods))
+    assert decision.placed
+    for start in (0, 4):
+        ranks = [p for p in decision.pods if p.rank is not None and start <= p.rank < start + 4]
+        assert len({p.domain for p in ranks}) == 1  # each slice of 4 in one rack: one zone too
+
+
+# --- properties ----------------------------------------------------------------------------------
+@st.composite
+def racks_and_gangs(draw: st.DrawFn) -> tuple[list[NodeState], int, str, int]:
+    frees = draw(st.lists(st.integers(0, 8), min_size=2, max_size=8))
+    nodes = [labelled(f"n{i}", f"z{i // 4}", f"r{i // 2}", free) for i, free in enumerate(frees)]
+    return nodes, draw(st.integers(1, 8)), draw(st.sampled_from([ZONE, RACK])), draw(st.integers(1, 4))
+
+
+def level_of(node: str, level: str, nodes: list[NodeState]) -> str:
+    return next(n.labels[level] for n in nodes if n.name == node)
+
+
+@settings(max_examples=60, deadline=None)
+@given(racks_and_gangs(), st.sampled_from(["kube", "kai"]))
+def test_a_hard_level_is_never_exceeded_and_the_same_input_gives_the_same_answer(
+    case: tuple[list[NodeState], int, str, int], framework: str
+) -> None:
+    nodes, size, level, gpus = case
+    pods = tuple(member(f"w-{i}", gpus) for i in range(size))
+    if framework == "kube":
+        group = kube_group(
+            {"schedulingPolicy": {"gang": {"minCount": size}}, "schedulingConstraints": {"topology": [{"key": level}]}}
+        )
+        given_gang = GangInput(workload_group=group, pods=pods)
+    else:
+        kai = kai_group({"minMember": size, "topologyConstraint": {"requiredTopologyLevel": level}})
+        given_gang = GangInput(kai_podgroup=kai, pods=pods)
+    first, again = decide(nodes, given_gang), decide(nodes, given_gang)
+    assert first == again
+    placed = [p.node for p in first.pods if p.node]
+    if first.placed:
+        assert len(placed) == size
+        assert len({level_of(n, level, nodes) for n in placed}) == 1
+    else:
+        assert not placed
