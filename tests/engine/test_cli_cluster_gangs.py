@@ -175,3 +175,45 @@ def test_pods_naming_a_gang_the_cluster_lacks_exit_2(
     code, _, err = run(tmp_path, as_list(*rack_nodes()), as_list(*pods), capsys=capsys)
     assert code == 2
     assert message in err
+
+
+def test_two_fabrics_each_gang_uses_the_topology_of_its_resource_flavor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An H100 spine-leaf pool and a GB200 rack pool, a Kueue Topology and ResourceFlavor each, both naming
+    # their lowest level by one label: a gang admitted to a flavor (its pods' nodeSelector holds the
+    # flavor's labels) is placed in that flavor's tree, not the first Topology that has the level.
+    spine = "example.com/spine"
+    leaf = nvl = "example.com/rack"
+
+    def topology(name: str, levels: list[str]) -> dict[str, Any]:
+        return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": name},
+                "spec": {"levels": [{"nodeLabel": level} for level in levels]}}  # fmt: skip
+
+    def flavor(name: str, pool: str, tree: str) -> dict[str, Any]:
+        return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": name},
+                "spec": {"nodeLabels": {"pool": pool}, "topologyName": tree}}  # fmt: skip
+
+    h100 = [
+        k8s_node(f"h100-{i}", labels={"pool": "h100", spine: "s0", leaf: f"l{i // 2}"}, **{"nvidia.com/gpu": "8"})
+        for i in range(4)
+    ]
+    gb200 = [
+        k8s_node(f"gb200-{i}", labels={"pool": "gb200", nvl: f"rack{i // 2}"}, **{"nvidia.com/gpu": "4"})
+        for i in range(4)
+    ]
+    objects = [*h100, *gb200, topology("h100-fabric", [spine, leaf]), topology("nvl72", [nvl])]
+    objects += [flavor("h100", "h100", "h100-fabric"), flavor("gb200", "gb200", "nvl72")]
+
+    def gang(pool: str, level: str, gpus: int) -> list[dict[str, Any]]:
+        notes = {"kueue.x-k8s.io/pod-group-name": pool, "kueue.x-k8s.io/pod-group-total-count": "2",
+                 "kueue.x-k8s.io/podset-required-topology": level}  # fmt: skip
+        return [k8s_pod(f"{pool}-{i}", gpus=gpus, annotations=notes, nodeSelector={"pool": pool}) for i in range(2)]
+
+    code, answer, err = run(tmp_path, as_list(*objects), as_list(*gang("gb200", nvl, 4)), capsys=capsys)
+    assert code == 0, err
+    assert answer["placed"] and answer["hypernode"] in ("rack0", "rack1") and answer["tier"] == 1
+    code, answer, err = run(tmp_path, as_list(*objects), as_list(*gang("h100", leaf, 8)), capsys=capsys)
+    assert code == 0, err
+    assert answer["hypernode"] in ("s0/l0", "s0/l1")
+    assert {p["node"][:4] for p in answer["pods"]} == {"h100"}

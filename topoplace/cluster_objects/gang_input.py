@@ -7,7 +7,9 @@ pod-group annotations. Each framework's object is kept as written; the engine tr
 (engine/decide/gang/input.py).
 
 The tree, when no HyperNode is given (they come first): the Topology (Kueue's or KAI's) the gang
-names (KAI: `topologyConstraint.topology` or `kai.scheduler/topology`), else the one whose levels
+names (KAI: `topologyConstraint.topology` or `kai.scheduler/topology`; Kueue: the `topologyName` of
+the ResourceFlavor whose `nodeLabels` the pods' nodeSelector holds, as Kueue pins admitted pods to
+their flavor; with a Topology per flavor, each gang gets its own tree), else the one whose levels
 hold every level the gang names (the first by name when several do), else, for levels that no
 Topology holds, one level per node label the gang names, as KEP-5732 groups nodes by the label
 itself (with several such labels their order is not known: the first Topology's levels are kept).
@@ -93,7 +95,7 @@ def with_gang_tree(snapshot: Snapshot, gang: GangInput, gangs: GangObjects) -> S
     """The snapshot with the label levels of the gang's Topology (module docstring); as it is with HyperNodes."""
     if snapshot.hypernodes:
         return snapshot
-    named = _named_topology(gang)
+    named = _named_topology(gang) or _flavor_topology(gang, gangs)
     if named:
         if named not in gangs.topologies:
             raise ValueError(f"--pods: the gang names Topology {named!r}, which no --cluster file holds")
@@ -108,6 +110,17 @@ def with_gang_tree(snapshot: Snapshot, gang: GangInput, gangs: GangObjects) -> S
         return msgspec.structs.replace(snapshot, topology_levels=(wanted.pop(),))
     first = min(gangs.topologies, default=None)
     return snapshot if first is None else msgspec.structs.replace(snapshot, topology_levels=gangs.topologies[first])
+
+
+def _flavor_topology(gang: GangInput, gangs: GangObjects) -> str:
+    """The Topology of the first ResourceFlavor (by name) whose node labels the first pod's nodeSelector holds."""
+    if not gang.pods:
+        return ""
+    selector = gang.pods[0].node_selector
+    for flavor in gangs.flavors:
+        if flavor.node_labels and all(selector.get(k) == v for k, v in flavor.node_labels.items()):
+            return flavor.topology
+    return ""
 
 
 def _named_topology(gang: GangInput) -> str:

@@ -4,6 +4,8 @@
   v1alpha2 / v1beta1) or KAI's (`scheduling.run.ai`), told apart by apiVersion (none: Volcano's).
 - `Workload` (`scheduling.k8s.io`): its v1alpha1 `podGroups` and v1alpha2 `podGroupTemplates`.
 - `Topology`: Kueue's (`kueue.x-k8s.io`) or KAI's (`kai.scheduler`), its levels' node labels by name.
+- `ResourceFlavor` (`kueue.x-k8s.io`): its `spec.nodeLabels` and `spec.topologyName`, so that a pod
+  Kueue admitted to a flavor (its nodeSelector holds the flavor's labels) uses that flavor's Topology.
 
 A pod joins a `scheduling.k8s.io` gang by `spec.schedulingGroup.podGroupName` (v1alpha2 / v1beta1)
 or `spec.workloadRef` {name, podGroup, podGroupReplicaKey} (v1alpha1); KAI's by its annotation
@@ -21,7 +23,7 @@ from schemas.gangs_kai import KaiPodGroup
 from schemas.gangs_kube import KUBE_SCHEDULING_GROUP, KubePodGroup, Workload
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject
 
-GANG_KINDS = ("PodGroup", "Workload", "Topology")
+GANG_KINDS = ("PodGroup", "Workload", "Topology", "ResourceFlavor")
 
 
 class _Level(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
@@ -39,6 +41,24 @@ class _Named(msgspec.Struct, frozen=True, kw_only=True):
 class _Topology(msgspec.Struct, frozen=True, kw_only=True):
     metadata: _Named = _Named()
     spec: _TopologySpec = _TopologySpec()
+
+
+class _FlavorSpec(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    node_labels: dict[str, str] = {}
+    topology_name: str = ""
+
+
+class _Flavor(msgspec.Struct, frozen=True, kw_only=True):
+    metadata: _Named = _Named()
+    spec: _FlavorSpec = _FlavorSpec()
+
+
+class FlavorTopology(msgspec.Struct, frozen=True, kw_only=True):
+    """A Kueue ResourceFlavor with a Topology: the node labels its pods are pinned to, and the Topology."""
+
+    flavor: str
+    node_labels: dict[str, str]
+    topology: str
 
 
 def _group_of(item: ClusterObject) -> str:
@@ -62,10 +82,18 @@ class GangObjects(msgspec.Struct, kw_only=True):
     kai: dict[str, KaiPodGroup] = {}
     topologies: dict[str, tuple[str, ...]] = {}  # Topology name -> its levels' node labels, top first
     topology_sources: dict[str, str] = {}  # Topology name -> its API group (Kueue's or KAI's)
+    flavors: list[FlavorTopology] = []  # Kueue ResourceFlavors that name a Topology, by name
 
     def add(self, item: ClusterObject) -> None:
         group = _group_of(item)
-        if item.kind == "Topology":
+        if item.kind == "ResourceFlavor":
+            flavor = _decoded(item, _Flavor)
+            if flavor.spec.topology_name:
+                found = FlavorTopology(
+                    flavor=flavor.metadata.name, node_labels=flavor.spec.node_labels, topology=flavor.spec.topology_name
+                )
+                self.flavors = sorted([*self.flavors, found], key=lambda f: f.flavor)
+        elif item.kind == "Topology":
             found = _decoded(item, _Topology)
             if found.metadata.name in self.topologies:
                 raise ClusterInputError(item.where, "metadata.name", f"Topology {found.metadata.name!r} given twice")
