@@ -217,3 +217,37 @@ def test_two_fabrics_each_gang_uses_the_topology_of_its_resource_flavor(
     assert code == 0, err
     assert answer["hypernode"] in ("s0/l0", "s0/l1")
     assert {p["node"][:4] for p in answer["pods"]} == {"h100"}
+
+
+GROUP_ERRORS = {
+    "KAI minMember 0": (
+        {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+         "metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 0}},
+        {"annotations": {"pod-group-name": "g"}},
+        "KAI PodGroup 'default/g': spec.minMember: must be at least 1, got 0",
+    ),
+    "scheduling.k8s.io minCount 0": (
+        {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "g"},
+         "spec": {"schedulingPolicy": {"gang": {"minCount": 0}}}},
+        {"schedulingGroup": {"podGroupName": "g"}},
+        "scheduling.k8s.io PodGroup 'default/g': spec.schedulingPolicy.gang.minCount: must be at least 1, got 0",
+    ),
+    "scheduling.k8s.io basic and gang": (
+        {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "g"},
+         "spec": {"schedulingPolicy": {"basic": {}, "gang": {"minCount": 1}}}},
+        {"schedulingGroup": {"podGroupName": "g"}},
+        "spec.schedulingPolicy: exactly one of basic and gang must be set",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", GROUP_ERRORS, ids=list(GROUP_ERRORS))
+def test_a_pod_group_that_cannot_be_read_exits_2_naming_it_and_the_field(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    group, link, message = GROUP_ERRORS[case]
+    spec = {k: v for k, v in link.items() if k != "annotations"}
+    pods = [k8s_pod(f"w-{i}", gpus=8, annotations=link.get("annotations"), **spec) for i in range(2)]
+    code, _, err = run(tmp_path, as_list(*rack_nodes(), group), as_list(*pods), capsys=capsys)
+    assert code == 2
+    assert message in err

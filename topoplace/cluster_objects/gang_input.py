@@ -24,6 +24,7 @@ import msgspec
 from engine import PodRequest, Snapshot
 from engine.core.model import GangInput
 from engine.decide.gang.input import gang_request
+from schemas.errors import FieldError
 from schemas.gangs import KUEUE_GROUP, VOLCANO_GROUP_ANNOTATION
 from schemas.gangs_kai import KAI_GROUP_ANNOTATION, KAI_TOPOLOGY, KaiPodGroup, constraint_of
 from schemas.gangs_kube import KubePodGroup, from_template, resolved
@@ -40,7 +41,21 @@ def _one(values: Sequence[object]) -> bool:
 
 
 def gang_of(pods: list[PodRequest], pod_paths: Sequence[str], gangs: GangObjects) -> GangInput:
-    """Several pods as one gang (module docstring); ValueError when they are not one."""
+    """Several pods as one gang (module docstring); ValueError when they are not one, or when its
+    PodGroup cannot be read (naming the PodGroup and the field)."""
+    gang = _gang_of(pods, pod_paths, gangs)
+    group = gang.workload_group or gang.kai_podgroup or gang.podgroup
+    if group is not None:
+        try:
+            gang_request(gang)
+        except FieldError as exc:
+            kind = "scheduling.k8s.io" if gang.workload_group else "KAI" if gang.kai_podgroup else "Volcano"
+            where = f"{group.metadata.namespace}/{group.metadata.name}"
+            raise ValueError(f"--cluster: {kind} PodGroup {where!r}: {exc}") from None
+    return gang
+
+
+def _gang_of(pods: list[PodRequest], pod_paths: Sequence[str], gangs: GangObjects) -> GangInput:
     namespace = pods[0].namespace
     links = _kube_links(pod_paths)
     if any(link is not None for link in links):
