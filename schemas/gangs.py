@@ -15,8 +15,8 @@
   no topology requirement, as no annotation: the gang may use the whole tree, tightest first),
   `podset-slice-required-topology-constraints` (TASMultiLayerTopology, beta and on by default in
   Kueue v0.19: a JSON list of 1 to 3 {topology, size}, coarsest first, each size dividing the one
-  above; one layer is the slice pair above; with more, each slice of the coarsest size is kept
-  inside the finest layer's level, which holds every layer, stricter than Kueue), and
+  above; each layer a slice policy whose `parent` is the layer above, so each slice of a layer
+  is laid out inside its enclosing slice's domain), and
   `podset-group-name` (pod sets placed in one domain: a pod group is already one gang, so this
   only checks that the group names a required or preferred level, as Kueue's webhook does).
   Kueue's precedence: required, else preferred, else unconstrained.
@@ -177,7 +177,7 @@ def kueue_policy(annotations: Mapping[str, str]) -> tuple[NetworkConstraint | No
         reason = f"a pod set group needs {KUEUE_REQUIRED} or {KUEUE_PREFERRED}"
         raise FieldError(f"metadata.annotations[{KUEUE_PODSET_GROUP}]", reason)
     if KUEUE_SLICE_LAYERS in annotations:
-        return network, (_slice_layers(annotations),)
+        return network, _slice_layers(annotations)
     level = annotations.get(KUEUE_SLICE_REQUIRED)
     if not level:
         return network, ()
@@ -192,9 +192,12 @@ def kueue_policy(annotations: Mapping[str, str]) -> tuple[NetworkConstraint | No
     return network, (_slice_policy(size, level),)
 
 
-def _slice_policy(size: int, level: str) -> SubGroupPolicy:
+def _slice_policy(size: int, level: str, name: str = "slice", parent: str = "") -> SubGroupPolicy:
     return SubGroupPolicy(
-        name="slice", sub_group_size=size, network=NetworkConstraint(mode=TopologyMode.HARD, highest_tier_name=level)
+        name=name,
+        sub_group_size=size,
+        network=NetworkConstraint(mode=TopologyMode.HARD, highest_tier_name=level),
+        parent=parent,
     )
 
 
@@ -213,8 +216,8 @@ class SliceLayer(msgspec.Struct, frozen=True, kw_only=True):
     size: int = 0
 
 
-def _slice_layers(annotations: Mapping[str, str]) -> SubGroupPolicy:
-    """Kueue's multi-layer slices, validated as its webhook does, as one slice policy (module docstring)."""
+def _slice_layers(annotations: Mapping[str, str]) -> tuple[SubGroupPolicy, ...]:
+    """Kueue's multi-layer slices, validated as its webhook does: "slice", then "slice2" inside each, ..."""
     field = f"metadata.annotations[{KUEUE_SLICE_LAYERS}]"
     for other in (KUEUE_SLICE_REQUIRED, KUEUE_SLICE_SIZE, KUEUE_PODSET_GROUP):
         if other in annotations:
@@ -234,4 +237,7 @@ def _slice_layers(annotations: Mapping[str, str]) -> SubGroupPolicy:
             raise FieldError(f"{field}[{i}].topology", f"{layer.topology!r} is given twice")
         if i and layers[i - 1].size % layer.size:
             raise FieldError(f"{field}[{i}].size", f"must evenly divide the layer above ({layers[i - 1].size})")
-    return _slice_policy(layers[0].size, layers[-1].topology)
+    names = ["slice", *(f"slice{i + 1}" for i in range(1, len(layers)))]
+    return tuple(
+        _slice_policy(layer.size, layer.topology, names[i], names[i - 1] if i else "") for i, layer in enumerate(layers)
+    )

@@ -13,12 +13,11 @@ A required level is a hard constraint (with a preferred one too: the walk from t
 already prefers the tighter level inside it); a preferred level alone is soft. Levels are named by
 their node-label key, which is the tier's name in a tree of label levels.
 
-Each subgroup that holds pods (one no other names as `parent`) is a subgroup policy of its own:
-its members are those labelled with its name, it is ready at its `minMember`, and every one is
-required (KAI places a PodGroup only with each subgroup at its minimum). A parent's required level
-cannot be a domain shared by several subgroups in the one gang search, so it is kept safe instead:
-the subgroups under it become one, inside the tightest required level among the parent and them
-(never looser than KAI asks; it may refuse what KAI would place).
+Every subgroup is a subgroup policy with its own constraint. One that holds pods (no other names it
+as `parent`) takes the members labelled with its name; it is ready at its `minMember`, and every
+one is required (KAI places a PodGroup only with each subgroup at its minimum; `minMember: 0`, an
+elastic segment, is not). A parent takes the members of every subgroup under it, as one subgroup
+whose domain holds its children's (the policy's `parent`: the subgroups are nested).
 """
 
 from __future__ import annotations
@@ -122,65 +121,43 @@ def _check(group: KaiPodGroup) -> dict[str, KaiSubGroup]:
 
 
 def kai_policy(
-    group: KaiPodGroup, pod_annotations: Mapping[str, str], tiers: Mapping[str, int]
+    group: KaiPodGroup, pod_annotations: Mapping[str, str]
 ) -> tuple[NetworkConstraint | None, tuple[SubGroupPolicy, ...]]:
-    """The PodGroup's network constraint and its subgroups as policies (`tiers`: tier by level name, to
-    find the tightest of a parent's and its subgroups' required levels). FieldError names a bad field."""
+    """The PodGroup's network constraint and its subgroups as nested policies; FieldError names a bad field."""
     by_name = _check(group)
-    parents = {s.parent for s in by_name.values() if s.parent is not None}
-    leaves = [s for s in group.spec.sub_groups if s.name not in parents]
-    merged: dict[str, list[KaiSubGroup]] = {}  # the topmost constrained ancestor -> its leaves
-    for leaf in leaves:
-        top = _topmost_required(leaf, by_name)
-        merged.setdefault(top.name if top is not None else f"\0{leaf.name}", []).append(leaf)
+    children: dict[str, list[str]] = {}
+    for sub in group.spec.sub_groups:
+        if sub.parent is not None:
+            children.setdefault(sub.parent, []).append(sub.name)
+
+    def leaves_under(name: str) -> list[str]:
+        below = children.get(name, [])
+        return [leaf for child in below for leaf in leaves_under(child)] if below else [name]
+
     policies: list[SubGroupPolicy] = []
-    for key, members in merged.items():
-        names = tuple(m.name for m in members)
-        head = by_name[key] if not key.startswith("\0") else members[0]
-        constraints = [m.topology_constraint for m in members]
-        constraints += [a.topology_constraint for m in members for a in _ancestors(m, by_name)]
-        found = _tightest([c for c in constraints if c is not None], tiers)
-        single = len(members) == 1
+    for sub in _parents_first(group.spec.sub_groups, by_name):
+        leaf = sub.name not in children
+        names = tuple(leaves_under(sub.name))
         policies.append(
             SubGroupPolicy(
-                name=head.name,
-                # one subgroup: ready at its minMember; merged ones: one unit of all their members
-                sub_group_size=members[0].min_member if single else 0,
-                min_sub_groups=1 if any(m.min_member > 0 for m in members) else 0,
-                match_label_keys=(KAI_SUBGROUP_LABEL,) if single else (),
+                name=sub.name,
+                sub_group_size=sub.min_member if leaf else 0,
+                min_sub_groups=1 if leaf and sub.min_member > 0 else 0,
+                match_label_keys=(KAI_SUBGROUP_LABEL,) if leaf else (),
                 label_selector=LabelSelector(
                     match_expressions=(LabelSelectorRequirement(key=KAI_SUBGROUP_LABEL, operator="In", values=names),)
                 ),
-                network=found or network_of(head.topology_constraint),
+                network=network_of(sub.topology_constraint),
+                parent=sub.parent or "",
             )
         )
     return network_of(constraint_of(group, pod_annotations)), tuple(policies)
 
 
-def _ancestors(sub: KaiSubGroup, by_name: Mapping[str, KaiSubGroup]) -> list[KaiSubGroup]:
-    out: list[KaiSubGroup] = []
-    parent = sub.parent
-    while parent is not None:
-        out.append(by_name[parent])
-        parent = by_name[parent].parent
-    return out
+def _parents_first(subs: Sequence[KaiSubGroup], by_name: Mapping[str, KaiSubGroup]) -> list[KaiSubGroup]:
+    """The subgroups, each after its parent, otherwise in the PodGroup's order."""
 
+    def depth(sub: KaiSubGroup) -> int:
+        return 0 if sub.parent is None else 1 + depth(by_name[sub.parent])
 
-def _topmost_required(leaf: KaiSubGroup, by_name: Mapping[str, KaiSubGroup]) -> KaiSubGroup | None:
-    """The highest ancestor of the leaf with a required level (None: no ancestor has one)."""
-    top = None
-    for ancestor in _ancestors(leaf, by_name):
-        if ancestor.topology_constraint is not None and ancestor.topology_constraint.required_topology_level:
-            top = ancestor
-    return top
-
-
-def _tightest(constraints: Sequence[KaiTopologyConstraint], tiers: Mapping[str, int]) -> NetworkConstraint | None:
-    """The tightest required level among them (an unknown level first: the search then names it)."""
-    levels = sorted(
-        {c.required_topology_level for c in constraints if c.required_topology_level},
-        key=lambda level: (level in tiers, tiers.get(level, 0), level),
-    )
-    if not levels:
-        return None
-    return NetworkConstraint(mode=TopologyMode.HARD, highest_tier_name=levels[0])
+    return sorted(subs, key=depth)

@@ -36,7 +36,6 @@ from schemas.gangs_kube import KubePodGroup, Workload, from_template, kube_polic
 
 ZONE, RACK, HOST = "topology.kubernetes.io/zone", "topology.kubernetes.io/rack", "kubernetes.io/hostname"
 LEVELS = (ZONE, RACK, HOST)
-TIERS = {ZONE: 2, RACK: 1}
 
 
 def hard(level: str) -> NetworkConstraint:
@@ -143,16 +142,16 @@ def test_a_v1alpha1_workload_pod_group_is_one_gang_per_replica_key() -> None:
 # --- KAI: PodGroup constraints, annotations and subgroups ---------------------------------------------
 def test_kai_required_is_hard_and_preferred_alone_is_soft() -> None:
     both = {"topologyConstraint": {"requiredTopologyLevel": ZONE, "preferredTopologyLevel": RACK}}
-    assert kai_policy(kai_group(both), {}, TIERS) == (hard(ZONE), ())
+    assert kai_policy(kai_group(both), {}) == (hard(ZONE), ())
     preferred = {"topologyConstraint": {"preferredTopologyLevel": RACK}}
-    assert kai_policy(kai_group(preferred), {}, TIERS) == (soft(RACK), ())
+    assert kai_policy(kai_group(preferred), {}) == (soft(RACK), ())
 
 
 def test_kai_placement_annotations_are_read_from_the_pod_group_else_its_pods() -> None:
     on_group = kai_group({}, {KAI_REQUIRED: RACK})
-    assert kai_policy(on_group, {KAI_REQUIRED: ZONE}, TIERS)[0] == hard(RACK)
-    assert kai_policy(kai_group({}), {KAI_PREFERRED: ZONE}, TIERS)[0] == soft(ZONE)
-    assert kai_policy(kai_group({}), {}, TIERS)[0] is None
+    assert kai_policy(on_group, {KAI_REQUIRED: ZONE})[0] == hard(RACK)
+    assert kai_policy(kai_group({}), {KAI_PREFERRED: ZONE})[0] == soft(ZONE)
+    assert kai_policy(kai_group({}), {})[0] is None
 
 
 def test_kai_subgroups_are_policies_by_their_label_each_required_at_its_min_member() -> None:
@@ -164,7 +163,7 @@ def test_kai_subgroups_are_policies_by_their_label_each_required_at_its_min_memb
             {"name": "elastic", "minMember": 0},
         ],
     }
-    _, policies = kai_policy(kai_group(spec), {}, TIERS)
+    _, policies = kai_policy(kai_group(spec), {})
     assert [(p.name, p.sub_group_size, p.min_sub_groups, p.network) for p in policies] == [
         ("a", 2, 1, hard(RACK)),
         ("b", 3, 1, None),
@@ -173,9 +172,7 @@ def test_kai_subgroups_are_policies_by_their_label_each_required_at_its_min_memb
     assert all(p.match_label_keys == (KAI_SUBGROUP_LABEL,) for p in policies)
 
 
-def test_a_kai_parents_required_level_merges_its_subgroups_inside_the_tightest_level() -> None:
-    # The parent needs one zone for both; "a" needs one rack: together they are kept in one rack,
-    # which holds both constraints (stricter than KAI, never looser).
+def test_kai_nested_subgroups_are_policies_whose_parent_holds_their_members() -> None:
     spec = {
         "subGroups": [
             {"name": "parent", "topologyConstraint": {"requiredTopologyLevel": ZONE}},
@@ -184,8 +181,13 @@ def test_a_kai_parents_required_level_merges_its_subgroups_inside_the_tightest_l
             {"name": "c", "minMember": 1},
         ]
     }
-    _, policies = kai_policy(kai_group(spec), {}, TIERS)
-    assert [(p.name, p.network) for p in policies] == [("parent", hard(RACK)), ("c", None)]
+    _, policies = kai_policy(kai_group(spec), {})
+    assert [(p.name, p.parent, p.network, p.sub_group_size) for p in policies] == [
+        ("parent", "", hard(ZONE), 0),
+        ("c", "", None, 1),
+        ("a", "parent", hard(RACK), 1),
+        ("b", "parent", None, 1),
+    ]
     selector = policies[0].label_selector
     assert selector is not None and selector.match_expressions[0].values == ("a", "b")
 
@@ -205,7 +207,7 @@ KAI_ERRORS = {
 def test_kai_pod_group_errors_name_the_field(case: str) -> None:
     spec, field = KAI_ERRORS[case]
     with pytest.raises(FieldError) as caught:
-        kai_policy(kai_group(spec), {}, TIERS)
+        kai_policy(kai_group(spec), {})
     assert caught.value.field == field
 
 
@@ -221,11 +223,14 @@ def test_kueue_unconstrained_is_no_requirement_and_required_comes_first() -> Non
         kueue_policy({KUEUE_UNCONSTRAINED: "maybe"})
 
 
-def test_kueue_multi_layer_slices_keep_each_coarse_slice_inside_the_finest_level() -> None:
+def test_kueue_multi_layer_slices_are_nested_slice_policies() -> None:
     _, (one,) = kueue_policy({KUEUE_SLICE_LAYERS: layers((RACK, 2))})
-    assert (one.sub_group_size, one.network) == (2, hard(RACK))
-    _, (two,) = kueue_policy({KUEUE_SLICE_LAYERS: layers((ZONE, 4), (RACK, 2))})
-    assert (two.sub_group_size, two.network) == (4, hard(RACK))
+    assert (one.name, one.sub_group_size, one.network, one.parent) == ("slice", 2, hard(RACK), "")
+    _, policies = kueue_policy({KUEUE_SLICE_LAYERS: layers((ZONE, 4), (RACK, 2))})
+    assert [(p.name, p.sub_group_size, p.network, p.parent) for p in policies] == [
+        ("slice", 4, hard(ZONE), ""),
+        ("slice2", 2, hard(RACK), "slice"),
+    ]
 
 
 KUEUE_ERRORS = {
@@ -274,7 +279,7 @@ def decide(nodes: list[NodeState], given: GangInput) -> GangDecision:
     for n in nodes:
         index.upsert(n)
     tree = build_tree((), {n.name: n.labels for n in nodes}, topology_levels=LEVELS).tree
-    return place_gang(registry, index, tree, gang_request(given, tree.tier_names))
+    return place_gang(registry, index, tree, gang_request(given))
 
 
 def kai_docs_cluster() -> list[NodeState]:
@@ -328,15 +333,20 @@ def test_kai_subgroups_each_stay_in_one_rack_while_the_job_may_span_the_zone() -
     assert racks["x"] and racks["y"] and all(len(r) == 1 for r in racks.values())
 
 
-def test_kueue_multi_layer_slices_place_each_coarse_slice_in_one_rack() -> None:
+def test_kueue_multi_layer_slices_place_each_slice_inside_its_enclosing_slice() -> None:
     nodes = [labelled(f"n-{z}{r}-{i}", z, f"{z}{r}", free=2) for z in "ab" for r in "01" for i in range(2)]
     notes = {KUEUE_GROUP: "job", KUEUE_TOTAL: "8", KUEUE_SLICE_LAYERS: layers((ZONE, 4), (RACK, 2))}
     pods = tuple(member(f"p-{i}", labels={"kueue.x-k8s.io/pod-group-pod-index": str(i)}, **notes) for i in range(8))
     decision = decide(nodes, GangInput(pods=pods))
     assert decision.placed
-    for start in (0, 4):
-        ranks = [p for p in decision.pods if p.rank is not None and start <= p.rank < start + 4]
-        assert len({p.domain for p in ranks}) == 1  # each slice of 4 in one rack: one zone too
+    zone = {p.rank: (p.domain or "").split("/")[0] for p in decision.pods}
+    rack = {p.rank: p.domain for p in decision.pods}
+    assert all(zone[i] == zone[i - i % 4] for i in range(8))  # ranks 0-3 in one zone, 4-7 in one
+    assert all(rack[i] == rack[i - i % 2] for i in range(8))  # each pair in one rack
+    assert [p.sub_group for p in decision.pods][:4] == [
+        "slice/slice-0/slice2/slice-0", "slice/slice-0/slice2/slice-0",
+        "slice/slice-0/slice2/slice-1", "slice/slice-0/slice2/slice-1",
+    ]  # fmt: skip
 
 
 # --- properties ----------------------------------------------------------------------------------
@@ -374,3 +384,59 @@ def test_a_hard_level_is_never_exceeded_and_the_same_input_gives_the_same_answer
         assert len({level_of(n, level, nodes) for n in placed}) == 1
     else:
         assert not placed
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 8), min_size=2, max_size=8),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.integers(1, 4),
+)
+def test_nested_subgroups_never_leave_their_parents_domain_nor_exceed_their_level(
+    frees: list[int], size_a: int, size_b: int, gpus: int
+) -> None:
+    # KAI: a parent needing one zone, its subgroups a and b each one rack, the job free to span zones.
+    nodes = [labelled(f"n{i}", f"z{i // 4}", f"r{i // 2}", free) for i, free in enumerate(frees)]
+    spec = {
+        "minMember": size_a + size_b,
+        "subGroups": [
+            {"name": "p", "topologyConstraint": {"requiredTopologyLevel": ZONE}},
+            {"name": "a", "parent": "p", "minMember": size_a, "topologyConstraint": {"requiredTopologyLevel": RACK}},
+            {"name": "b", "parent": "p", "minMember": size_b, "topologyConstraint": {"requiredTopologyLevel": RACK}},
+        ],
+    }
+    pods = [member(f"a-{i}", gpus, labels={KAI_SUBGROUP_LABEL: "a"}) for i in range(size_a)]
+    pods += [member(f"b-{i}", gpus, labels={KAI_SUBGROUP_LABEL: "b"}) for i in range(size_b)]
+    given_gang = GangInput(kai_podgroup=kai_group(spec), pods=tuple(pods), minimum_placement=False)
+    decision = decide(nodes, given_gang)
+    assert decision == decide(nodes, given_gang)
+    placed = {p.name: p.node for p in decision.pods if p.node}
+    if not decision.placed:
+        assert not placed
+        return
+    assert len(placed) == size_a + size_b
+    assert len({level_of(n, ZONE, nodes) for n in placed.values()}) == 1
+    for role in "ab":
+        assert len({level_of(n, RACK, nodes) for name, n in placed.items() if name.startswith(role)}) == 1
+
+
+def test_a_kai_parent_keeps_its_subgroups_in_one_zone_each_in_its_rack() -> None:
+    # z0: r0 has 2 free GPUs, r1 none; z1: r2 and r3 have 2 each. Alone, "a" would take r0 (the tightest
+    # rack) and "b" a rack of z1; their parent needs one zone, so both go to z1, one rack each.
+    frees = {"r0": 2, "r1": 0, "r2": 2, "r3": 2}
+    nodes = [labelled(f"n-{r}", "z0" if r in ("r0", "r1") else "z1", r, free) for r, free in frees.items()]
+    spec = {
+        "minMember": 4,
+        "subGroups": [
+            {"name": "p", "topologyConstraint": {"requiredTopologyLevel": ZONE}},
+            *({"name": s, "parent": "p", "minMember": 2, "topologyConstraint": {"requiredTopologyLevel": RACK}}
+              for s in "ab"),
+        ],
+    }  # fmt: skip
+    pods = tuple(member(f"{s}-{i}", labels={KAI_SUBGROUP_LABEL: s}) for s in "ab" for i in range(2))
+    decision = decide(nodes, GangInput(kai_podgroup=kai_group(spec), pods=pods))
+    assert decision.placed
+    racks = {s: {p.node for p in decision.pods if p.name.startswith(s)} for s in "ab"}
+    assert sorted(map(sorted, racks.values())) == [["n-r2"], ["n-r3"]]
+    assert {p.sub_group for p in decision.pods} == {"p/all/a/a", "p/all/b/b"}

@@ -49,7 +49,7 @@ def decide(
     tree = build_tree((), {s.name: s.labels for s in states}, topology_levels=levels).tree
     notes = {KUEUE_GROUP: "job", KUEUE_TOTAL: str(count), key: level}
     pods = tuple(PodRequest(uid=f"u{i}", name=f"p-{i}", requests={"cpu": cpu}, annotations=notes) for i in range(count))
-    return place_gang(registry, index, tree, gang_request(GangInput(pods=pods), tree.tier_names))
+    return place_gang(registry, index, tree, gang_request(GangInput(pods=pods)))
 
 
 def domains(decision: GangDecision) -> dict[str, int]:

@@ -169,7 +169,7 @@ def place_gang_answer(given: PlaceInput, mode: Mode, explain: bool) -> int:
     tree = build_tree(
         snapshot.hypernodes, {n.name: n.labels for n in snapshot.nodes}, topology_levels=snapshot.topology_levels
     )
-    gang = gang_request(given.gang, tree.tree.tier_names)
+    gang = gang_request(given.gang)
     decision = place_gang(registry, index_of(snapshot), tree.tree, gang, mode, workload=snapshot.workload)
     # The engine's GangDecision as it is (schemas/json/engine-gang-decision.schema.json), and what the
     # network tree could not honour.

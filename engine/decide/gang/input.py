@@ -4,8 +4,6 @@ the one GangRequest the gang search reads."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from engine.core.model import GangInput
 from engine.decide.gang.request import GangRequest
 from schemas.errors import FieldError
@@ -14,9 +12,8 @@ from schemas.gangs_kai import kai_policy
 from schemas.gangs_kube import kube_policy
 
 
-def gang_request(given: GangInput, tiers: Mapping[str, int] | None = None) -> GangRequest:
-    """The engine's GangRequest; FieldError names what cannot be read (`tiers`: the tree's tier by name,
-    for KAI's nested subgroups)."""
+def gang_request(given: GangInput) -> GangRequest:
+    """The engine's GangRequest; FieldError names what cannot be read."""
     if not given.pods:
         raise FieldError("gang.pods", "a gang needs at least one pod")
     if sum(g is not None for g in (given.podgroup, given.workload_group, given.kai_podgroup)) > 1:
@@ -42,7 +39,7 @@ def gang_request(given: GangInput, tiers: Mapping[str, int] | None = None) -> Ga
         )
     if given.kai_podgroup is not None:
         kai = given.kai_podgroup
-        network, sub_groups = kai_policy(kai, given.pods[0].annotations, tiers or {})
+        network, sub_groups = kai_policy(kai, given.pods[0].annotations)
         return GangRequest(
             name=f"{kai.metadata.namespace}/{kai.metadata.name}",
             min_member=kai.spec.min_member,

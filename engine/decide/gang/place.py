@@ -38,7 +38,7 @@ from engine.decide.gang.plan import MAX_PLANNED, Layout, Plan, UnitLimit, plan_i
 from engine.decide.gang.ranks import member_key
 from engine.decide.gang.request import GangDecision, GangRequest
 from engine.decide.gang.slots import node_slots, shapes_of
-from engine.decide.gang.subgroups import Unit, units_of
+from engine.decide.gang.subgroups import Unit, leaves, units_of
 from engine.decide.gang.tiers import Pin, limit_of, minimum_candidates, most_slots, pin_of, tier_candidates
 
 if TYPE_CHECKING:  # the parts import the gang's slot tables: a type only, to keep the import one way
@@ -61,12 +61,13 @@ def place_gang(
     pending = sorted((p for p in gang.pods if not p.node_name), key=member_key)
     running = sorted((p for p in gang.pods if p.node_name), key=member_key)
     sub_units, own = units_of(gang.sub_groups, pending, running)
-    unit_of = {p.uid: u.name for u in sub_units for p in (*u.pending, *u.running)}
+    unit_of = {p.uid: leaf.name for u in sub_units for leaf in leaves(u) for p in (*leaf.pending, *leaf.running)}
     if not pending:
         reason = "every member is running"
         return decision_of(gang, tree, index, [], {}, running, placed=True, reason=reason, unit_of=unit_of)
     mode_hard, max_tier = limit_of(tree, gang.network, "network")
     units = [(u, _unit_limit(tree, u)) for u in sub_units]
+    child_limits = {c.name: _unit_limit(tree, c) for u in sub_units for c in _descendants(u)}
     units.append((own, UnitLimit(hard=mode_hard, tier=max_tier)))
     shapes = shapes_of(parts.slots, parts.vendors, parts.facts, pending, mode, workload)
     shape_of = {m.uid: s.key for s in shapes for m in s.members}
@@ -79,6 +80,7 @@ def place_gang(
         return Layout(tree, hypernode, shape_of, per_node, fits, pin.lca)
 
     walk = _Walk(tree, pin, mode_hard, max_tier, totals, need, layout, units)
+    walk.child_limits = child_limits
     best = walk.run(least=0)
     least = max(gang.min_member - len(running), 1)
     short = ""
@@ -95,6 +97,10 @@ def place_gang(
     return decision_of(
         gang, tree, index, pending, {}, running, placed=False, reason=reason, planned=walk.planned, unit_of=unit_of
     )
+
+
+def _descendants(unit: Unit) -> list[Unit]:
+    return [d for child in unit.children for d in (child, *_descendants(child))]
 
 
 def _unit_limit(tree: NetworkTree, unit: Unit) -> UnitLimit:
@@ -121,6 +127,7 @@ class _Walk:
         self.tree, self.pin, self.hard, self.max_tier = tree, pin, hard, max_tier
         self.totals, self.need, self.layout, self.units = totals, need, layout, units
         self.planned = 0
+        self.child_limits: dict[str, UnitLimit] = {}  # nested subgroups' own limits, by unit name
 
     def run(self, *, least: int, min_sub_groups: tuple[int, ...] = ()) -> Plan | None:
         """The best plan of the lowest tier that has one: the whole gang (`least` 0), or at least `least`."""
@@ -143,6 +150,7 @@ class _Walk:
                     partial=bool(least),
                     minimum=least,
                     min_sub_groups=min_sub_groups,
+                    child_limits=self.child_limits,
                 )
                 if plan is not None:
                     plans.append(plan)

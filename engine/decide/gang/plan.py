@@ -5,12 +5,13 @@ free slots, depth first), so consecutive ranks share a node, then a leaf, then t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
 from engine.cluster.network import NetworkTree
 from engine.core.model import PodRequest
+from engine.decide.gang.nested import place_nested
 from engine.decide.gang.subgroups import GANG_UNIT, Unit, ready_count
 from engine.decide.gang.tiers import is_within
 from engine.node.answer import NodeFit
@@ -109,6 +110,15 @@ class Layout:
             self.assignments.append((member.uid, node, nth))
             self.score += self.fits[(key, node)][nth].score.score
 
+    def mark(self) -> tuple[dict[int, bytes], dict[int, int], int, float]:
+        """What is laid out so far, to go back to (engine.decide.gang.nested)."""
+        return dict(self.owner), dict(self.used), len(self.assignments), self.score
+
+    def reset(self, mark: tuple[dict[int, bytes], dict[int, int], int, float]) -> None:
+        owner, used, count, score = mark
+        self.owner, self.used, self.score = dict(owner), dict(used), score
+        del self.assignments[count:]
+
     def free_after(self) -> int:
         return sum(sum(self._free_by_position(key).values()) for key in set(self.shape_of.values()))
 
@@ -194,6 +204,7 @@ def plan_in(
     partial: bool = False,
     minimum: int = 0,
     min_sub_groups: Sequence[int] = (),
+    child_limits: Mapping[str, UnitLimit] | None = None,
 ) -> Plan | None:
     """Every unit laid out in the candidate, or None when the gang does not fit (`partial`: when fewer
     than `minimum` members, or fewer ready subgroups than a policy's minSubGroups, could be placed)."""
@@ -202,7 +213,11 @@ def plan_in(
         if not unit.pending:
             continue
         before = len(layout.assignments)
-        if not _place_unit(layout, unit, limit, partial):
+        if unit.children:  # nested subgroups (child_limits: each child's own limit, by unit name)
+            laid_out = place_nested(layout, unit, limit, partial, child_limits or {}, _place_unit, _domains)
+        else:
+            laid_out = _place_unit(layout, unit, limit, partial)
+        if not laid_out:
             return None
         placed[unit.name] = len(layout.assignments) - before
     count = len(layout.assignments)
