@@ -251,3 +251,25 @@ def test_a_pod_group_that_cannot_be_read_exits_2_naming_it_and_the_field(
     code, _, err = run(tmp_path, as_list(*rack_nodes(), group), as_list(*pods), capsys=capsys)
     assert code == 2
     assert message in err
+
+
+def test_a_pod_group_topology_key_of_the_hostname_puts_the_group_on_one_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "default"},
+        "spec": {
+            "schedulingPolicy": {"gang": {"minCount": 2}},
+            "schedulingConstraints": {"topology": [{"key": "kubernetes.io/hostname"}]},
+        },
+    }
+    pods = [k8s_pod(f"w-{i}", gpus=4, schedulingGroup={"podGroupName": "pg"}) for i in range(2)]
+    code, answer, err = run(tmp_path, as_list(*rack_nodes(), group), as_list(*pods), capsys=capsys)
+    assert code == 0, err
+    assert len({p["node"] for p in answer["pods"]}) == 1
+    three = [k8s_pod(f"w-{i}", gpus=4, schedulingGroup={"podGroupName": "pg"}) for i in range(3)]
+    code, answer, err = run(tmp_path, as_list(*rack_nodes(), group), as_list(*three), capsys=capsys)
+    assert code == 0 and answer["partial"]  # 12 GPUs on one 8-GPU node: the minimum, 2, on one node
+    assert len({p["node"] for p in answer["pods"] if p["node"]}) == 1

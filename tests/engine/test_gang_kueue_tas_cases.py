@@ -10,6 +10,8 @@ request that fits no domain is never placed, by both."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,7 +22,7 @@ from engine.core.model import GangInput
 from engine.decide.gang import GangDecision
 from engine.decide.gang.input import gang_request
 from engine.node.vendors import registry
-from schemas.gangs import KUEUE_GROUP, KUEUE_PREFERRED, KUEUE_REQUIRED, KUEUE_TOTAL
+from schemas.gangs import KUEUE_GROUP, KUEUE_PREFERRED, KUEUE_REQUIRED, KUEUE_SLICE_LAYERS, KUEUE_TOTAL
 
 BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
 
@@ -114,3 +116,75 @@ def test_a_required_level_is_never_exceeded_and_no_fit_places_nothing(
     else:
         assert not found
     assert decide(nodes, (BLOCK, RACK), KUEUE_REQUIRED, level, count) == decision
+
+
+HOST = "kubernetes.io/hostname"
+
+
+def host_nodes(cpus: dict[str, tuple[str, int]]) -> list[NodeState]:
+    return [cpu_node(f"b1-{rack}-{host}", {BLOCK: "b1", RACK: rack, HOST: host}, n) for host, (rack, n) in cpus.items()]
+
+
+def decide_layers(nodes: list[NodeState], count: int, notes: dict[str, str]) -> GangDecision:
+    index = new_index()
+    for state in nodes:
+        index.upsert(state)
+    tree = build_tree((), {s.name: s.labels for s in nodes}, topology_levels=(BLOCK, RACK, HOST)).tree
+    notes = {KUEUE_GROUP: "job", KUEUE_TOTAL: str(count), **notes}
+    pods = tuple(
+        PodRequest(
+            uid=f"u{i}",
+            name=f"p-{i}",
+            requests={"cpu": "1"},
+            annotations=notes,
+            labels={"kueue.x-k8s.io/pod-group-pod-index": str(i)},
+        )
+        for i in range(count)
+    )
+    return place_gang(registry, index, tree, gang_request(GangInput(pods=pods)))
+
+
+def per_node(decision: GangDecision) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for pod in decision.pods:
+        if pod.node is not None:
+            counts[pod.node] = counts.get(pod.node, 0) + 1
+    return counts
+
+
+def test_kueue_multi_layer_block_required_with_rack_and_host_slices_fits_as_kueue_places_it() -> None:
+    # scheduler_tas_test "multi-layer topology: block required with rack and host slices; workload fits":
+    # r1 = x1 (1 CPU), x2 (4); r2 = x3 (3), x4 (4); 8 pods, slices of 4 per rack, 2 per host.
+    nodes = host_nodes({"x1": ("r1", 1), "x2": ("r1", 4), "x3": ("r2", 3), "x4": ("r2", 4)})
+    layers = json.dumps([{"topology": RACK, "size": 4}, {"topology": HOST, "size": 2}])
+    decision = decide_layers(nodes, 8, {KUEUE_REQUIRED: BLOCK, KUEUE_SLICE_LAYERS: layers})
+    assert decision.placed
+    assert per_node(decision) == {"b1-r1-x2": 4, "b1-r2-x3": 2, "b1-r2-x4": 2}  # Kueue's: x2 4, x3 2, x4 2
+
+
+def test_kueue_multi_layer_host_slice_rounding_makes_the_rack_slice_impossible() -> None:
+    # "host slice rounding makes rack slice impossible; NoFit": one rack of two 3-CPU hosts, 6 pods,
+    # a rack slice of 6 in host slices of 2: each host takes one slice, the third fits nowhere.
+    nodes = host_nodes({"x1": ("r1", 3), "x2": ("r1", 3)})
+    layers = json.dumps([{"topology": RACK, "size": 6}, {"topology": HOST, "size": 2}])
+    decision = decide_layers(nodes, 6, {KUEUE_REQUIRED: BLOCK, KUEUE_SLICE_LAYERS: layers})
+    assert not decision.placed and not per_node(decision)
+
+
+def test_kueue_host_required_puts_the_pod_set_on_one_node() -> None:
+    nodes = host_nodes({"x1": ("r1", 1), "x2": ("r1", 2), "x3": ("r2", 3)})
+    two = decide_layers(nodes, 2, {KUEUE_REQUIRED: HOST})
+    # one host that takes both (x2 or x3: the plans tie on slots left, the node score decides)
+    assert two.placed and list(per_node(two).values()) == [2]
+    four = decide_layers(nodes, 4, {KUEUE_REQUIRED: HOST})
+    assert not four.placed and not per_node(four)  # 6 CPUs in all, but no host takes 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=6), st.integers(1, 5))
+def test_host_required_is_one_node_or_nothing(cpus: list[int], count: int) -> None:
+    nodes = host_nodes({f"x{i}": (f"r{i // 2}", n) for i, n in enumerate(cpus)})
+    decision = decide_layers(nodes, count, {KUEUE_REQUIRED: HOST})
+    found = per_node(decision)
+    assert (decision.placed, list(found.values())) in ((True, [count]), (False, []))
+    assert decision.placed == any(n >= count for n in cpus)  # placed exactly when one host takes all

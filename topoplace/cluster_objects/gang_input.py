@@ -13,6 +13,7 @@ their flavor; with a Topology per flavor, each gang gets its own tree), else the
 hold every level the gang names (the first by name when several do), else, for levels that no
 Topology holds, one level per node label the gang names, as KEP-5732 groups nodes by the label
 itself (with several such labels their order is not known: the first Topology's levels are kept).
+`kubernetes.io/hostname` needs no level: the gang search reads it as one node.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import msgspec
 from engine import PodRequest, Snapshot
 from engine.core.model import GangInput
 from engine.decide.gang.input import gang_request
+from engine.decide.gang.tiers import HOSTNAME
 from schemas.errors import FieldError
 from schemas.gangs import KUEUE_GROUP, VOLCANO_GROUP_ANNOTATION
 from schemas.gangs_kai import KAI_GROUP_ANNOTATION, KAI_TOPOLOGY, KaiPodGroup, constraint_of
@@ -117,7 +119,7 @@ def with_gang_tree(snapshot: Snapshot, gang: GangInput, gangs: GangObjects) -> S
         return msgspec.structs.replace(snapshot, topology_levels=gangs.topologies[named])
     request = gang_request(gang)
     wanted = {c.highest_tier_name for c in (request.network, *(p.network for p in request.sub_groups)) if c}
-    wanted.discard("")
+    wanted -= {"", HOSTNAME}  # a node is its own domain: no level needed (nor its label)
     for name in sorted(gangs.topologies):
         if wanted <= set(gangs.topologies[name]):
             return msgspec.structs.replace(snapshot, topology_levels=gangs.topologies[name])

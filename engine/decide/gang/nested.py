@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from engine.decide.gang.subgroups import Unit
-from engine.decide.gang.tiers import is_within
+from engine.decide.gang.tiers import domain_tier, is_within
 
 if TYPE_CHECKING:  # plan.py calls in here: its types only, to keep the import one way
     from engine.decide.gang.plan import Layout, UnitLimit
@@ -41,7 +41,7 @@ def place_nested(
         layout.reset(mark)
     if not partial or not found:
         return False
-    roomiest = min(found, key=lambda rd: (-rd[0], layout.tree.tier_of(rd[1]), rd[1]))[1]
+    roomiest = min(found, key=lambda rd: (-rd[0], domain_tier(layout.tree, rd[1]), rd[1]))[1]
     _children_in(layout, unit, roomiest, True, limits, place_leaf, domains)
     return True
 

@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from engine.cluster.index import ClusterIndex
 from engine.cluster.network import NetworkTree, aggregate
 from engine.core.model import Mode, WorkloadClass
@@ -39,7 +41,15 @@ from engine.decide.gang.ranks import member_key
 from engine.decide.gang.request import GangDecision, GangRequest
 from engine.decide.gang.slots import node_slots, shapes_of
 from engine.decide.gang.subgroups import Unit, leaves, units_of
-from engine.decide.gang.tiers import Pin, limit_of, minimum_candidates, most_slots, pin_of, tier_candidates
+from engine.decide.gang.tiers import (
+    NODE_TIER,
+    Pin,
+    limit_of,
+    minimum_candidates,
+    most_slots,
+    pin_of,
+    tier_candidates,
+)
 
 if TYPE_CHECKING:  # the parts import the gang's slot tables: a type only, to keep the import one way
     from engine.decide.parts import DecisionParts
@@ -67,8 +77,12 @@ def place_gang(
         return decision_of(gang, tree, index, [], {}, running, placed=True, reason=reason, unit_of=unit_of)
     mode_hard, max_tier = limit_of(tree, gang.network, "network")
     units = [(u, _unit_limit(tree, u)) for u in sub_units]
+    own_limit = UnitLimit(hard=mode_hard, tier=max_tier)
+    if max_tier == NODE_TIER:  # the gang on one node: its own members' limit; the walk looks everywhere
+        own_limit = _unit_limit(tree, msgspec.structs.replace(own, network=gang.network))
+        mode_hard, max_tier = False, tree.tiers[-1]
     child_limits = {c.name: _unit_limit(tree, c) for u in sub_units for c in _descendants(u)}
-    units.append((own, UnitLimit(hard=mode_hard, tier=max_tier)))
+    units.append((own, own_limit))
     shapes = shapes_of(parts.slots, parts.vendors, parts.facts, pending, mode, workload)
     shape_of = {m.uid: s.key for s in shapes for m in s.members}
     pin = pin_of(tree, running, mode_hard, max_tier)

@@ -13,7 +13,7 @@ from engine.cluster.network import NetworkTree
 from engine.core.model import PodRequest
 from engine.decide.gang.nested import place_nested
 from engine.decide.gang.subgroups import GANG_UNIT, Unit, ready_count
-from engine.decide.gang.tiers import is_within
+from engine.decide.gang.tiers import NODE_TIER, domain_tier, is_within, span
 from engine.node.answer import NodeFit
 
 MAX_PLANNED = 8  # candidate hypernodes of one tier planned in full; the rest are pruned by slots
@@ -78,7 +78,10 @@ class Layout:
     def trial(self, domain: str, members: Sequence[PodRequest], free: dict[str, int]) -> list[tuple[PodRequest, int]]:
         """Members (rank order) on the domain's nodes in fill order, as many as fit; nothing is kept yet."""
         index_of = self.tree.node_index
-        order = [index_of(n) for n in fill_order(self.tree, domain, free, self.anchor)]
+        if self.tree.is_node(domain):  # a unit limited to one node (NODE_TIER)
+            order = [index_of(domain)]
+        else:
+            order = [index_of(n) for n in fill_order(self.tree, domain, free, self.anchor)]
         rooms: dict[bytes, dict[int, int]] = {}
         owner: dict[int, bytes] = {}  # nodes this trial gives a shape
         pointer: dict[bytes, int] = {}
@@ -158,8 +161,10 @@ def _domains(layout: Layout, limit: UnitLimit, free: dict[str, int]) -> list[tup
     tree = layout.tree
     start, end = layout.start, layout.end
     if limit.allowed is not None:
-        a, b = tree.node_range(limit.allowed)
+        a, b = span(tree, limit.allowed)
         start, end = max(start, a), min(end, b)
+    if limit.hard and limit.tier == NODE_TIER:  # one node: the tightest with room first
+        return sorted((free[n], n) for n in tree.nodes[start:end] if free.get(n, 0) > 0)
     prefix = [0]
     for name in tree.nodes[start:end]:
         prefix.append(prefix[-1] + free.get(name, 0))
@@ -178,7 +183,7 @@ def _place_unit(layout: Layout, unit: Unit, limit: UnitLimit, partial: bool) -> 
     """The unit's pending members placed in one domain; False when a whole gang cannot be planned here."""
     free = layout.free_of({layout.shape_of[m.uid] for m in unit.pending})
     want = len(unit.pending)
-    own = unit.policy == GANG_UNIT  # the gang's own members: the candidate itself
+    own = unit.policy == GANG_UNIT and limit.tier != NODE_TIER  # the gang's own members: the candidate itself
     domains = [(sum(free.values()), layout.hypernode)] if own else _domains(layout, limit, free)
     best: list[tuple[PodRequest, int]] = []
     for room, domain in domains:
@@ -188,7 +193,7 @@ def _place_unit(layout: Layout, unit: Unit, limit: UnitLimit, partial: bool) -> 
                 best = trial
                 break
     if len(best) < want and partial and domains:
-        roomiest = min(domains, key=lambda rd: (-rd[0], layout.tree.tier_of(rd[1]), rd[1]))[1]
+        roomiest = min(domains, key=lambda rd: (-rd[0], domain_tier(layout.tree, rd[1]), rd[1]))[1]
         best = layout.trial(roomiest, unit.pending, free)
     if len(best) < want and not partial:
         return False

@@ -12,15 +12,21 @@ from engine.core.model import PodRequest
 from engine.node.vendor import RequestError
 from schemas.events import NetworkConstraint, TopologyMode
 
+HOSTNAME = "kubernetes.io/hostname"
+NODE_TIER = -1  # the limit of a level named by the node's own label: one node (Kueue's, KAI's, KEP-5732's)
+
 
 def limit_of(tree: NetworkTree, network: NetworkConstraint | None, field: str) -> tuple[bool, int]:
-    """(hard, highest tier allowed); no constraint = soft up to the top of the tree."""
+    """(hard, highest tier allowed); no constraint = soft up to the top of the tree; `kubernetes.io/hostname`
+    (a tree's lowest level is the node itself) = NODE_TIER."""
     top = tree.tiers[-1]
     if network is None:
         return False, top
     highest = top
     if network.highest_tier is not None:
         highest = network.highest_tier
+    elif network.highest_tier_name == HOSTNAME and HOSTNAME not in tree.tier_names:
+        highest = NODE_TIER
     elif network.highest_tier_name:
         try:
             highest = tree.tier_named(network.highest_tier_name)
@@ -45,6 +51,8 @@ def pin_of(tree: NetworkTree, running: Sequence[PodRequest], hard: bool, max_tie
     lca = tree.lca(nodes)
     if not hard:
         return Pin(lca=lca)
+    if max_tier == NODE_TIER:  # on their one node; already on several: stay where they are
+        return Pin(lca=lca, domain=nodes[0] if len(set(nodes)) == 1 else lca)
     if tree.tier_of(lca) > max_tier:
         return Pin(lca=lca, domain=lca)  # already spread past the limit: stay where they are
     domain = tree.ancestor_at_tier(nodes[0], max_tier)
@@ -91,10 +99,23 @@ def minimum_candidates(
     return [name for _, name in out]
 
 
+def domain_tier(tree: NetworkTree, name: str) -> int:
+    """A hypernode's tier, or NODE_TIER for a node."""
+    return NODE_TIER if tree.is_node(name) else tree.tier_of(name)
+
+
+def span(tree: NetworkTree, name: str) -> tuple[int, int]:
+    """`[start, end)` of a hypernode's nodes, or of a node itself."""
+    if tree.is_node(name):
+        i = tree.node_index(name)
+        return i, i + 1
+    return tree.node_range(name)
+
+
 def is_within(tree: NetworkTree, inner: str, outer: str) -> bool:
-    """Whether hypernode `inner` lies inside `outer` (its node range inside)."""
-    a, b = tree.node_range(inner)
-    c, d = tree.node_range(outer)
+    """Whether hypernode (or node) `inner` lies inside `outer` (its node range inside)."""
+    a, b = span(tree, inner)
+    c, d = span(tree, outer)
     return c <= a and b <= d and b > a
 
 
