@@ -18,6 +18,11 @@ as `parent`) takes the members labelled with its name; it is ready at its `minMe
 one is required (KAI places a PodGroup only with each subgroup at its minimum; `minMember: 0`, an
 elastic segment, is not). A parent takes the members of every subgroup under it, as one subgroup
 whose domain holds its children's (the policy's `parent`: the subgroups are nested).
+
+Segments: KAI's pod-grouper writes `kai.scheduler/segment-size` and
+`kai.scheduler/segment-topology-required-placement` / `-preferred-placement` as subgroups; a
+PodGroup without subgroups whose pods carry them gets them read here: slices of that many pods in
+rank order (the pod index), each inside the level, `minMember / segment-size` of them required.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ KAI_TOPOLOGY = "kai.scheduler/topology"
 KAI_REQUIRED = "kai.scheduler/topology-required-placement"
 KAI_PREFERRED = "kai.scheduler/topology-preferred-placement"
 KAI_PODGROUP_API = "scheduling.run.ai/"
+KAI_SEGMENT_SIZE = "kai.scheduler/segment-size"
+KAI_SEGMENT_REQUIRED = "kai.scheduler/segment-topology-required-placement"
+KAI_SEGMENT_PREFERRED = "kai.scheduler/segment-topology-preferred-placement"
 
 
 class KaiTopologyConstraint(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
@@ -151,7 +159,24 @@ def kai_policy(
                 parent=sub.parent or "",
             )
         )
+    if not policies and KAI_SEGMENT_SIZE in pod_annotations:
+        policies.append(_segments(group, pod_annotations))
     return network_of(constraint_of(group, pod_annotations)), tuple(policies)
+
+
+def _segments(group: KaiPodGroup, notes: Mapping[str, str]) -> SubGroupPolicy:
+    field = f"metadata.annotations[{KAI_SEGMENT_SIZE}]"
+    text = notes[KAI_SEGMENT_SIZE]
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise FieldError(field, f"must be a whole number of at least 1, got {text!r}")
+    size = int(text)
+    level = KaiTopologyConstraint(
+        required_topology_level=notes.get(KAI_SEGMENT_REQUIRED, ""),
+        preferred_topology_level=notes.get(KAI_SEGMENT_PREFERRED, ""),
+    )
+    return SubGroupPolicy(
+        name="segment", sub_group_size=size, min_sub_groups=group.spec.min_member // size, network=network_of(level)
+    )
 
 
 def _parents_first(subs: Sequence[KaiSubGroup], by_name: Mapping[str, KaiSubGroup]) -> list[KaiSubGroup]:

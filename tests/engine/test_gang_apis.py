@@ -440,3 +440,24 @@ def test_a_kai_parent_keeps_its_subgroups_in_one_zone_each_in_its_rack() -> None
     racks = {s: {p.node for p in decision.pods if p.name.startswith(s)} for s in "ab"}
     assert sorted(map(sorted, racks.values())) == [["n-r2"], ["n-r3"]]
     assert {p.sub_group for p in decision.pods} == {"p/all/a/a", "p/all/b/b"}
+
+
+def test_kai_segments_on_the_pods_are_rank_slices_inside_their_level() -> None:
+    # KAI's segmented-subgroups design: segment-size 4 with a required rack; minMember 12 of 16 pods makes
+    # three segments mandatory.
+    notes = {"kai.scheduler/segment-size": "4", "kai.scheduler/segment-topology-required-placement": RACK}
+    _, (segment,) = kai_policy(kai_group({"minMember": 12}), notes)
+    assert (segment.sub_group_size, segment.min_sub_groups, segment.network) == (4, 3, hard(RACK))
+    with pytest.raises(FieldError, match="segment-size"):
+        kai_policy(kai_group({}), {"kai.scheduler/segment-size": "four"})
+    # placed: each segment of 2 consecutive ranks in one rack
+    nodes = [labelled(f"n-{r}-{i}", "z", r, free=1) for r in ("r0", "r1") for i in range(2)]
+    pods = tuple(
+        member(f"w-{i}", labels={"batch.kubernetes.io/job-completion-index": str(i)}, **{
+            "kai.scheduler/segment-size": "2", "kai.scheduler/segment-topology-required-placement": RACK})
+        for i in range(4)
+    )  # fmt: skip
+    decision = decide(nodes, GangInput(kai_podgroup=kai_group({"minMember": 4}), pods=pods))
+    assert decision.placed
+    rack = {p.rank: (p.node or "").split("-")[1] for p in decision.pods}
+    assert rack[0] == rack[1] and rack[2] == rack[3]
