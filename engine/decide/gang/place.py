@@ -47,6 +47,7 @@ from engine.decide.gang.tiers import (
     limit_of,
     minimum_candidates,
     most_slots,
+    named_domains,
     pin_of,
     tier_candidates,
 )
@@ -85,7 +86,7 @@ def place_gang(
     units.append((own, own_limit))
     shapes = shapes_of(parts.slots, parts.vendors, parts.facts, pending, mode, workload)
     shape_of = {m.uid: s.key for s in shapes for m in s.members}
-    pin = pin_of(tree, running, mode_hard, max_tier)
+    pin = msgspec.structs.replace(pin_of(tree, running, mode_hard, max_tier), within=named_domains(tree, gang.network))
     per_node, fits, misses = node_slots(parts.slots, index, tree, shapes)
     totals = {key: aggregate(tree, values) for key, values in per_node.items()}
     need = {shape.key: len(shape.members) for shape in shapes}
@@ -121,7 +122,7 @@ def _unit_limit(tree: NetworkTree, unit: Unit) -> UnitLimit:
     """A subgroup's own limit, and (hard) the domain its running members allow the rest."""
     hard, tier = limit_of(tree, unit.network, f"subGroupPolicy[{unit.policy}].networkTopology")
     allowed = pin_of(tree, unit.running, hard, tier).domain if hard else None
-    return UnitLimit(hard=hard, tier=tier, allowed=allowed)
+    return UnitLimit(hard=hard, tier=tier, allowed=allowed, within=named_domains(tree, unit.network))
 
 
 class _Walk:

@@ -13,7 +13,7 @@ from engine.cluster.network import NetworkTree
 from engine.core.model import PodRequest
 from engine.decide.gang.nested import place_nested
 from engine.decide.gang.subgroups import GANG_UNIT, Unit, ready_count
-from engine.decide.gang.tiers import NODE_TIER, domain_tier, is_within, span
+from engine.decide.gang.tiers import NODE_TIER, NamedDomains, domain_tier, is_within, span
 from engine.node.answer import NodeFit
 
 MAX_PLANNED = 8  # candidate hypernodes of one tier planned in full; the rest are pruned by slots
@@ -33,6 +33,7 @@ class UnitLimit(msgspec.Struct, frozen=True, kw_only=True):
     hard: bool
     tier: int
     allowed: str | None = None  # hard: the pending members stay inside it (where running ones pin them)
+    within: NamedDomains | None = None  # hard, by tierName: a domain inside a hypernode carrying that name
 
 
 class Layout:
@@ -173,6 +174,8 @@ def _domains(layout: Layout, limit: UnitLimit, free: dict[str, int]) -> list[tup
         tier = tree.tier_of(name)
         a, b = tree.node_range(name)
         if (limit.hard and tier > limit.tier) or not (start <= a and b <= end and b > a):
+            continue
+        if limit.within is not None and not limit.within.holds(a, b):
             continue
         out.append((tier, prefix[b - start] - prefix[a - start], name))
     out.sort()
