@@ -5,6 +5,7 @@ KAI topology docs' example, and properties (a hard level is never exceeded; same
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from engine_builders import fixture_node
@@ -33,6 +34,7 @@ from schemas.gangs import (
 )
 from schemas.gangs_kai import KAI_PREFERRED, KAI_REQUIRED, KAI_SUBGROUP_LABEL, KaiPodGroup, kai_policy
 from schemas.gangs_kube import KubePodGroup, Workload, from_template, kube_policy, resolved
+from topoplace.cli import main
 
 ZONE, RACK, HOST = "topology.kubernetes.io/zone", "topology.kubernetes.io/rack", "kubernetes.io/hostname"
 LEVELS = (ZONE, RACK, HOST)
@@ -461,3 +463,28 @@ def test_kai_segments_on_the_pods_are_rank_slices_inside_their_level() -> None:
     assert decision.placed
     rack = {p.rank: (p.node or "").split("-")[1] for p in decision.pods}
     assert rack[0] == rack[1] and rack[2] == rack[3]
+
+
+@pytest.mark.parametrize(
+    "gang",
+    [
+        {"workload_group": {"metadata": {"name": "pg"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                                                             "schedulingConstraints": {"topology": [{"key": RACK}]}}}},
+        {"kai_podgroup": {"metadata": {"name": "pg"},
+                          "spec": {"minMember": 2, "topologyConstraint": {"requiredTopologyLevel": RACK}}}},
+    ],
+    ids=["workload_group", "kai_podgroup"],
+)  # fmt: skip
+def test_a_snapshot_file_gives_the_gang_as_either_framework_writes_it(
+    gang: dict[str, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import msgspec
+
+    nodes = [labelled(f"n{i}", "z", f"r{i // 2}", free=8) for i in range(4)]
+    pods = [{"uid": f"u{i}", "name": f"w-{i}", "requests": {"nvidia.com/gpu": "8"}} for i in range(2)]
+    snapshot = {"nodes": msgspec.to_builtins(nodes), "topology_levels": list(LEVELS)}
+    path = tmp_path / "gang.json"
+    path.write_text(json.dumps({"snapshot": snapshot, "gang": {**gang, "pods": pods}}))
+    assert main(["engine", "place", "--snapshot", str(path), "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["gang"] == "default/pg" and answer["hypernode"] == "z/r0"
