@@ -488,3 +488,60 @@ def test_a_snapshot_file_gives_the_gang_as_either_framework_writes_it(
     assert main(["engine", "place", "--snapshot", str(path), "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)
     assert answer["gang"] == "default/pg" and answer["hypernode"] == "z/r0"
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.integers(0, 8), min_size=2, max_size=8),
+    st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    st.tuples(st.integers(0, 3), st.integers(0, 3)),
+    st.integers(1, 6),
+    st.integers(1, 4),
+)
+def test_nested_subgroups_at_their_minimum_keep_every_level_and_each_subgroups_min_member(
+    frees: list[int], sizes: tuple[int, int], minimums: tuple[int, int], min_member: int, gpus: int
+) -> None:
+    nodes = [labelled(f"n{i}", f"z{i // 4}", f"r{i // 2}", free) for i, free in enumerate(frees)]
+    wanted = {s: min(m, n) for s, m, n in zip("ab", minimums, sizes, strict=True)}
+    spec = {
+        "minMember": min(min_member, sum(sizes)),
+        "subGroups": [
+            {"name": "p", "topologyConstraint": {"requiredTopologyLevel": ZONE}},
+            *({"name": s, "parent": "p", "minMember": wanted[s], "topologyConstraint": {"requiredTopologyLevel": RACK}}
+              for s in "ab"),
+        ],
+    }  # fmt: skip
+    pods = tuple(
+        member(f"{s}-{i}", gpus, labels={KAI_SUBGROUP_LABEL: s})
+        for s, n in zip("ab", sizes, strict=True)
+        for i in range(n)
+    )
+    decision = decide(nodes, GangInput(kai_podgroup=kai_group(spec), pods=pods))
+    placed = {p.name: p.node for p in decision.pods if p.node}
+    if not decision.placed:
+        assert not placed
+        return
+    assert len(placed) >= spec["minMember"]
+    assert len({level_of(n, ZONE, nodes) for n in placed.values()}) == 1
+    for s in "ab":
+        mine = [n for name, n in placed.items() if name.startswith(s)]
+        assert len({level_of(n, RACK, nodes) for n in mine}) <= 1
+        assert len(mine) >= wanted[s]  # never below a subgroup's minMember
+
+
+def test_nested_subgroups_that_fit_only_at_their_minimum_are_placed_at_it() -> None:
+    # One zone: r0 has 2 free GPUs, r1 one. "a" (2, minMember 2) fills r0; "b" (2, minMember 1) has one
+    # member in r1 and one waiting: the PodGroup's minMember 3 is met.
+    nodes = [labelled("n-r0", "z0", "r0", 2), labelled("n-r1", "z0", "r1", 1)]
+    spec = {
+        "minMember": 3,
+        "subGroups": [
+            {"name": "p", "topologyConstraint": {"requiredTopologyLevel": ZONE}},
+            {"name": "a", "parent": "p", "minMember": 2, "topologyConstraint": {"requiredTopologyLevel": RACK}},
+            {"name": "b", "parent": "p", "minMember": 1, "topologyConstraint": {"requiredTopologyLevel": RACK}},
+        ],
+    }
+    pods = tuple(member(f"{s}-{i}", labels={KAI_SUBGROUP_LABEL: s}) for s in "ab" for i in range(2))
+    decision = decide(nodes, GangInput(kai_podgroup=kai_group(spec), pods=pods))
+    assert decision.placed and decision.partial
+    assert {p.name: p.node for p in decision.pods} == {"a-0": "n-r0", "a-1": "n-r0", "b-0": "n-r1", "b-1": None}

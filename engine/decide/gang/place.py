@@ -40,7 +40,7 @@ from engine.decide.gang.plan import MAX_PLANNED, Layout, Plan, UnitLimit, plan_i
 from engine.decide.gang.ranks import member_key
 from engine.decide.gang.request import GangDecision, GangRequest
 from engine.decide.gang.slots import node_slots, shapes_of
-from engine.decide.gang.subgroups import Unit, leaves, units_of
+from engine.decide.gang.subgroups import Unit, descendants, leaves, units_of
 from engine.decide.gang.tiers import (
     NODE_TIER,
     Pin,
@@ -82,7 +82,7 @@ def place_gang(
     if max_tier == NODE_TIER:  # the gang on one node: its own members' limit; the walk looks everywhere
         own_limit = _unit_limit(tree, msgspec.structs.replace(own, network=gang.network))
         mode_hard, max_tier = False, tree.tiers[-1]
-    child_limits = {c.name: _unit_limit(tree, c) for u in sub_units for c in _descendants(u)}
+    child_limits = {c.name: _unit_limit(tree, c) for u in sub_units for c in descendants(u)}
     units.append((own, own_limit))
     shapes = shapes_of(parts.slots, parts.vendors, parts.facts, pending, mode, workload)
     shape_of = {m.uid: s.key for s in shapes for m in s.members}
@@ -112,10 +112,6 @@ def place_gang(
     return decision_of(
         gang, tree, index, pending, {}, running, placed=False, reason=reason, planned=walk.planned, unit_of=unit_of
     )
-
-
-def _descendants(unit: Unit) -> list[Unit]:
-    return [d for child in unit.children for d in (child, *_descendants(child))]
 
 
 def _unit_limit(tree: NetworkTree, unit: Unit) -> UnitLimit:

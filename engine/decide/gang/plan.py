@@ -12,7 +12,7 @@ import msgspec
 from engine.cluster.network import NetworkTree
 from engine.core.model import PodRequest
 from engine.decide.gang.nested import place_nested
-from engine.decide.gang.subgroups import GANG_UNIT, Unit, ready_count
+from engine.decide.gang.subgroups import GANG_UNIT, Unit, descendants, ready_count
 from engine.decide.gang.tiers import NODE_TIER, NamedDomains, domain_tier, is_within, span
 from engine.node.answer import NodeFit
 
@@ -231,6 +231,11 @@ def plan_in(
     count = len(layout.assignments)
     if partial:
         plain = [u for u, _ in units]
+        nested = [d for u in plain for d in descendants(u)]
+        if nested:  # a nested policy's subgroups are ready by the members laid out in each
+            kept = {uid for uid, _, _ in layout.assignments}
+            placed.update({d.name: sum(1 for m in d.pending if m.uid in kept) for d in nested})
+            plain += nested
         if count < max(minimum, 1) or any(
             ready_count(plain, placed, policy) < wanted for policy, wanted in enumerate(min_sub_groups)
         ):

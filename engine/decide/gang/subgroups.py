@@ -141,6 +141,11 @@ def _children(policies: Sequence[SubGroupPolicy], unit: Unit) -> tuple[Unit, ...
     return tuple(children)
 
 
+def descendants(unit: Unit) -> list[Unit]:
+    """Its children, theirs, and so on (parents before their children)."""
+    return [d for child in unit.children for d in (child, *descendants(child))]
+
+
 def leaves(unit: Unit) -> tuple[Unit, ...]:
     """The units that hold members themselves: the unit, or its children's leaves."""
     return tuple(leaf for child in unit.children for leaf in leaves(child)) if unit.children else (unit,)
