@@ -11,8 +11,13 @@ Fields read, by version:
   one domain of that node label); a pod joins with `spec.schedulingGroup.podGroupName`. A
   PodGroup that gives no policy of its own takes its template's (`spec.podGroupTemplateRef.workload`).
 
-A gang policy's `minCount` is the gang's minimum; a basic policy is no gang (minimum 1: each pod
-placed on its own, but still inside the topology domain when one is given). The topology key is
+v1beta1 is read with v1alpha2's field names (checked against v1alpha2's types only); a
+v1alpha3 layout, if it differs, is not read.
+
+A gang policy's `minCount` is the gang's minimum; a basic policy is no gang (minimum 1: what fits
+is placed, every placed pod still inside the topology domain, as the Kubernetes docs say of TAS
+with a basic policy). Pods added to a group with running members go to the running members'
+domain, or wait, as the docs say of both policies. The topology key is
 a hard constraint named by the node label, which is a tier's name in a tree of label levels.
 Not read: PodGroup `resourceClaims` (KEP-5729) and the `PodGroupScheduled` condition.
 """
