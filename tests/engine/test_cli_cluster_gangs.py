@@ -273,3 +273,28 @@ def test_a_pod_group_topology_key_of_the_hostname_puts_the_group_on_one_node(
     code, answer, err = run(tmp_path, as_list(*rack_nodes(), group), as_list(*three), capsys=capsys)
     assert code == 0 and answer["partial"]  # 12 GPUs on one 8-GPU node: the minimum, 2, on one node
     assert len({p["node"] for p in answer["pods"] if p["node"]}) == 1
+
+
+def test_a_kueue_and_a_kai_topology_may_share_a_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Kueue's "default" has only the block level; KAI's "default" has the rack: a KAI gang that names
+    # "default" and requires a rack is laid out in KAI's.
+    def topology(api: str, levels: list[str]) -> dict[str, Any]:
+        return {"apiVersion": api, "kind": "Topology", "metadata": {"name": "default"},
+                "spec": {"levels": [{"nodeLabel": level} for level in levels]}}  # fmt: skip
+
+    group = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "job", "namespace": "default"},
+        "spec": {"minMember": 2, "topologyConstraint": {"topology": "default", "requiredTopologyLevel": RACK}},
+    }
+    objects = [
+        *rack_nodes(),
+        topology("kueue.x-k8s.io/v1beta2", [BLOCK]),
+        topology("kai.scheduler/v1alpha1", [RACK]),
+        group,
+    ]
+    pods = [k8s_pod(f"w-{i}", gpus=8, annotations={"pod-group-name": "job"}) for i in range(2)]
+    code, answer, err = run(tmp_path, as_list(*objects), as_list(*pods), capsys=capsys)
+    assert code == 0, err
+    assert answer["placed"] and len({rack_of(p["node"]) for p in answer["pods"]}) == 1

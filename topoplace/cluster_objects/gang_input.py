@@ -31,7 +31,7 @@ from schemas.gangs import KUEUE_GROUP, VOLCANO_GROUP_ANNOTATION
 from schemas.gangs_kai import KAI_GROUP_ANNOTATION, KAI_TOPOLOGY, KaiPodGroup, constraint_of
 from schemas.gangs_kube import KubePodGroup, from_template, resolved
 from topoplace.cluster_objects.files import read_objects
-from topoplace.cluster_objects.gangs import GangObjects, KubeLink, kube_link
+from topoplace.cluster_objects.gangs import KAI_TOPOLOGY_API, KUEUE_GROUP_API, GangObjects, KubeLink, kube_link
 
 
 def _kube_links(paths: Sequence[str]) -> list[KubeLink | None]:
@@ -112,10 +112,14 @@ def with_gang_tree(snapshot: Snapshot, gang: GangInput, gangs: GangObjects) -> S
     """The snapshot with the label levels of the gang's Topology (module docstring); as it is with HyperNodes."""
     if snapshot.hypernodes:
         return snapshot
-    named = _named_topology(gang) or _flavor_topology(gang, gangs)
-    if named:
+    named = (KAI_TOPOLOGY_API, _named_topology(gang))
+    if not named[1]:
+        named = (KUEUE_GROUP_API, _flavor_topology(gang, gangs))
+    if named[1]:
         if named not in gangs.topologies:
-            raise ValueError(f"--pods: the gang names Topology {named!r}, which no --cluster file holds")
+            raise ValueError(
+                f"--pods: the gang names Topology {named[1]!r} ({named[0]}), which no --cluster file holds"
+            )
         return msgspec.structs.replace(snapshot, topology_levels=gangs.topologies[named])
     request = gang_request(gang)
     wanted = {c.highest_tier_name for c in (request.network, *(p.network for p in request.sub_groups)) if c}

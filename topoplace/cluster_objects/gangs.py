@@ -24,6 +24,7 @@ from schemas.gangs_kube import KUBE_SCHEDULING_GROUP, KubePodGroup, Workload
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject
 
 GANG_KINDS = ("PodGroup", "Workload", "Topology", "ResourceFlavor")
+KUEUE_GROUP_API, KAI_TOPOLOGY_API = "kueue.x-k8s.io", "kai.scheduler"
 
 
 class _Level(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
@@ -80,8 +81,8 @@ class GangObjects(msgspec.Struct, kw_only=True):
     kube: dict[str, KubePodGroup] = {}
     workloads: dict[str, Workload] = {}
     kai: dict[str, KaiPodGroup] = {}
-    topologies: dict[str, tuple[str, ...]] = {}  # Topology name -> its levels' node labels, top first
-    topology_sources: dict[str, str] = {}  # Topology name -> its API group (Kueue's or KAI's)
+    # (API group, Topology name) -> its levels' node labels, top first: Kueue's and KAI's may share a name
+    topologies: dict[tuple[str, str], tuple[str, ...]] = {}
     flavors: list[FlavorTopology] = []  # Kueue ResourceFlavors that name a Topology, by name
 
     def add(self, item: ClusterObject) -> None:
@@ -95,10 +96,11 @@ class GangObjects(msgspec.Struct, kw_only=True):
                 self.flavors = sorted([*self.flavors, found], key=lambda f: f.flavor)
         elif item.kind == "Topology":
             found = _decoded(item, _Topology)
-            if found.metadata.name in self.topologies:
-                raise ClusterInputError(item.where, "metadata.name", f"Topology {found.metadata.name!r} given twice")
-            self.topologies[found.metadata.name] = tuple(level.node_label for level in found.spec.levels)
-            self.topology_sources[found.metadata.name] = group
+            key = (group, found.metadata.name)
+            if key in self.topologies:
+                reason = f"Topology {found.metadata.name!r} ({group or 'no API group'}) given twice"
+                raise ClusterInputError(item.where, "metadata.name", reason)
+            self.topologies[key] = tuple(level.node_label for level in found.spec.levels)
         elif item.kind == "Workload":
             workload = _decoded(item, Workload)
             self.workloads[_key(workload.metadata.namespace, workload.metadata.name)] = workload
