@@ -11,7 +11,15 @@
   `podset-preferred-topology` (soft), `podset-slice-required-topology` with
   `podset-slice-size` (slices of that many pods, each within that level). A
   level is named by its node-label key, which is also the tier's name in a
-  tree built from Kueue's levels.
+  tree built from Kueue's levels. Also read: `podset-unconstrained-topology` (a boolean; true:
+  no topology requirement, as no annotation: the gang may use the whole tree, tightest first),
+  `podset-slice-required-topology-constraints` (TASMultiLayerTopology, beta and on by default in
+  Kueue v0.19: a JSON list of 1 to 3 {topology, size}, coarsest first, each size dividing the one
+  above; each layer a slice policy whose `parent` is the layer above, so each slice of a layer
+  is laid out inside its enclosing slice's domain), and
+  `podset-group-name` (pod sets placed in one domain: a pod group is already one gang, so this
+  only checks that the group names a required or preferred level, as Kueue's webhook does).
+  Kueue's precedence: required, else preferred, else unconstrained.
 """
 
 from __future__ import annotations
@@ -30,6 +38,9 @@ KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 KUEUE_SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
 KUEUE_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+KUEUE_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
+KUEUE_SLICE_LAYERS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
+KUEUE_PODSET_GROUP = "kueue.x-k8s.io/podset-group-name"
 
 
 class NetworkTopologySpec(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
@@ -160,6 +171,13 @@ def kueue_policy(annotations: Mapping[str, str]) -> tuple[NetworkConstraint | No
         network = NetworkConstraint(mode=TopologyMode.HARD, highest_tier_name=annotations[KUEUE_REQUIRED])
     elif annotations.get(KUEUE_PREFERRED):
         network = NetworkConstraint(mode=TopologyMode.SOFT, highest_tier_name=annotations[KUEUE_PREFERRED])
+    elif KUEUE_UNCONSTRAINED in annotations:
+        _boolean(annotations[KUEUE_UNCONSTRAINED], f"metadata.annotations[{KUEUE_UNCONSTRAINED}]")
+    if annotations.get(KUEUE_PODSET_GROUP) and network is None:
+        reason = f"a pod set group needs {KUEUE_REQUIRED} or {KUEUE_PREFERRED}"
+        raise FieldError(f"metadata.annotations[{KUEUE_PODSET_GROUP}]", reason)
+    if KUEUE_SLICE_LAYERS in annotations:
+        return network, _slice_layers(annotations)
     level = annotations.get(KUEUE_SLICE_REQUIRED)
     if not level:
         return network, ()
@@ -171,9 +189,55 @@ def kueue_policy(annotations: Mapping[str, str]) -> tuple[NetworkConstraint | No
         raise FieldError(field, f"must be a whole number with {KUEUE_SLICE_REQUIRED}, got {text!r}") from None
     if size < 1:
         raise FieldError(field, f"must be at least 1, got {size}")
-    slice_policy = SubGroupPolicy(
-        name="slice",
+    return network, (_slice_policy(size, level),)
+
+
+def _slice_policy(size: int, level: str, name: str = "slice", parent: str = "") -> SubGroupPolicy:
+    return SubGroupPolicy(
+        name=name,
         sub_group_size=size,
         network=NetworkConstraint(mode=TopologyMode.HARD, highest_tier_name=level),
+        parent=parent,
     )
-    return network, (slice_policy,)
+
+
+_TRUE, _FALSE = ("1", "t", "T", "TRUE", "true", "True"), ("0", "f", "F", "FALSE", "false", "False")
+
+
+def _boolean(text: str, field: str) -> bool:
+    """Go's strconv.ParseBool, as Kueue reads the annotation."""
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise FieldError(field, f"must be true or false, got {text!r}")
+
+
+class SliceLayer(msgspec.Struct, frozen=True, kw_only=True):
+    topology: str = ""
+    size: int = 0
+
+
+def _slice_layers(annotations: Mapping[str, str]) -> tuple[SubGroupPolicy, ...]:
+    """Kueue's multi-layer slices, validated as its webhook does: "slice", then "slice2" inside each, ..."""
+    field = f"metadata.annotations[{KUEUE_SLICE_LAYERS}]"
+    for other in (KUEUE_SLICE_REQUIRED, KUEUE_SLICE_SIZE, KUEUE_PODSET_GROUP):
+        if other in annotations:
+            raise FieldError(field, f"may not be set with {other}")
+    try:
+        layers = msgspec.json.decode(annotations[KUEUE_SLICE_LAYERS], type=tuple[SliceLayer, ...])
+    except msgspec.DecodeError as exc:
+        raise FieldError(field, f"must be a JSON list of {{topology, size}}: {exc}") from None
+    if not 1 <= len(layers) <= 3:
+        raise FieldError(field, f"must hold 1 to 3 layers, got {len(layers)}")
+    for i, layer in enumerate(layers):
+        if not layer.topology:
+            raise FieldError(f"{field}[{i}].topology", "must name a topology level")
+        if layer.size < 1:
+            raise FieldError(f"{field}[{i}].size", f"must be at least 1, got {layer.size}")
+        if layer.topology in (other.topology for other in layers[:i]):
+            raise FieldError(f"{field}[{i}].topology", f"{layer.topology!r} is given twice")
+        if i and layers[i - 1].size % layer.size:
+            raise FieldError(f"{field}[{i}].size", f"must evenly divide the layer above ({layers[i - 1].size})")
+    names = ["slice", *(f"slice{i + 1}" for i in range(1, len(layers)))]
+    return tuple(
+        _slice_policy(layer.size, layer.topology, names[i], names[i - 1] if i else "") for i, layer in enumerate(layers)
+    )

@@ -14,6 +14,8 @@ import msgspec
 from engine.core.hypernodes import HyperNode
 from schemas.events import DeviceAssignment
 from schemas.gangs import PodGroup
+from schemas.gangs_kai import KaiPodGroup
+from schemas.gangs_kube import KubePodGroup
 from schemas.kube import Affinity, HostPort, LabelSelector, PodAffinities, Taint, Toleration, TopologySpreadConstraint
 from schemas.topology import Device, Link
 from schemas.volumes import VolumeRules
@@ -157,9 +159,12 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class GangInput(msgspec.Struct, frozen=True, kw_only=True):
-    """A gang for `topoplace engine place`: Volcano's PodGroup (or none: Kueue's pod annotations say it)."""
+    """A gang for `topoplace engine place`: Volcano's PodGroup, a `scheduling.k8s.io` PodGroup
+    (`workload_group`), KAI's PodGroup (`kai_podgroup`), or none of them: Kueue's pod annotations say it."""
 
     podgroup: PodGroup | None = None
+    workload_group: KubePodGroup | None = None
+    kai_podgroup: KaiPodGroup | None = None
     pods: tuple[PodRequest, ...]
     # Volcano's and Kueue's rule: when the whole gang does not fit, place its minimum (false: all or nothing).
     minimum_placement: bool = True

@@ -41,6 +41,9 @@ class SubGroupPolicy(msgspec.Struct, frozen=True, kw_only=True):
     match_label_keys: tuple[str, ...] = ()
     label_selector: LabelSelector | None = None  # the members it applies to (None: every member)
     network: NetworkConstraint | None = None
+    # The policy (by name) whose subgroups this one divides further, each inside its parent's domain
+    # (KAI's nested subgroups, Kueue's multi-layer slices); "": it divides the gang's members.
+    parent: str = ""
 
 
 class RunningMember(msgspec.Struct, frozen=True, kw_only=True):

@@ -4,7 +4,8 @@ Nodes and Pods are used now, Namespaces (their labels) and Services,
 ReplicationControllers, ReplicaSets and StatefulSets (their selectors, for the
 cluster-default spread constraints: workloads.py), PersistentVolumeClaims,
 PersistentVolumes and StorageClasses for the pods' volumes (storage.py), for a
-gang its Volcano PodGroup and the HyperNodes, and for preemption PriorityClasses
+gang its PodGroup (Volcano's, `scheduling.k8s.io`'s or KAI's), Workloads, Kueue's
+and KAI's Topologies (gangs.py) and the HyperNodes, for preemption PriorityClasses
 and PodDisruptionBudgets (priority.py), and for a pod's ResourceClaims the DRA
 objects (dra.py); every other kind is accepted and left aside, named once in a note
 (`not yet used: PersistentVolumeClaim`), never an error. A Pod
@@ -25,12 +26,12 @@ from engine.core.hypernodes import HyperNode
 from engine.decide.kube.volumes import resolve_volumes
 from engine.decide.preempt import DisruptionBudget
 from engine.decide.preempt import RunningPod as PreemptiblePod
-from schemas.gangs import PodGroup
 from schemas.pod_requests import format_quantity
 from schemas.volumes import VolumeCatalog
 from services.collector.cluster import translate
 from topoplace.cluster_objects.dra import DRA_KINDS, DraObjects
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
+from topoplace.cluster_objects.gangs import GANG_KINDS, GangObjects
 from topoplace.cluster_objects.nodes import merged, node_from_object, with_pods
 from topoplace.cluster_objects.pods import RunningPod, decode_pod, pod_to_place, running_pod
 from topoplace.cluster_objects.priority import (
@@ -48,7 +49,7 @@ from topoplace.cluster_objects.workloads import WORKLOAD_KINDS, WorkloadSelector
 class ClusterRead(msgspec.Struct, frozen=True, kw_only=True):
     snapshot: Snapshot
     notes: tuple[str, ...]  # for stderr: kinds not used yet, devices read without their seal
-    podgroups: dict[str, PodGroup] = {}  # Volcano PodGroups by namespace/name, for a gang
+    gangs: GangObjects = msgspec.field(default_factory=GangObjects)  # PodGroups, Workloads, Topologies
     # For preemption: the running pods (priority, start, devices), PodDisruptionBudgets, PriorityClasses.
     running: tuple[PreemptiblePod, ...] = ()
     nominated: tuple[PreemptiblePod, ...] = ()  # pending pods nominated to a node (RunningPod.node: that node)
@@ -74,7 +75,7 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
     running: dict[str, list[RunningPod]] = {}
     pod_names: set[str] = set()
     hypernodes: list[HyperNode] = []
-    podgroups: dict[str, PodGroup] = {}
+    gangs = GangObjects()
     bound: list[tuple[ClusterObject, RunningPod]] = []
     pending: list[tuple[ClusterObject, RunningPod]] = []
     classes: list[PriorityClass] = []
@@ -94,9 +95,8 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
                 budget_items.append(item)
             elif item.kind == "HyperNode":
                 hypernodes.append(_decoded_hypernode(item))
-            elif item.kind == "PodGroup":
-                group = _decoded(item, PodGroup)
-                podgroups[f"{group.metadata.namespace or 'default'}/{group.metadata.name}"] = group
+            elif item.kind in GANG_KINDS:
+                gangs.add(item)
             elif item.kind == "Node":
                 node = node_from_object(item)
                 if node.name in nodes:
@@ -118,7 +118,7 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
     return ClusterRead(
         snapshot=snapshot,
         notes=tuple(_unused_note(unused) + notes),
-        podgroups=podgroups,
+        gangs=gangs,
         running=preemptible,
         nominated=_preemptible(
             [(item, msgspec.structs.replace(pod, node=nomination(item))) for item, pod in pending], priorities, names
@@ -157,13 +157,6 @@ def _preemptible(
         for item, pod in bound
         if pod.node in nodes
     )
-
-
-def _decoded(item: ClusterObject, kind: type[PodGroup]) -> PodGroup:
-    try:
-        return msgspec.convert(item.body, kind)
-    except ValueError as exc:
-        raise ClusterInputError(item.where, "", str(exc)) from None
 
 
 def _decoded_hypernode(item: ClusterObject) -> HyperNode:

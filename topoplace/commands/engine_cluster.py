@@ -15,9 +15,10 @@ A pod with spec.resourceClaims also gets
 `"claims": [{"namespace", "name", "allocation": {...status.allocation...}}]`, its claims
 allocated as kube-scheduler's structured allocator does on the chosen node (or the next
 fitting one); when none can hold them, node is null with kube-scheduler's reason.
-Several Pods of one gang (Volcano's `scheduling.k8s.io/group-name`
-naming a PodGroup of the cluster, or Kueue's pod-group annotations) get today's gang answer
-(`engine place --snapshot` with `gang`): each member's node and devices, the hypernode and tier.
+Several Pods of one gang get the gang answer (`engine place --snapshot` with `gang`): each
+member's node and devices, the hypernode and tier. A gang is a `scheduling.k8s.io` PodGroup or
+Workload pod group, a KAI PodGroup, a Volcano PodGroup, or Kueue's pod-group annotations
+(topoplace/cluster_objects/gang_input.py); without HyperNodes its tree is the Kueue or KAI Topology it names.
 Notes (kinds not used yet, devices read without their seal, feature gates) go to stderr, one line
 each. Exit codes: 0 placed (or nominated), 1 no place, 2 bad input (one line naming the
 file and the field).
@@ -33,7 +34,6 @@ from topoplace.commands.exit_codes import BAD_INPUT, NO_PLACE, OK
 
 if TYPE_CHECKING:
     from engine import Decision, NodeState, PodRequest, Snapshot
-    from engine.core.model import GangInput
     from engine.decide.preempt import Preemptor
     from topoplace.cluster_objects.cluster import ClusterRead
 
@@ -81,27 +81,6 @@ def _snapshot_nodes(path: str | None) -> tuple[NodeState, ...]:
     except (msgspec.ValidationError, RequestError) as exc:
         raise ValueError(f"{path}: snapshot: {exc}") from None
     return snapshot.nodes
-
-
-def gang_of(pods: list[PodRequest], cluster: ClusterRead) -> GangInput:
-    """Several pods as one gang: they must share a Volcano group (its PodGroup in the cluster) or a Kueue one."""
-    from engine.core.model import GangInput
-    from schemas.gangs import KUEUE_GROUP, VOLCANO_GROUP_ANNOTATION
-
-    volcano = {p.annotations.get(VOLCANO_GROUP_ANNOTATION) for p in pods}
-    kueue = {p.annotations.get(KUEUE_GROUP) for p in pods}
-    if len(volcano) == 1 and None not in volcano:
-        name = f"{pods[0].namespace}/{volcano.pop()}"
-        group = cluster.podgroups.get(name)
-        if group is None:
-            raise ValueError(f"--pods: the pods name PodGroup {name!r}, which no --cluster file holds")
-        return GangInput(podgroup=group, pods=tuple(pods))
-    if len(kueue) == 1 and None not in kueue:
-        return GangInput(pods=tuple(pods))
-    raise ValueError(
-        f"--pods: {len(pods)} pods that are not one gang (one {VOLCANO_GROUP_ANNOTATION} or {KUEUE_GROUP} for"
-        " all); place one Pod at a time"
-    )
 
 
 def _the_pod(pods: list[PodRequest], node: str | None) -> PodRequest:
@@ -271,9 +250,11 @@ def _with_claims(
 def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace) -> int:
     """Today's gang answer (`engine place --snapshot` with `gang`); RequestError / ValueError: bad input."""
     from engine import Mode, PlaceInput
+    from topoplace.cluster_objects.gang_input import gang_of, with_gang_tree
     from topoplace.commands.engine import place_gang_answer
 
     if args.node is not None:
         raise ValueError("--node: not with a gang (its members are placed inside one network domain)")
-    given = PlaceInput(snapshot=cluster.snapshot, gang=gang_of(pods, cluster))
+    gang = gang_of(pods, args.pods, cluster.gangs)
+    given = PlaceInput(snapshot=with_gang_tree(cluster.snapshot, gang, cluster.gangs), gang=gang)
     return place_gang_answer(given, Mode(args.mode), explain=False)

@@ -8,6 +8,7 @@ place.py     the decision: constraints, units, slots, the tier walk, a plan per 
 slots.py     how many members of each shape every node takes
 tiers.py     the constraint's limit, where running members pin the gang, a tier's candidates
 plan.py      members laid out inside one candidate hypernode
+nested.py    a subgroup's children laid out inside the domain it takes (nested subgroups)
 answer.py    the answer from the best plan, or why none fits
 """
 

@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from engine.cluster.index import ClusterIndex
 from engine.cluster.network import NetworkTree, aggregate
 from engine.core.model import Mode, WorkloadClass
@@ -39,8 +41,17 @@ from engine.decide.gang.plan import MAX_PLANNED, Layout, Plan, UnitLimit, plan_i
 from engine.decide.gang.ranks import member_key
 from engine.decide.gang.request import GangDecision, GangRequest
 from engine.decide.gang.slots import node_slots, shapes_of
-from engine.decide.gang.subgroups import Unit, units_of
-from engine.decide.gang.tiers import Pin, limit_of, minimum_candidates, most_slots, pin_of, tier_candidates
+from engine.decide.gang.subgroups import Unit, descendants, leaves, units_of
+from engine.decide.gang.tiers import (
+    NODE_TIER,
+    Pin,
+    limit_of,
+    minimum_candidates,
+    most_slots,
+    named_domains,
+    pin_of,
+    tier_candidates,
+)
 
 if TYPE_CHECKING:  # the parts import the gang's slot tables: a type only, to keep the import one way
     from engine.decide.parts import DecisionParts
@@ -62,16 +73,21 @@ def place_gang(
     pending = sorted((p for p in gang.pods if not p.node_name), key=member_key)
     running = sorted((p for p in gang.pods if p.node_name), key=member_key)
     sub_units, own = units_of(gang.sub_groups, pending, running)
-    unit_of = {p.uid: u.name for u in sub_units for p in (*u.pending, *u.running)}
+    unit_of = {p.uid: leaf.name for u in sub_units for leaf in leaves(u) for p in (*leaf.pending, *leaf.running)}
     if not pending:
         reason = "every member is running"
         return decision_of(gang, tree, index, [], {}, running, placed=True, reason=reason, unit_of=unit_of)
     mode_hard, max_tier = limit_of(tree, gang.network, "network")
     units = [(u, _unit_limit(tree, u)) for u in sub_units]
-    units.append((own, UnitLimit(hard=mode_hard, tier=max_tier)))
+    own_limit = UnitLimit(hard=mode_hard, tier=max_tier)
+    if max_tier == NODE_TIER:  # the gang on one node: its own members' limit; the walk looks everywhere
+        own_limit = _unit_limit(tree, msgspec.structs.replace(own, network=gang.network))
+        mode_hard, max_tier = False, tree.tiers[-1]
+    child_limits = {c.name: _unit_limit(tree, c) for u in sub_units for c in descendants(u)}
+    units.append((own, own_limit))
     shapes = shapes_of(parts.slots, parts.vendors, parts.facts, pending, mode, workload, index)
     shape_of = {m.uid: s.key for s in shapes for m in s.members}
-    pin = pin_of(tree, running, mode_hard, max_tier)
+    pin = msgspec.structs.replace(pin_of(tree, running, mode_hard, max_tier), within=named_domains(tree, gang.network))
     joint = JointRules(index, [ShapeFacts(s.key, s.request, s.rules, index) for s in shapes])
     joint_rules = joint if joint.joint else None
     per_node, fits, misses = node_slots(parts.slots, index, tree, shapes, joint_rules)
@@ -82,6 +98,7 @@ def place_gang(
         return Layout(tree, hypernode, shape_of, per_node, fits, pin.lca, joint.placed() if joint_rules else None)
 
     walk = _Walk(tree, pin, mode_hard, max_tier, totals, need, layout, units)
+    walk.child_limits = child_limits
     best = walk.run(least=0)
     least = max(gang.min_member - len(running), 1)
     short = ""
@@ -104,7 +121,7 @@ def _unit_limit(tree: NetworkTree, unit: Unit) -> UnitLimit:
     """A subgroup's own limit, and (hard) the domain its running members allow the rest."""
     hard, tier = limit_of(tree, unit.network, f"subGroupPolicy[{unit.policy}].networkTopology")
     allowed = pin_of(tree, unit.running, hard, tier).domain if hard else None
-    return UnitLimit(hard=hard, tier=tier, allowed=allowed)
+    return UnitLimit(hard=hard, tier=tier, allowed=allowed, within=named_domains(tree, unit.network))
 
 
 class _Walk:
@@ -124,6 +141,7 @@ class _Walk:
         self.tree, self.pin, self.hard, self.max_tier = tree, pin, hard, max_tier
         self.totals, self.need, self.layout, self.units = totals, need, layout, units
         self.planned = 0
+        self.child_limits: dict[str, UnitLimit] = {}  # nested subgroups' own limits, by unit name
 
     def run(self, *, least: int, min_sub_groups: tuple[int, ...] = ()) -> Plan | None:
         """The best plan of the lowest tier that has one: the whole gang (`least` 0), or at least `least`."""
@@ -146,6 +164,7 @@ class _Walk:
                     partial=bool(least),
                     minimum=least,
                     min_sub_groups=min_sub_groups,
+                    child_limits=self.child_limits,
                 )
                 if plan is not None:
                     plans.append(plan)

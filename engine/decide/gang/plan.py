@@ -5,15 +5,17 @@ free slots, depth first), so consecutive ranks share a node, then a leaf, then t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import msgspec
 
 from engine.cluster.network import NetworkTree
 from engine.core.model import PodRequest
 from engine.decide.gang.joint import PlacedMembers
-from engine.decide.gang.subgroups import GANG_UNIT, Unit, ready_count
-from engine.decide.gang.tiers import is_within
+from engine.decide.gang.nested import place_nested
+from engine.decide.gang.subgroups import GANG_UNIT, Unit, descendants, ready_count
+from engine.decide.gang.tiers import NODE_TIER, NamedDomains, domain_tier, is_within, span
 from engine.node.answer import NodeFit
 
 MAX_PLANNED = 8  # candidate hypernodes of one tier planned in full; the rest are pruned by slots
@@ -33,6 +35,15 @@ class UnitLimit(msgspec.Struct, frozen=True, kw_only=True):
     hard: bool
     tier: int
     allowed: str | None = None  # hard: the pending members stay inside it (where running ones pin them)
+    within: NamedDomains | None = None  # hard, by tierName: a domain inside a hypernode carrying that name
+
+
+class LayoutMark(NamedTuple):
+    owner: dict[int, bytes]
+    used: dict[int, int]
+    assigned: int  # assignments made by then
+    score: float
+    joint: PlacedMembers | None
 
 
 class Layout:
@@ -81,7 +92,10 @@ class Layout:
     def trial(self, domain: str, members: Sequence[PodRequest], free: dict[str, int]) -> list[tuple[PodRequest, int]]:
         """Members (rank order) on the domain's nodes in fill order, as many as fit; nothing is kept yet."""
         index_of = self.tree.node_index
-        order = [index_of(n) for n in fill_order(self.tree, domain, free, self.anchor)]
+        if self.tree.is_node(domain):  # a unit limited to one node (NODE_TIER)
+            order = [index_of(domain)]
+        else:
+            order = [index_of(n) for n in fill_order(self.tree, domain, free, self.anchor)]
         rooms: dict[bytes, dict[int, int]] = {}
         owner: dict[int, bytes] = {}  # nodes this trial gives a shape
         pointer: dict[bytes, int] = {}
@@ -124,6 +138,16 @@ class Layout:
             self.assignments.append((member.uid, node, nth))
             self.score += self.fits[(key, node)][nth].score.score
 
+    def mark(self) -> LayoutMark:
+        """What is laid out so far, to go back to (engine.decide.gang.nested); the members' joint rules too."""
+        joint = self.joint.copy() if self.joint is not None else None
+        return LayoutMark(dict(self.owner), dict(self.used), len(self.assignments), self.score, joint)
+
+    def reset(self, mark: LayoutMark) -> None:
+        self.owner, self.used, self.score = dict(mark.owner), dict(mark.used), mark.score
+        self.joint = mark.joint.copy() if mark.joint is not None else None
+        del self.assignments[mark.assigned :]
+
     def free_after(self) -> int:
         return sum(sum(self._free_by_position(key).values()) for key in set(self.shape_of.values()))
 
@@ -163,8 +187,10 @@ def _domains(layout: Layout, limit: UnitLimit, free: dict[str, int]) -> list[tup
     tree = layout.tree
     start, end = layout.start, layout.end
     if limit.allowed is not None:
-        a, b = tree.node_range(limit.allowed)
+        a, b = span(tree, limit.allowed)
         start, end = max(start, a), min(end, b)
+    if limit.hard and limit.tier == NODE_TIER:  # one node: the tightest with room first
+        return sorted((free[n], n) for n in tree.nodes[start:end] if free.get(n, 0) > 0)
     prefix = [0]
     for name in tree.nodes[start:end]:
         prefix.append(prefix[-1] + free.get(name, 0))
@@ -173,6 +199,8 @@ def _domains(layout: Layout, limit: UnitLimit, free: dict[str, int]) -> list[tup
         tier = tree.tier_of(name)
         a, b = tree.node_range(name)
         if (limit.hard and tier > limit.tier) or not (start <= a and b <= end and b > a):
+            continue
+        if limit.within is not None and not limit.within.holds(a, b):
             continue
         out.append((tier, prefix[b - start] - prefix[a - start], name))
     out.sort()
@@ -183,7 +211,7 @@ def _place_unit(layout: Layout, unit: Unit, limit: UnitLimit, partial: bool) -> 
     """The unit's pending members placed in one domain; False when a whole gang cannot be planned here."""
     free = layout.free_of({layout.shape_of[m.uid] for m in unit.pending})
     want = len(unit.pending)
-    own = unit.policy == GANG_UNIT  # the gang's own members: the candidate itself
+    own = unit.policy == GANG_UNIT and limit.tier != NODE_TIER  # the gang's own members: the candidate itself
     domains = [(sum(free.values()), layout.hypernode)] if own else _domains(layout, limit, free)
     best: list[tuple[PodRequest, int]] = []
     for room, domain in domains:
@@ -193,7 +221,7 @@ def _place_unit(layout: Layout, unit: Unit, limit: UnitLimit, partial: bool) -> 
                 best = trial
                 break
     if len(best) < want and partial and domains:
-        roomiest = min(domains, key=lambda rd: (-rd[0], layout.tree.tier_of(rd[1]), rd[1]))[1]
+        roomiest = min(domains, key=lambda rd: (-rd[0], domain_tier(layout.tree, rd[1]), rd[1]))[1]
         best = layout.trial(roomiest, unit.pending, free)
     if len(best) < want and not partial:
         return False
@@ -209,6 +237,7 @@ def plan_in(
     partial: bool = False,
     minimum: int = 0,
     min_sub_groups: Sequence[int] = (),
+    child_limits: Mapping[str, UnitLimit] | None = None,
 ) -> Plan | None:
     """Every unit laid out in the candidate, or None when the gang does not fit (`partial`: when fewer
     than `minimum` members, or fewer ready subgroups than a policy's minSubGroups, could be placed)."""
@@ -217,12 +246,21 @@ def plan_in(
         if not unit.pending:
             continue
         before = len(layout.assignments)
-        if not _place_unit(layout, unit, limit, partial):
+        if unit.children:  # nested subgroups (child_limits: each child's own limit, by unit name)
+            laid_out = place_nested(layout, unit, limit, partial, child_limits or {}, _place_unit, _domains)
+        else:
+            laid_out = _place_unit(layout, unit, limit, partial)
+        if not laid_out:
             return None
         placed[unit.name] = len(layout.assignments) - before
     count = len(layout.assignments)
     if partial:
         plain = [u for u, _ in units]
+        nested = [d for u in plain for d in descendants(u)]
+        if nested:  # a nested policy's subgroups are ready by the members laid out in each
+            kept = {uid for uid, _, _ in layout.assignments}
+            placed.update({d.name: sum(1 for m in d.pending if m.uid in kept) for d in nested})
+            plain += nested
         if count < max(minimum, 1) or any(
             ready_count(plain, placed, policy) < wanted for policy, wanted in enumerate(min_sub_groups)
         ):

@@ -8,6 +8,10 @@ slices), or all of it in one subgroup when it has no size. Members no policy tak
 own. A subgroup is ready once `subGroupSize` of its members run (a slice: all of them); a policy
 with `minSubGroups` needs that many ready subgroups, and those come first (Volcano's required
 subJobs), then the others, policy by policy, in the order of their values (numbers by value).
+
+A policy with a `parent` divides each subgroup of that policy the same way, among its members
+only (KAI's nested subgroups, Kueue's multi-layer slices): the subgroup's `children`, each laid
+out inside the domain its parent takes (members no child policy takes form a child of their own).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class Unit(msgspec.Struct, frozen=True, kw_only=True):
     minimum: int = 1  # members (running ones included) that make it ready
     network: NetworkConstraint | None = None
     required: bool = False  # one of the subgroups its policy's minSubGroups asks for
+    children: tuple[Unit, ...] = ()  # its members divided by the policies whose parent is its policy
 
 
 def selects(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
@@ -53,7 +58,15 @@ def selects(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
 
 
 def _policy_of(policies: Sequence[SubGroupPolicy], pod: PodRequest) -> tuple[int, tuple[str, ...]] | None:
-    for number, policy in enumerate(policies):
+    """The first top-level policy that takes the pod, and its values."""
+    return _first_policy(policies, pod, [n for n, p in enumerate(policies) if not p.parent])
+
+
+def _first_policy(
+    policies: Sequence[SubGroupPolicy], pod: PodRequest, numbers: Sequence[int]
+) -> tuple[int, tuple[str, ...]] | None:
+    for number in numbers:
+        policy = policies[number]
         if policy.label_selector is not None and not selects(policy.label_selector, pod.labels):
             continue
         if not policy.match_label_keys:
@@ -83,20 +96,59 @@ def units_of(
             own.append(pod)
         else:
             grouped.setdefault(found, []).append(pod)
+    units = _required_first(policies, _grouped_units(policies, grouped, ""))
+    gang_own = _unit("", GANG_UNIT, own, 1)
+    return units, gang_own
+
+
+def _grouped_units(
+    policies: Sequence[SubGroupPolicy], grouped: dict[tuple[int, tuple[str, ...]], list[PodRequest]], prefix: str
+) -> list[Unit]:
+    """The subgroups of each (policy, values) group of members, in policy then value order, with children."""
     units: list[Unit] = []
     for (number, values), members in sorted(grouped.items(), key=lambda kv: (kv[0][0], _values_key(kv[0][1]))):
         policy = policies[number]
-        label = policy.name or str(number)
+        label = prefix + (policy.name or str(number))
         if policy.match_label_keys or not policy.sub_group_size:
             units.append(_unit(f"{label}/{'-'.join(values) or 'all'}", number, members, policy.sub_group_size or 1))
-            continue
-        size = policy.sub_group_size
-        for n, start in enumerate(range(0, len(members), size)):
-            chunk = members[start : start + size]
-            units.append(_unit(f"{label}/slice-{n}", number, chunk, len(chunk)))
-    units = _required_first(policies, [msgspec.structs.replace(u, network=policies[u.policy].network) for u in units])
-    gang_own = _unit("", GANG_UNIT, own, 1)
-    return units, gang_own
+        else:
+            size = policy.sub_group_size
+            for n, start in enumerate(range(0, len(members), size)):
+                chunk = members[start : start + size]
+                units.append(_unit(f"{label}/slice-{n}", number, chunk, len(chunk)))
+    return [
+        msgspec.structs.replace(u, network=policies[u.policy].network, children=_children(policies, u)) for u in units
+    ]
+
+
+def _children(policies: Sequence[SubGroupPolicy], unit: Unit) -> tuple[Unit, ...]:
+    """The unit's members divided by the policies whose parent is its policy (none: no children)."""
+    name = policies[unit.policy].name
+    numbers = [n for n, p in enumerate(policies) if p.parent and p.parent == name]
+    if not numbers:
+        return ()
+    grouped: dict[tuple[int, tuple[str, ...]], list[PodRequest]] = {}
+    rest: list[PodRequest] = []
+    for pod in sorted([*unit.pending, *unit.running], key=member_key):
+        found = _first_policy(policies, pod, numbers)
+        if found is None:
+            rest.append(pod)
+        else:
+            grouped.setdefault(found, []).append(pod)
+    children = _grouped_units(policies, grouped, f"{unit.name}/")
+    if rest:  # inside the parent's domain, with no constraint of their own
+        children.append(_unit(f"{unit.name}/own", unit.policy, rest, len(rest)))
+    return tuple(children)
+
+
+def descendants(unit: Unit) -> list[Unit]:
+    """Its children, theirs, and so on (parents before their children)."""
+    return [d for child in unit.children for d in (child, *descendants(child))]
+
+
+def leaves(unit: Unit) -> tuple[Unit, ...]:
+    """The units that hold members themselves: the unit, or its children's leaves."""
+    return tuple(leaf for child in unit.children for leaf in leaves(child)) if unit.children else (unit,)
 
 
 def _unit(name: str, policy: int, members: list[PodRequest], minimum: int) -> Unit:
