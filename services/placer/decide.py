@@ -147,6 +147,8 @@ def decide(
         qos=decision.qos,
         app_class=decision.app_class,
         requests=dict(pending.requests),
+        labels=dict(pending.labels),
+        affinities=pending.affinities,
         decided_at=now,
         claims=claims,
         enforcement=view.enforcement_of(decision.node),
