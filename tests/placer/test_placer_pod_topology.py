@@ -116,8 +116,8 @@ def test_another_schedulers_bound_pods_are_avoided_by_anti_affinity() -> None:
 
 def test_a_bound_pods_own_anti_affinity_keeps_the_newcomer_away() -> None:
     view = cluster("a", "b")
-    view.apply(bound("db-0", "b", {"app": "db"}, affinities=anti({"app": "web"})))
-    assert placed_node(view, web("w")) == "a"
+    view.apply(bound("db-0", "a", {"app": "db"}, affinities=anti({"app": "web"})))
+    assert placed_node(view, web("w")) == "b"
 
 
 def test_a_namespace_selector_reads_the_namespaces_labels() -> None:
