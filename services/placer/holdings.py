@@ -49,6 +49,7 @@ class ViewChange(msgspec.Struct, frozen=True, kw_only=True):
     devices_freed: bool = False  # a pod's device shares were released (not only its cpu, memory, slot)
     dropped: tuple[BindingEvent, ...] = ()  # decisions the binder could not apply
     settled: tuple[str, ...] = ()  # pod uids now bound or deleted in the cluster
+    pods_moved: bool = False  # a pod came to, left or changed (labels, pod affinity) on a node: affinity, spread
 
 
 NO_CHANGE = ViewChange()

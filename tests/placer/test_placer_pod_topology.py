@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from placer_builders import pending, status, topology
+from placer_builders import FakeClock, pending, status, topology
 
 from engine import Engine
 from schemas.events import (
@@ -21,7 +21,8 @@ from schemas.events import (
     PodLifecycleEvent,
 )
 from schemas.kube import LabelSelector, PodAffinities, TopologySpreadConstraint
-from services.placer.decide import decide
+from services.placer.decide import Decider, decide
+from services.placer.parking import MAX_BACKOFF_S
 from services.placer.requests import pod_request
 from services.placer.view import ClusterView
 
@@ -159,3 +160,36 @@ def test_the_assumed_placement_carries_the_pods_labels_and_terms() -> None:
     assert (placement.labels, placement.affinities) == ({"app": "web"}, event.affinities)
     (node,) = view.snapshot().nodes
     assert [(p.uid, p.labels) for p in node.running] == [("w", {"app": "web"})]
+
+
+def test_a_pod_parked_by_anti_affinity_is_placed_when_the_pod_it_avoids_leaves() -> None:
+    """kube-scheduler's queueing hint: a pod leaving (or relabelled) helps pods held by pod affinity or spread."""
+    decider = Decider(engine=Engine(), clock=FakeClock())
+    decider.on_event(topology("a", 4))
+    decider.on_event(status("a", labels={HOSTNAME: "a"}))
+    decider.on_event(bound("db-0", "a", {"app": "db"}))
+    parked = decider.on_pending(web("w", affinities=anti({"app": "db"}))).placement
+    assert parked is not None and parked.outcome is PlacementOutcome.UNSCHEDULABLE
+    clock = decider.parking.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(MAX_BACKOFF_S)
+    assert decider.on_event(bound("db-0", "a", {"app": "db"})) == []  # the same pod again: nothing moved
+    retried = decider.on_event(bound("db-0", "a", {"app": "cache"}))  # relabelled: no longer avoided
+    assert [(r.placement.uid, r.placement.outcome, r.placement.node) for r in retried] == [
+        ("w", PlacementOutcome.PLACED, "a")
+    ]
+
+
+def test_a_pod_parked_by_anti_affinity_is_placed_when_that_pod_is_deleted() -> None:
+    decider = Decider(engine=Engine(), clock=FakeClock())
+    decider.on_event(topology("a", 4))
+    decider.on_event(status("a", labels={HOSTNAME: "a"}))
+    decider.on_event(bound("db-0", "a", {"app": "db"}))
+    parked = decider.on_pending(web("w", affinities=anti({"app": "db"}))).placement
+    assert parked is not None and parked.outcome is PlacementOutcome.UNSCHEDULABLE
+    clock = decider.parking.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(MAX_BACKOFF_S)
+    gone = PodLifecycleEvent(uid="db-0", namespace="default", name="db-0", phase=LifecyclePhase.DELETED, ours=False)
+    retried = decider.on_event(gone)
+    assert [(r.placement.uid, r.placement.node) for r in retried] == [("w", "a")]
