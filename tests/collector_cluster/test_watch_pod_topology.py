@@ -149,3 +149,13 @@ def test_a_lifecycle_event_says_when_a_pod_starts_terminating() -> None:
     deleting = pod("db-0", node="n1", phase="Running", labels={"app": "db"}, deletionTimestamp="2026-03-01T10:00:00Z")
     (published,) = trackers.pods.observe(deleting, 2.0).publications
     assert isinstance(published.event, PodLifecycleEvent) and published.event.terminating
+
+
+def test_a_pending_pod_relabelled_goes_out_again_and_an_annotation_alone_does_not() -> None:
+    """Running pods' anti-affinity and the spread selectors read the newcomer's labels: a change counts."""
+    trackers = Trackers("topoplace", None)
+    assert len(pendings(trackers.pods.observe(pod("web-0", labels={"app": "web"}), 1.0))) == 1
+    noted = pod("web-0", labels={"app": "web"}, annotations={"note": "x"})
+    assert pendings(trackers.pods.observe(noted, 2.0)) == []
+    (again,) = pendings(trackers.pods.observe(pod("web-0", labels={"app": "web", "tier": "front"}), 3.0))
+    assert again.labels == {"app": "web", "tier": "front"}

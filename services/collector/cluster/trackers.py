@@ -196,8 +196,11 @@ class PodTracker:
             if not ours or tr.is_gated(pod):
                 return Outcome()  # another scheduler's business, or not ready to be scheduled
             claims = tuple(c.claim_name for c in tr.claim_refs(pod))
-            if known is not None and known.bound is None and not force and known.claims == claims:
-                # annotations written before binding change nothing; a template's claim being made does
+            published = self._pending.get(uid)
+            relabelled = published is not None and published[0].metadata.labels != meta.labels
+            if known is not None and known.bound is None and not force and known.claims == claims and not relabelled:
+                # annotations written before binding change nothing; a template's claim being made does, and
+                # so do labels (running pods' anti-affinity and the spread selectors read them)
                 return Outcome()
             pending, problems = tr.pending_event(pod, now, gang_member=membership is not None, selectors=self.selectors)
             self._pending[uid] = (pod, pending.default_spread_selector)
