@@ -3,10 +3,13 @@ constraints and DefaultSelector; bound pods' labels, pod affinity and deletion; 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import msgspec
-from cluster_objects import pod
+from cluster_fakes import RecordingPublisher
+from cluster_objects import pod, pod_json
+from kubernetes_asyncio import client
 
 from schemas import topics
 from schemas.events import NamespaceEvent, PendingPodEvent, PodLifecycleEvent
@@ -15,7 +18,9 @@ from services.collector.cluster import pod_topology
 from services.collector.cluster import translate as tr
 from services.collector.cluster.kinds import Trackers
 from services.collector.cluster.trackers import Outcome
+from services.collector.cluster.watcher import ClusterWatcher
 from services.collector.cluster.workloads import Namespace, Workload
+from topoplace.dev.kubeapi import KubeApiServer
 
 ONE_PER_NODE: dict[str, Any] = {
     "podAntiAffinity": {
@@ -159,3 +164,28 @@ def test_a_pending_pod_relabelled_goes_out_again_and_an_annotation_alone_does_no
     assert pendings(trackers.pods.observe(noted, 2.0)) == []
     (again,) = pendings(trackers.pods.observe(pod("web-0", labels={"app": "web", "tier": "front"}), 3.0))
     assert again.labels == {"app": "web", "tier": "front"}
+
+
+async def test_the_watcher_streams_namespaces_and_a_services_selector_from_the_api(
+    kube_api: KubeApiServer, kube_client: client.ApiClient, publisher: RecordingPublisher
+) -> None:
+    """Through the test API server: the rows list and watch Namespaces and Services (RBAC in deploy/)."""
+    kube_api.store.create("namespaces", {"metadata": {"name": "ml", "labels": {"team": "a"}}})
+    kube_api.store.create("pods", pod_json("web-0", namespace="ml", labels={"app": "web"}), namespace="ml")
+    watcher = ClusterWatcher(kube_client, publisher, scheduler_name="topoplace")
+    task = asyncio.create_task(watcher.run())
+    try:
+        await asyncio.wait_for(watcher.wait_ready(), 5)
+        (namespace,) = await publisher.wait_for(lambda s: s.topic == topics.NAMESPACES.name and s.key == "ml")
+        service = {"metadata": {"name": "web", "namespace": "ml"}, "spec": {"selector": {"app": "web"}}}
+        kube_api.store.create("services", service, namespace="ml")
+        selected = await publisher.wait_for(
+            lambda s: isinstance(s.event, PendingPodEvent) and s.event.default_spread_selector is not None
+        )
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert namespace.event == NamespaceEvent(name="ml", labels={"team": "a"}, observed_at=namespace.event.observed_at)
+    event = selected[0].event
+    assert isinstance(event, PendingPodEvent)
+    assert event.default_spread_selector == LabelSelector(match_labels={"app": "web"})
