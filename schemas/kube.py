@@ -12,7 +12,7 @@ the field (msgspec adds the path, e.g. "- at `$.nodeAffinity...`").
 are read on their own (`PodAffinities`, from the same `spec.affinity` object)
 with its `topologySpreadConstraints` (`TopologySpreadConstraint`), so a reader
 that knows the pods running on each node (InterPodAffinity, PodTopologySpread)
-asks for them and one that does not (the cluster watcher, for now) is unchanged.
+asks for them and one that does not is unchanged.
 """
 
 from __future__ import annotations

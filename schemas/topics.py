@@ -117,6 +117,13 @@ RESOURCE_CLAIMS = Topic(
     compacted=True,
     description="Every allocated DRA ResourceClaim, of any scheduler: the devices it holds (cluster watcher).",
 )
+NAMESPACES = Topic(
+    name="namespaces",
+    event=events.NamespaceEvent,
+    key="namespace name",
+    compacted=True,
+    description="Namespaces and their labels, for pod affinity's namespaceSelector (cluster watcher).",
+)
 PODS_PENDING = Topic(
     name="pods.pending",
     event=events.PendingPodEvent,
@@ -168,6 +175,7 @@ ALL: tuple[Topic, ...] = (
     TOPOLOGY_LEVELS,
     RESOURCE_SLICES,
     RESOURCE_CLAIMS,
+    NAMESPACES,
     PODS_PENDING,
     GANGS_PENDING,
     PODS_LIFECYCLE,

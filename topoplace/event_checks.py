@@ -30,6 +30,7 @@ from schemas.events import (
     DeviceUsageEvent,
     Event,
     HyperNodeEvent,
+    NamespaceEvent,
     NodeStatusEvent,
     NodeTopologyEvent,
     PodLifecycleEvent,
@@ -102,8 +103,8 @@ def check_node_status(key: str | None, event: Event) -> None:
 
 
 def check_named(key: str | None, event: Event) -> None:
-    """State keyed by the object's name: HyperNodes, Kueue Topologies, ResourceSlices."""
-    assert isinstance(event, HyperNodeEvent | TopologyLevelsEvent | ResourceSliceEvent)
+    """State keyed by the object's name: HyperNodes, Kueue Topologies, ResourceSlices, Namespaces."""
+    assert isinstance(event, HyperNodeEvent | TopologyLevelsEvent | ResourceSliceEvent | NamespaceEvent)
     _keyed_by("name", key, event.name)
 
 
@@ -114,6 +115,7 @@ EDGE_CHECKS: Mapping[str, EventCheck] = {
     topics.TOPOLOGY_NETWORK.name: check_named,
     topics.TOPOLOGY_LEVELS.name: check_named,
     topics.RESOURCE_SLICES.name: check_named,
+    topics.NAMESPACES.name: check_named,
     topics.PODS_LIFECYCLE.name: check_lifecycle,
 }
 

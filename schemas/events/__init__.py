@@ -10,6 +10,7 @@ One module per family of topics; every name is re-exported here, so
     nodes.py         topology.nodes, usage.devices, nodes.status
     network.py       topology.network (hypernodes), topology.levels
     pods.py          pods.pending, pods.lifecycle (and DeviceAssignment)
+    namespaces.py    namespaces
     resources.py     resources.slices, resources.claims (DRA)
     gangs.py         gangs.pending, gangs.placements
     decisions.py     placements, bindings
@@ -36,6 +37,7 @@ from schemas.events.gangs import (
     SubGroupPolicy,
     TopologyMode,
 )
+from schemas.events.namespaces import NamespaceEvent
 from schemas.events.network import (
     HyperNodeEvent,
     HyperNodeMember,
@@ -71,6 +73,7 @@ __all__ = [
     "LabelSelectorRequirement",
     "LifecyclePhase",
     "MemberKind",
+    "NamespaceEvent",
     "NetworkConstraint",
     "NodeStatusEvent",
     "NodeTopologyEvent",

@@ -10,6 +10,7 @@ from schemas.dra import ClaimAllocation
 from schemas.enforcement import Enforcement
 from schemas.events.base import Event
 from schemas.events.pods import DeviceAssignment, GangRef
+from schemas.kube import PodAffinities
 
 # --- placements (key = node) ----------------------------------------------------------------
 
@@ -49,6 +50,10 @@ class PlacementEvent(Event, frozen=True, kw_only=True):
     qos: str = ""  # sharing class of the devices (MetaX sGPU QoS policy)
     app_class: str = ""  # MetaX online/offline class
     requests: dict[str, str] = {}  # the pod's effective requests, held on the node while assumed
+    # The pod's labels and pod (anti-)affinity, counted on the node while assumed (InterPodAffinity,
+    # PodTopologySpread): the next replica decided sees this one before the cluster reports it bound.
+    labels: dict[str, str] = {}
+    affinities: PodAffinities | None = None
     decided_at: float = 0.0
     claims: tuple[ClaimAllocation, ...] = ()  # DRA: the devices chosen for each of the pod's claims
     # How the node makes the device choice stick (schemas/enforcement.py): the binder writes

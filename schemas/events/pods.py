@@ -9,7 +9,7 @@ import msgspec
 
 from schemas.dra import PodClaim
 from schemas.events.base import MAX_POD_EVENT_BYTES, Event
-from schemas.kube import Affinity, Toleration
+from schemas.kube import Affinity, LabelSelector, PodAffinities, Toleration, TopologySpreadConstraint
 
 # --- pods.pending (key = pod uid) -----------------------------------------------------------
 
@@ -46,6 +46,12 @@ class PendingPodEvent(Event, frozen=True, kw_only=True):
     affinity: Affinity | None = None
     tolerations: tuple[Toleration, ...] = ()
     claims: tuple[PodClaim, ...] = ()  # DRA: the pod's ResourceClaims, with their requests
+    # InterPodAffinity and PodTopologySpread: its podAffinity / podAntiAffinity (None: neither), its
+    # topologySpreadConstraints, and kube-scheduler's DefaultSelector for it (the selectors of the
+    # Services and the controller it belongs to; None: empty, so no cluster-default constraints).
+    affinities: PodAffinities | None = None
+    topology_spread_constraints: tuple[TopologySpreadConstraint, ...] = ()
+    default_spread_selector: LabelSelector | None = None
     unpublishable: str = ""  # why the pod could not be published whole (then nothing else is carried)
 
 
@@ -83,4 +89,9 @@ class PodLifecycleEvent(Event, frozen=True, kw_only=True):
     requests: dict[str, str] = {}  # the pod's effective requests (Kubernetes quantities)
     ours: bool = True
     gang: str = ""  # "<namespace>/<group name>" when the pod belongs to a gang
+    # What InterPodAffinity and PodTopologySpread read of a pod on a node: its labels, its pod
+    # (anti-)affinity, and whether it is being deleted (spread no longer counts it).
+    labels: dict[str, str] = {}
+    affinities: PodAffinities | None = None
+    terminating: bool = False
     observed_at: float = 0.0

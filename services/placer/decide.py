@@ -147,6 +147,8 @@ def decide(
         qos=decision.qos,
         app_class=decision.app_class,
         requests=dict(pending.requests),
+        labels=dict(pending.labels),
+        affinities=pending.affinities,
         decided_at=now,
         claims=claims,
         enforcement=view.enforcement_of(decision.node),
@@ -261,7 +263,7 @@ class Decider:
                     FollowUp(placement=p, cause=Cause.REPLAN, origin=ticket.origin)
                     for p in self._replan(ticket, rejected, now)
                 ]
-        if change.capacity_grew or change.dropped:
+        if change.capacity_grew or change.dropped or change.pods_moved:
             self.parking.queue_helped(growth)
             out += self._retry_parked(now)
             out += self._retry_parked_gangs(now)
@@ -332,7 +334,7 @@ def _event_growth(event: Event, change: ViewChange) -> Growth:
     if isinstance(event, ResourceSliceEvent):
         return Growth.CLAIMS
     if isinstance(event, PodLifecycleEvent | BindingEvent):  # a pod left a node, or a decision was dropped
-        return Growth.HOST | (Growth.DEVICES if change.devices_freed else Growth.NONE)
+        return _pod_growth(change)
     return Growth.NODES  # node topology or status, HyperNodes, topology levels
 
 
@@ -343,7 +345,16 @@ def _tombstone_growth(topic: str, change: ViewChange) -> Growth:
         return Growth.DEVICES
     if topic == topics.RESOURCE_SLICES.name:
         return Growth.CLAIMS
-    return Growth.HOST | (Growth.DEVICES if change.devices_freed else Growth.NONE)
+    return _pod_growth(change)
+
+
+def _pod_growth(change: ViewChange) -> Growth:
+    """A pod that left frees its host resources (and devices); one that came, left or changed may
+    let a pod held by pod affinity or spread in (a pod that only came frees nothing else)."""
+    growth = Growth.PODS if change.pods_moved else Growth.NONE
+    if change.capacity_grew or change.dropped:
+        growth |= Growth.HOST | (Growth.DEVICES if change.devices_freed else Growth.NONE)
+    return growth
 
 
 def _unschedulable(pending: PendingPodEvent, attempt: int, reason: str, candidates: int, now: float) -> PlacementEvent:

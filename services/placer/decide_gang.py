@@ -111,6 +111,8 @@ def _member(
         qos=placed.qos,
         app_class=placed.app_class,
         requests=dict(pending.requests),
+        labels=dict(pending.labels),
+        affinities=pending.affinities,
         decided_at=now,
         enforcement=view.enforcement_of(node),
     )

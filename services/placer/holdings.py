@@ -10,6 +10,7 @@ import enum
 
 import msgspec
 
+from engine.core.model import PlacedPod
 from schemas.events import (
     BindingEvent,
     BindingOutcome,
@@ -48,6 +49,7 @@ class ViewChange(msgspec.Struct, frozen=True, kw_only=True):
     devices_freed: bool = False  # a pod's device shares were released (not only its cpu, memory, slot)
     dropped: tuple[BindingEvent, ...] = ()  # decisions the binder could not apply
     settled: tuple[str, ...] = ()  # pod uids now bound or deleted in the cluster
+    pods_moved: bool = False  # a pod came to, left or changed (labels, pod affinity) on a node: affinity, spread
 
 
 NO_CHANGE = ViewChange()
@@ -83,6 +85,31 @@ class PodFacts:
             return (self.lifecycle.node, self.lifecycle.requests) if self.lifecycle.node else None
         outstanding = self.outstanding()
         return (outstanding[0].node, outstanding[0].requests) if outstanding else None
+
+    def placed_on(self) -> tuple[str, PlacedPod] | None:
+        """(node, the pod as pod affinity and spread read it) where it is bound or assumed; None: on no node.
+
+        Every scheduler's bound pods count, and our own decisions before the cluster reports them
+        bound, so the next replica decided sees this one."""
+        if self.deleted:
+            return None
+        if self.lifecycle is not None:
+            bound = self.lifecycle
+            if not bound.node:
+                return None
+            pod = PlacedPod(
+                uid=bound.uid,
+                namespace=bound.namespace,
+                labels=bound.labels,
+                affinities=bound.affinities,
+                terminating=bound.terminating,
+            )
+            return bound.node, pod
+        outstanding = self.outstanding()
+        if not outstanding:
+            return None
+        p = outstanding[0]
+        return p.node, PlacedPod(uid=p.uid, namespace=p.namespace, labels=p.labels, affinities=p.affinities)
 
     def nodes(self) -> set[str]:
         """Every node the pod holds devices or resources on."""

@@ -8,6 +8,7 @@ from decimal import Decimal
 import msgspec
 
 from engine import Allocation, NodeState
+from engine.core.model import PlacedPod
 from schemas.events import DeviceUsageEvent, NodeStatusEvent, NodeTopologyEvent
 from schemas.quantity import QuantityError, parse_quantity
 from services.placer.holdings import PodFacts
@@ -29,6 +30,7 @@ def node_state(
     allocations: list[Allocation] = []
     requested: dict[str, Decimal] = {}
     count = 0
+    running: list[PlacedPod] = []
     for facts in pods:
         for holding in facts.holdings():
             if holding.node != name:
@@ -44,6 +46,9 @@ def node_state(
                 )
                 for device in holding.devices
             )
+        placed = facts.placed_on()
+        if placed is not None and placed[0] == name:
+            running.append(placed[1])
         where = facts.requests_on()
         if where is not None and where[0] == name:
             count += 1
@@ -64,6 +69,7 @@ def node_state(
         requested={k: _quantity_text(v) for k, v in sorted(requested.items())},
         pods=count,
         allocations=tuple(allocations),
+        running=tuple(running),
     )
 
 

@@ -8,7 +8,9 @@ backoff queue and queueing hints are the model):
   against the pod's `RetryHint`): a node added, opened, relabelled or untainted
   helps every pod; freed devices help pods that ask for devices; a changed
   ResourceSlice helps pods with claims; a pod leaving a node helps pods that
-  lacked its host resources (cpu, memory, a pod slot);
+  lacked its host resources (cpu, memory, a pod slot); a pod coming, leaving or
+  changing on a node helps pods with pod (anti-)affinity or spread, or held by
+  running pods' anti-affinity;
 - a queued pod is decided again only once its backoff has passed: 1 s after its
   first failure, doubling up to 10 s (podInitialBackoffSeconds, podMaxBackoffSeconds);
 - each event or tick re-decides at most a budget of queued pods, higher priority
@@ -61,6 +63,7 @@ class Growth(enum.Flag):
     DEVICES = enum.auto()  # device shares released, or a device healthy again
     CLAIMS = enum.auto()  # a DRA ResourceSlice added or changed
     HOST = enum.auto()  # a pod's requests left a node: cpu, memory, a pod slot
+    PODS = enum.auto()  # a pod came to, left or changed on a node (its labels, pod affinity): affinity, spread
 
 
 class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,6 +72,7 @@ class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
     devices: bool = False  # it asks for devices (an extended resource) or has claims
     claims: bool = False
     host: bool = False  # its reason names a host resource it lacked
+    pods: bool = False  # it has pod (anti-)affinity or spread constraints, or running pods' anti-affinity held it
 
     def helped_by(self, growth: Growth) -> bool:
         return bool(
@@ -76,6 +80,7 @@ class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
             or (growth & Growth.DEVICES and self.devices)
             or (growth & Growth.CLAIMS and self.claims)
             or (growth & Growth.HOST and self.host)
+            or (growth & Growth.PODS and self.pods)
         )
 
 
@@ -90,7 +95,8 @@ def retry_hint(pending: PendingPodEvent, reason: str) -> RetryHint:
     )
     lacked = _INSUFFICIENT.findall(reason)
     host = TOO_MANY_PODS in reason or any("/" not in name for name in lacked) or (bool(lacked) and not asks_devices)
-    return RetryHint(devices=asks_devices, claims=bool(pending.claims), host=host)
+    pods = pending.affinities is not None or bool(pending.topology_spread_constraints) or "affinity" in reason
+    return RetryHint(devices=asks_devices, claims=bool(pending.claims), host=host, pods=pods)
 
 
 def _nonzero(quantity: str) -> bool:

@@ -57,17 +57,20 @@ class PodLedger:
         facts = self._facts(event.uid)
         held_before = facts.holdings()
         before = facts.nodes()
+        placed_before = facts.placed_on()
         if event.phase is LifecyclePhase.DELETED:
             facts.lifecycle = event
             self._moved(event.uid, facts, before)
             self._forget(event.uid)
             freed = bool(held_before) or bool(before)
             devices = devices_freed(held_before, [])
-            return ViewChange(capacity_grew=freed, devices_freed=devices, settled=(event.uid,))
+            moved = placed_before is not None
+            return ViewChange(capacity_grew=freed, devices_freed=devices, settled=(event.uid,), pods_moved=moved)
         facts.lifecycle = event
         self._moved(event.uid, facts, before)
         freed = devices_freed(held_before, facts.holdings())
-        return ViewChange(capacity_grew=freed, devices_freed=freed, settled=(event.uid,))
+        moved = placed_before != facts.placed_on()
+        return ViewChange(capacity_grew=freed, devices_freed=freed, settled=(event.uid,), pods_moved=moved)
 
     def _apply_placement(self, event: PlacementEvent) -> ViewChange:
         if event.outcome is not PlacementOutcome.PLACED or event.uid in self._deleted:
@@ -91,11 +94,15 @@ class PodLedger:
             return NO_CHANGE  # confirms a holding: nothing freed
         held_before = facts.holdings()
         before = facts.nodes()
+        placed_before = facts.placed_on()
         facts.outcomes[event.decision_id] = event.outcome
         self._moved(event.uid, facts, before)
         freed = devices_freed(held_before, facts.holdings())
         settled = facts.deleted or facts.lifecycle is not None
-        return ViewChange(capacity_grew=freed, devices_freed=freed, dropped=() if settled else (event,))
+        moved = placed_before != facts.placed_on()
+        return ViewChange(
+            capacity_grew=freed, devices_freed=freed, dropped=() if settled else (event,), pods_moved=moved
+        )
 
     def _lifecycle_gone(self, uid: str) -> ViewChange:
         # The pod's record was compacted away after its deletion: treat as deleted.

@@ -49,6 +49,9 @@ def pod_request(pending: PendingPodEvent, *, node_policy: str | None = None, nod
         affinity=pending.affinity,
         tolerations=pending.tolerations,
         node_name=node_name,
+        affinities=pending.affinities,
+        topology_spread_constraints=pending.topology_spread_constraints,
+        default_spread_selector=pending.default_spread_selector,
     )
 
 

@@ -1,7 +1,7 @@
 """The placer's view of the cluster, rebuilt from the topics; pure and synchronous.
 
 The view is fed every event of the state topics (topology.nodes, usage.devices,
-nodes.status, topology.network, pods.lifecycle; for DRA resources.slices and
+nodes.status, topology.network, pods.lifecycle, namespaces; for DRA resources.slices and
 resources.claims) and of placements and bindings,
 in whatever order the partitions deliver them, and turns them into the engine's
 Snapshot.
@@ -33,6 +33,7 @@ from typing import Any
 import engine
 from engine import ClusterIndex, Snapshot
 from engine.cluster.network import NetworkTree, build_tree, from_event
+from engine.core.model import Namespace
 from schemas import topics
 from schemas.enforcement import Enforcement, node_enforcement
 from schemas.events import (
@@ -40,6 +41,7 @@ from schemas.events import (
     DeviceUsageEvent,
     Event,
     HyperNodeEvent,
+    NamespaceEvent,
     NodeStatusEvent,
     NodeTopologyEvent,
     ResourceSliceEvent,
@@ -70,6 +72,8 @@ class ClusterView(PodLedger):
         self._levels: dict[str, TopologyLevelsEvent] = {}
         self._slices: dict[str, ResourceSliceEvent] = {}  # DRA ResourceSlices by name
         self._allocated = AllocatedClaims()  # every allocated DRA ResourceClaim, of any scheduler
+        self._namespaces: dict[str, NamespaceEvent] = {}  # their labels: pod affinity's namespaceSelector
+        self._namespaces_changed = False
         self._index: ClusterIndex = engine.new_index(cpu=cpu_in_index)
         self._tree: tuple[tuple[int, int], NetworkTree] | None = None
         self._labels_epoch = 0  # grows when a node's labels (or the node set) change: the tree depends on them
@@ -184,6 +188,22 @@ class ClusterView(PodLedger):
         self._slices.pop(name, None)
         return NO_CHANGE
 
+    def _apply_namespace(self, event: NamespaceEvent) -> ViewChange:
+        before = self._namespaces.pop(event.name, None)
+        if not event.deleted:
+            self._namespaces[event.name] = event
+        self._namespaces_changed = True
+        # a namespace's new labels may let a pod's namespaceSelector find (or lose) the pods it wants
+        return ViewChange(capacity_grew=before is None or before.labels != event.labels)
+
+    def _namespace_gone(self, name: str) -> ViewChange:
+        self._namespaces_changed = self._namespaces.pop(name, None) is not None or self._namespaces_changed
+        return NO_CHANGE
+
+    def namespaces(self) -> tuple[Namespace, ...]:
+        """Every namespace known, with its labels, by name."""
+        return tuple(Namespace(name=n, labels=dict(e.labels)) for n, e in sorted(self._namespaces.items()))
+
     def _apply_claim(self, event: AllocatedClaimEvent) -> ViewChange:
         return ViewChange(capacity_grew=self._allocated.apply(event))
 
@@ -221,6 +241,9 @@ class ClusterView(PodLedger):
             else:
                 self._index.remove(name)
         self._dirty.clear()
+        if self._namespaces_changed:
+            self._index.pods.set_namespaces(self.namespaces())
+            self._namespaces_changed = False
         return self._index
 
     def network_tree(self) -> NetworkTree:
@@ -243,7 +266,12 @@ class ClusterView(PodLedger):
         """The engine's input: every node with a topology, and who holds its devices."""
         index = self.index()
         hypernodes = tuple(from_event(self._hypernodes[name]) for name in sorted(self._hypernodes))
-        return Snapshot(nodes=tuple(index.nodes()), hypernodes=hypernodes, topology_levels=self.topology_levels())
+        return Snapshot(
+            nodes=tuple(index.nodes()),
+            hypernodes=hypernodes,
+            topology_levels=self.topology_levels(),
+            namespaces=self.namespaces(),
+        )
 
     def sizes(self) -> dict[str, int]:
         """Counts for the metrics: nodes, schedulable nodes, hypernodes, holdings by state."""
@@ -285,6 +313,7 @@ VIEW_TOPICS: tuple[ViewTopic, ...] = (
     ViewTopic(topics.TOPOLOGY_LEVELS, ClusterView._apply_levels, ClusterView._levels_gone),
     ViewTopic(topics.RESOURCE_SLICES, ClusterView._apply_slice, ClusterView._slice_gone),
     ViewTopic(topics.RESOURCE_CLAIMS, ClusterView._apply_claim, ClusterView._claim_gone),
+    ViewTopic(topics.NAMESPACES, ClusterView._apply_namespace, ClusterView._namespace_gone),
     ViewTopic(topics.PODS_LIFECYCLE, ClusterView._apply_lifecycle, ClusterView._lifecycle_gone),
     ViewTopic(topics.PLACEMENTS, ClusterView._apply_placement),
     ViewTopic(topics.BINDINGS, ClusterView._apply_binding),

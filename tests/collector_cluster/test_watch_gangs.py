@@ -277,17 +277,18 @@ def test_a_running_member_gone_does_not_republish_the_same_pending_members() -> 
     assert [(pending_names(g), [r.name for r in g.running]) for g in out] == [(["w-2"], ["w-1"])]
 
 
-def test_members_carry_only_the_labels_read_their_subgroups_included_and_stay_bounded() -> None:
-    """A member keeps the labels its PodGroup's subGroupPolicy groups by, even when the PodGroup comes last."""
+def test_members_carry_every_label_and_stay_bounded() -> None:
+    """A member keeps every label (its subgroups, pod affinity and spread read them), even when the PodGroup
+    comes last; one over the bound goes out reduced, with the reason."""
     tracker = PodTracker("topoplace")
-    labels = {"rack": "r1", "team.example.com/cost-center": "x" * 60, **{f"l{i}": "v" * 60 for i in range(2_000)}}
+    labels = {"rack": "r1", "team.example.com/cost-center": "x" * 60, **{f"l{i}": "v" * 60 for i in range(200)}}
     huge = {"nvidia.com/use-gpuuuid": ",".join(f"GPU-{i:032x}" for i in range(2_000))}  # ~74 KB the placer reads
     tracker.observe(member("w-0", labels=labels), 1.0)
     tracker.observe(member("w-1", labels=labels, annotations=huge), 1.0)
     group = podgroup("job", namespace="ml", sub_groups=[{"name": "racks", "matchLabelKeys": ["rack"]}])
     (gang,) = gang_events(tracker.podgroup_observed(group, 2.0))
     first, second = gang.members
-    assert first.labels == {"rack": "r1"} and not first.unpublishable
+    assert first.labels == labels and not first.unpublishable
     assert second.unpublishable.startswith("the pod's scheduling event is ")
     assert (second.name, second.annotations, second.gang) == ("w-1", {}, first.gang)
 
@@ -298,5 +299,5 @@ def test_members_keep_their_pod_index_so_the_engine_orders_them_by_rank() -> Non
     tracker.observe(member("w-3", labels=index, annotations={"batch.kubernetes.io/job-completion-index": "3"}), 1.0)
     (gang,) = gang_events(tracker.podgroup_observed(podgroup("job", namespace="ml", min_member=1), 2.0))
     (first,) = gang.members
-    assert first.labels == {"batch.kubernetes.io/job-completion-index": "3", "apps.kubernetes.io/pod-index": "3"}
+    assert first.labels == index
     assert first.annotations == {**VOLCANO, "batch.kubernetes.io/job-completion-index": "3"}

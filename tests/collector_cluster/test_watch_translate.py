@@ -204,9 +204,9 @@ def test_pending_event_carries_the_pod() -> None:
     assert problems == []
     assert (event.uid, event.namespace, event.name, event.resource_version) == ("u-1", "ml", "train-0", "7")
     assert event.requests == {"nvidia.com/gpu": "1"}
-    # only what the placer reads (watch_pending_fields)
+    # the annotations the placer reads (pending_fields), every label (pod affinity and spread read any)
     assert event.annotations == {"nvidia.com/use-gputype": "H100"}
-    assert event.labels == {"kueue.x-k8s.io/pod-group-name": "g"}
+    assert event.labels == {"app": "train", "kueue.x-k8s.io/pod-group-name": "g"}
     assert event.owner == "Job/train"  # the controlling owner, not the first
     assert event.priority == 1000
     assert event.created_at == dt.datetime(2026, 3, 1, 10, tzinfo=dt.UTC).timestamp()

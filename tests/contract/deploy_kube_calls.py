@@ -42,7 +42,7 @@ class KubeCall:
     permissions: tuple[Permission, ...]
 
 
-CORE, DRA, COORDINATION = "", "resource.k8s.io", "coordination.k8s.io"
+CORE, DRA, COORDINATION, APPS = "", "resource.k8s.io", "coordination.k8s.io", "apps"
 
 # Typed methods -> (group, resource, verb). Only the methods the code uses (the test says which is missing).
 METHODS: dict[str, tuple[str, str, str]] = {
@@ -56,6 +56,11 @@ METHODS: dict[str, tuple[str, str, str]] = {
     "create_namespaced_event": (CORE, "events", "create"),
     "patch_namespaced_event": (CORE, "events", "patch"),
     "list_node": (CORE, "nodes", "list"),
+    "list_namespace": (CORE, "namespaces", "list"),
+    "list_service_for_all_namespaces": (CORE, "services", "list"),
+    "list_replication_controller_for_all_namespaces": (CORE, "replicationcontrollers", "list"),
+    "list_replica_set_for_all_namespaces": (APPS, "replicasets", "list"),
+    "list_stateful_set_for_all_namespaces": (APPS, "statefulsets", "list"),
     "read_node": (CORE, "nodes", "get"),
     "create_node": (CORE, "nodes", "create"),
     "patch_node": (CORE, "nodes", "patch"),

@@ -74,6 +74,12 @@ MALFORMED: tuple[Malformed, ...] = (
         names="devices[0]",
         readers=frozenset({PLACER}),
     ),
+    Malformed(
+        topic=topics.NAMESPACES,
+        value=b'{"schema_version": 1, "name": "ns", "labels": {"team": 7}}',
+        names="labels",
+        readers=frozenset({PLACER}),
+    ),
     Malformed(topic=topics.PODS_PENDING, value=b"pending pod, not JSON", names="JSON", readers=frozenset({PLACER})),
     Malformed(
         topic=topics.GANGS_PENDING,

@@ -2,11 +2,10 @@
 spread constraints, the namespaces' labels, and the selectors of the workloads a pod belongs to.
 
 The cluster-default spread constraints (hostname maxSkew 3, zone maxSkew 5, ScheduleAnyway) count the
-pods kube-scheduler's DefaultSelector gives: the selectors of the Services of the pod's namespace that
-select it, merged, plus the selector of its controller (ownerReferences with `controller: true`) when
-that is a ReplicationController, ReplicaSet or StatefulSet given in the files. Without those objects a
-pod gets no default constraints (as kube-scheduler with an empty selector). Owners are matched by kind
-and name (the watcher's ownerReferences carry no apiVersion).
+pods kube-scheduler's DefaultSelector gives (engine.decide.kube.default_selector, the rule the cluster
+watcher applies too) from the Services, ReplicationControllers, ReplicaSets and StatefulSets given in
+the files. Without those objects a pod gets no default constraints (as kube-scheduler with an empty
+selector).
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from typing import Any
 import msgspec
 
 from engine.core.model import Namespace, PlacedPod
+from engine.decide.kube.default_selector import WorkloadSelectors as DefaultSelectors
 from schemas.kube import LabelSelector, PodAffinities, TopologySpreadConstraint
 from services.collector.cluster import objects as obj
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject
@@ -81,12 +81,12 @@ class _SelectorSpec(msgspec.Struct, kw_only=True):
     selector: LabelSelector | None = None
 
 
-class WorkloadSelectors(msgspec.Struct, kw_only=True):
-    """Namespaces' labels, Services' selectors by namespace, controllers' selectors by (kind, namespace/name)."""
+class WorkloadSelectors:
+    """Namespaces' labels, and the Services' and controllers' selectors (engine.decide.kube.default_selector)."""
 
-    namespaces: dict[str, dict[str, str]] = {}
-    services: dict[str, list[dict[str, str]]] = {}
-    controllers: dict[tuple[str, str], LabelSelector] = {}
+    def __init__(self) -> None:
+        self.namespaces: dict[str, dict[str, str]] = {}
+        self.selectors = DefaultSelectors()
 
     def add(self, item: ClusterObject) -> None:
         meta = _convert(item, item.body.get("metadata", {}), _Meta, "metadata")
@@ -94,36 +94,21 @@ class WorkloadSelectors(msgspec.Struct, kw_only=True):
         spec_body = item.body.get("spec", {})
         if item.kind == "Namespace":
             self.namespaces[meta.name] = dict(meta.labels)
-        elif item.kind in ("Service", "ReplicationController"):
+        elif item.kind == "Service":
+            self.selectors.set_service(namespace, meta.name, _convert(item, spec_body, _MapSpec, "spec").selector)
+        elif item.kind == "ReplicationController":
             selector = _convert(item, spec_body, _MapSpec, "spec").selector
-            if item.kind == "Service":
-                if selector:  # a Service without a selector selects no pod
-                    self.services.setdefault(namespace, []).append(selector)
-            elif selector:
-                self.controllers[(item.kind, f"{namespace}/{meta.name}")] = LabelSelector(match_labels=selector)
+            labelled = LabelSelector(match_labels=selector) if selector else None
+            self.selectors.set_controller(item.kind, namespace, meta.name, labelled)
         else:
             labelled = _convert(item, spec_body, _SelectorSpec, "spec").selector
-            if labelled is not None:
-                self.controllers[(item.kind, f"{namespace}/{meta.name}")] = labelled
+            self.selectors.set_controller(item.kind, namespace, meta.name, labelled)
 
     def namespace_list(self) -> tuple[Namespace, ...]:
         return tuple(Namespace(name=n, labels=labels) for n, labels in sorted(self.namespaces.items()))
 
     def default_selector(self, pod: obj.Pod) -> LabelSelector | None:
         """kube-scheduler's DefaultSelector for the pod (None: empty, so no default constraints)."""
-        namespace = pod.metadata.namespace or "default"
-        labels = pod.metadata.labels
-        merged: dict[str, str] = {}
-        for selector in self.services.get(namespace, ()):
-            if all(labels.get(k) == v for k, v in selector.items()):
-                merged.update(selector)
-        expressions: tuple[Any, ...] = ()
         owner = next((o for o in pod.metadata.owner_references if o.controller), None)
-        if owner is not None:
-            found = self.controllers.get((owner.kind, f"{namespace}/{owner.name}"))
-            if found is not None:
-                merged.update(found.match_labels)
-                expressions = found.match_expressions
-        if not merged and not expressions:
-            return None
-        return LabelSelector(match_labels=merged, match_expressions=expressions)
+        controller = (owner.kind, owner.name) if owner is not None else None
+        return self.selectors.default_selector(pod.metadata.namespace or "default", pod.metadata.labels, controller)

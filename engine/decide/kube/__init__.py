@@ -8,4 +8,5 @@ ports.py     host ports a pod's containers take against those its node's pods ho
 resources.py requests against allocatable (NodeResourcesFit) and a pod's effective request
 filters.py   the filter chain in kube-scheduler's default order, compiled once per pod
 messages.py  the "0/N nodes are available: ..." message
+default_selector.py  kube-scheduler's DefaultSelector (Services and controllers a pod belongs to)
 """

@@ -32,7 +32,7 @@ from schemas.events import (
     TopologyMode,
 )
 from services.collector.cluster import objects as obj
-from services.collector.cluster.pending_fields import bounded, pending_labels, subgroup_label_keys
+from services.collector.cluster.pending_fields import bounded
 from services.collector.cluster.translate import Problem, label_selector, who
 
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -257,11 +257,9 @@ class GangTracker:
     @staticmethod
     def _event(name: str, gang: _Gang, policy: GangPolicy, now: float) -> PendingGangEvent:
         ref = GangRef(name=name, min_member=policy.min_member)
-        # Each member keeps the labels the placer reads and those its subgroups are grouped by;
-        # one over its bound goes out reduced, with the reason (the placer reports the gang).
-        grouped_by = subgroup_label_keys(policy.sub_groups)
+        # A member over its bound goes out reduced, with the reason (the placer reports the gang).
         members = [
-            bounded(msgspec.structs.replace(m, labels=pending_labels(m.labels, grouped_by), gang=ref))[0]
+            bounded(msgspec.structs.replace(m, gang=ref))[0]
             for m in sorted(gang.pending.values(), key=lambda e: e.name)
         ]
         return PendingGangEvent(

@@ -27,13 +27,14 @@ from schemas.events import (
     Event,
     HyperNodeEvent,
     LifecyclePhase,
+    NamespaceEvent,
     NodeStatusEvent,
     PodLifecycleEvent,
     ResourceSliceEvent,
     TopologyLevelsEvent,
 )
 from schemas.seal import DecisionKey
-from services.collector.cluster import dra, trackers
+from services.collector.cluster import dra, trackers, workloads
 from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
 from services.collector.cluster.trackers import KeyedTracker, Outcome, PodTracker
 from topoplace.informer import ListFunction
@@ -85,6 +86,12 @@ class Trackers:
         self.topologies = trackers.topology_tracker()
         self.slices = dra.slice_tracker()
         self.claims = dra.allocated_claim_tracker()
+        self.namespaces = workloads.namespace_tracker()
+        # the workloads behind a pod's DefaultSelector: kept for the pending pods, not published
+        self.services = workloads.SelectorsOfPods("Service", self.pods)
+        self.replication_controllers = workloads.SelectorsOfPods("ReplicationController", self.pods)
+        self.replica_sets = workloads.SelectorsOfPods("ReplicaSet", self.pods)
+        self.stateful_sets = workloads.SelectorsOfPods("StatefulSet", self.pods)
 
 
 def _always(_obj: object) -> bool:
@@ -214,6 +221,43 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         api_group=DRA_GROUP,
         seed=_keyed_seed(lambda t: t.claims, AllocatedClaimEvent, lambda e: e.uid),
         seeded_from=topics.RESOURCE_CLAIMS,
+    ),
+    WatchedKind[workloads.Namespace](
+        "namespaces",  # their labels: pod affinity's namespaceSelector
+        workloads.Namespace,
+        lambda api: [("namespaces", client.CoreV1Api(api).list_namespace)],
+        lambda t: t.namespaces,
+        lambda ns: ns.metadata.name,
+        seed=_keyed_seed(lambda t: t.namespaces, NamespaceEvent, lambda e: e.name),
+        seeded_from=topics.NAMESPACES,
+    ),
+    WatchedKind[workloads.Workload](
+        "services",  # the Services selecting a pod: its DefaultSelector
+        workloads.Workload,
+        lambda api: [("services", client.CoreV1Api(api).list_service_for_all_namespaces)],
+        lambda t: t.services,
+        workloads.workload_key,
+    ),
+    WatchedKind[workloads.Workload](
+        "replicationcontrollers",
+        workloads.Workload,
+        lambda api: [("replicationcontrollers", client.CoreV1Api(api).list_replication_controller_for_all_namespaces)],
+        lambda t: t.replication_controllers,
+        workloads.workload_key,
+    ),
+    WatchedKind[workloads.Workload](
+        "replicasets",
+        workloads.Workload,
+        lambda api: [("replicasets", client.AppsV1Api(api).list_replica_set_for_all_namespaces)],
+        lambda t: t.replica_sets,
+        workloads.workload_key,
+    ),
+    WatchedKind[workloads.Workload](
+        "statefulsets",
+        workloads.Workload,
+        lambda api: [("statefulsets", client.AppsV1Api(api).list_stateful_set_for_all_namespaces)],
+        lambda t: t.stateful_sets,
+        workloads.workload_key,
     ),
 )
 # The compacted topics whose records seed the trackers at start, in the table's order.

@@ -56,6 +56,7 @@ class PodSpec(msgspec.Struct, kw_only=True, rename="camel"):
     node_selector: dict[str, str] = {}
     affinity: dict[str, Any] | None = None
     tolerations: list[Any] = []
+    topology_spread_constraints: list[Any] = []
     resource_claims: list[PodResourceClaim] = []  # DRA claims, by name or by template
 
 

@@ -1,12 +1,12 @@
-"""What of a pending pod's labels and annotations goes on pods.pending / gangs.pending: only what is read. Pure.
+"""What of a pending pod's annotations goes on pods.pending / gangs.pending: only what is read. Pure.
 
-A tenant writes any labels and annotations (up to the API server's 256 KiB of annotations, and
-as many labels), and nothing downstream reads most of them. Copying them all made one pod's
-event exceed Kafka's 1 MiB request limit, and the broker's refusal stopped the whole cluster
-watcher. So an event carries the keys the placer and the engine read, listed here once, each
-with its reader; a gang's members also keep the labels their subgroup policy groups them by.
+A tenant writes any annotations (up to the API server's 256 KiB), and nothing downstream reads
+most of them. Copying them all made one pod's event exceed Kafka's 1 MiB request limit, and the
+broker's refusal stopped the whole cluster watcher. So an event carries the annotation keys the
+placer and the engine read, listed here once, each with its reader; its labels all go (pod
+affinity and topology spread read any of them), within the event's size bound.
 
-To make a key reach the placer, add it here (and the test that shows its reader needs it).
+To make an annotation reach the placer, add it here (and the test that shows its reader needs it).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from engine.node.vendors.metax import qos as metax_qos
 from engine.node.vendors.metax import request as metax_request
 from schemas import gangs as gang_keys
 from schemas import hami
-from schemas.events import PendingPodEvent, SubGroupPolicy
+from schemas.events import PendingPodEvent
 
 # Annotations of a pending pod, by who reads them from PodRequest.annotations.
 PENDING_ANNOTATIONS: Mapping[str, str] = {
@@ -53,16 +53,11 @@ PENDING_ANNOTATIONS: Mapping[str, str] = {
     ranks.JOB_COMPLETION_INDEX: "engine.decide.gang.ranks: an Indexed Job member's rank",
 }
 
-# Labels of a pending pod, by who reads them from PodRequest.labels. Labels that pod affinity
-# and topology spread will read go here (with a gang's subgroup keys, see gang_labels).
-PENDING_LABELS: Mapping[str, str] = {
-    "pod-group.scheduling.sigs.k8s.io": "the PodGroup the pod belongs to (the label form)",
-    gang_keys.KUEUE_GROUP: "the Kueue pod group the pod belongs to",
-    ranks.KUEUE_POD_INDEX: "engine.decide.gang.ranks: a gang member's rank",
-    ranks.JOB_COMPLETION_INDEX: "engine.decide.gang.ranks: a gang member's rank",
-    ranks.STATEFULSET_POD_INDEX: "engine.decide.gang.ranks: a gang member's rank",
-    ranks.LWS_WORKER_INDEX: "engine.decide.gang.ranks: a gang member's rank",
-}
+# Labels of a pending pod: every one goes. Running pods' pod anti-affinity and the spread
+# selectors (the pod's own, its DefaultSelector) may name any key of the newcomer, so an
+# allow-list would place it where kube-scheduler would not. What bounds them is the event's own
+# bound (MAX_POD_EVENT_BYTES): a pod whose labels and affinity push it over goes out reduced,
+# with the reason, as it did before; the API server itself bounds no pod's labels in total.
 
 
 def kept(values: Mapping[str, str], keys: Iterable[str]) -> dict[str, str]:
@@ -73,21 +68,6 @@ def kept(values: Mapping[str, str], keys: Iterable[str]) -> dict[str, str]:
 
 def pending_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
     return kept(annotations, PENDING_ANNOTATIONS)
-
-
-def pending_labels(labels: Mapping[str, str], also: Iterable[str] = ()) -> dict[str, str]:
-    return kept(labels, (*PENDING_LABELS, *also))
-
-
-def subgroup_label_keys(sub_groups: Iterable[SubGroupPolicy]) -> frozenset[str]:
-    """The member labels a gang's subgroup policies read: matchLabelKeys and their selectors' keys."""
-    keys: set[str] = set()
-    for policy in sub_groups:
-        keys.update(policy.match_label_keys)
-        if policy.label_selector is not None:
-            keys.update(policy.label_selector.match_labels)
-            keys.update(e.key for e in policy.label_selector.match_expressions)
-    return frozenset(keys)
 
 
 def unpublishable(event: PendingPodEvent, reason: str) -> PendingPodEvent:
@@ -113,6 +93,7 @@ def bounded(event: PendingPodEvent) -> tuple[PendingPodEvent, str | None]:
         return event, None
     reason = (
         f"the pod's scheduling event is {size:,} bytes, over topoplace's bound of {event.max_bytes:,}: "
-        "shorten its affinity, tolerations, node selector or the scheduling annotations it sets"
+        "shorten its labels, affinity, topology spread constraints, tolerations, node selector "
+        "or the scheduling annotations it sets"
     )
     return unpublishable(event, reason), reason

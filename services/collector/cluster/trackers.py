@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
+from engine.decide.kube.default_selector import WorkloadSelectors
 from schemas import topics
 from schemas.events import (
     Event,
@@ -25,11 +26,13 @@ from schemas.events import (
     RunningMember,
     TopologyLevelsEvent,
 )
+from schemas.kube import LabelSelector
 from schemas.seal import DecisionKey
 from services.collector.cluster import gangs
 from services.collector.cluster import translate as tr
 from services.collector.cluster.gangs import GangTracker
 from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
+from services.collector.cluster.pod_topology import controller_of
 
 
 class Publication(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,6 +101,11 @@ class PodTracker:
         # watcher is its only writer: such a key it does not know after a relist is a pod gone or
         # a forged record, and gets a tombstone (else compaction keeps it, and its devices held, forever).
         self._bound_on_topic: set[str] = set()
+        # The Services' and controllers' selectors (workloads.py), for the pending pods' DefaultSelector,
+        # and the pending pods of ours by uid with the one their event carries, to publish them again
+        # when a selector of their namespace changes.
+        self.selectors = WorkloadSelectors()
+        self._pending: dict[str, tuple[Pod, LabelSelector | None]] = {}
 
     def __len__(self) -> int:
         return len(self._known)
@@ -141,6 +149,18 @@ class PodTracker:
         outcome.publications.extend(Publication(topic=topics.PODS_LIFECYCLE.name, key=k, event=None) for k in unlisted)
         return self._flush(outcome, now, force=force)
 
+    def selectors_changed(self, namespace: str, now: float) -> Outcome:
+        """A Service's or controller's selector in `namespace` changed: its pending pods whose DefaultSelector did."""
+        outcome = Outcome()
+        for _, (pod, published) in sorted(self._pending.items(), key=lambda item: item[0]):
+            if pod.metadata.namespace == namespace and self._default_selector(pod) != published:
+                outcome.extend(self._observe(pod, now, force=True))
+        return self._flush(outcome, now, force=False)
+
+    def _default_selector(self, pod: Pod) -> LabelSelector | None:
+        meta = pod.metadata
+        return self.selectors.default_selector(meta.namespace, meta.labels, controller_of(pod))
+
     # --- Volcano PodGroups: they only feed the gangs ---
 
     def podgroup_observed(self, group: PodGroup, now: float) -> Outcome:
@@ -176,10 +196,14 @@ class PodTracker:
             if not ours or tr.is_gated(pod):
                 return Outcome()  # another scheduler's business, or not ready to be scheduled
             claims = tuple(c.claim_name for c in tr.claim_refs(pod))
-            if known is not None and known.bound is None and not force and known.claims == claims:
-                # annotations written before binding change nothing; a template's claim being made does
+            published = self._pending.get(uid)
+            relabelled = published is not None and published[0].metadata.labels != meta.labels
+            if known is not None and known.bound is None and not force and known.claims == claims and not relabelled:
+                # annotations written before binding change nothing; a template's claim being made does, and
+                # so do labels (running pods' anti-affinity and the spread selectors read them)
                 return Outcome()
-            pending, problems = tr.pending_event(pod, now, gang_member=membership is not None)
+            pending, problems = tr.pending_event(pod, now, gang_member=membership is not None, selectors=self.selectors)
+            self._pending[uid] = (pod, pending.default_spread_selector)
             gang = membership.gang if membership is not None else ""
             self._known[uid] = _KnownPod(namespace=meta.namespace, name=meta.name, ours=True, gang=gang, claims=claims)
             if membership is None:
@@ -191,6 +215,7 @@ class PodTracker:
                 problems += policy_problems
             self.gangs.pending(membership, pending, policy)
             return Outcome(problems=problems)
+        self._pending.pop(uid, None)
         gang = membership.gang if membership is not None else ""
         bound, problems = tr.bound_event(pod, now, ours=ours, gang=gang, key=self.decision_key)
         if ours and membership is not None:
@@ -207,6 +232,7 @@ class PodTracker:
         )
 
     def _gone(self, uid: str, now: float) -> Outcome:
+        self._pending.pop(uid, None)
         known = self._known.pop(uid, None)
         if known is None:
             return Outcome()

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from engine.decide.kube.default_selector import WorkloadSelectors
 from schemas import annotations as pod_annotations
 from schemas import quantity as schema_quantity
 from schemas.dra import PodClaim
@@ -36,7 +37,7 @@ from schemas.pod_requests import effective_request
 from schemas.pod_requests import format_quantity as format_quantity
 from schemas.seal import SEAL, DecisionKey
 from services.collector.cluster import objects as obj
-from services.collector.cluster import pending_fields
+from services.collector.cluster import pending_fields, pod_topology
 from services.collector.cluster.objects import Container, HyperNode, Node, Pod, Quantity, Topology
 
 QOS_ANNOTATION = "metax-tech.com/sgpu-qos-policy"  # the MetaX sharing pool a pod's devices run in
@@ -176,21 +177,20 @@ def node_constraints(pod: Pod) -> tuple[Affinity | None, tuple[Toleration, ...],
     if pod.spec.affinity is not None:
         affinity = _decoded(pod.spec.affinity, Affinity, where, "spec.affinity", problems)
         if affinity is not None and affinity.node_affinity is None:
-            affinity = None  # pod (anti-)affinity only: nothing the placer reads yet
+            affinity = None  # pod (anti-)affinity only: pod_topology.py reads it
     tolerations = [
         _decoded(t, Toleration, where, f"spec.tolerations[{i}]", problems) for i, t in enumerate(pod.spec.tolerations)
     ]
     return affinity, tuple(t for t in tolerations if t is not None), problems
 
 
-def pending_event(pod: Pod, observed_at: float, *, gang_member: bool = False) -> tuple[PendingPodEvent, list[Problem]]:
-    """A pod of ours waiting for a node; a gang's members get their GangRef when the gang is assembled.
+def pending_event(
+    pod: Pod, observed_at: float, *, gang_member: bool = False, selectors: WorkloadSelectors | None = None
+) -> tuple[PendingPodEvent, list[Problem]]:
+    """A pod of ours waiting for a node (a gang member gets its GangRef, and its bound, in gangs.py).
 
-    Only the labels and annotations the placer reads are carried (watch_pending_fields). An event
-    over its bound goes out reduced to who the pod is, with the reason, for the placer to report.
-    A gang member keeps every label until its gang is assembled: the gang's subgroup policy
-    says which of them it groups by (gangs.py trims and bounds the members).
-    """
+    Its labels, the annotations the placer reads (pending_fields.py), its pod affinity, spread constraints
+    and DefaultSelector (pod_topology.py). Over its bound: reduced to who it is, with the reason."""
     requests, problems = pod_requests(pod)
     affinity, tolerations, constraint_problems = node_constraints(pod)
     meta = pod.metadata
@@ -201,7 +201,7 @@ def pending_event(pod: Pod, observed_at: float, *, gang_member: bool = False) ->
         resource_version=meta.resource_version,
         requests=requests,
         annotations=pending_fields.pending_annotations(meta.annotations),
-        labels=dict(meta.labels) if gang_member else pending_fields.pending_labels(meta.labels),
+        labels=dict(meta.labels),
         owner=owner_of(pod),
         priority=pod.spec.priority or 0,
         created_at=parse_timestamp(meta.creation_timestamp),
@@ -211,7 +211,8 @@ def pending_event(pod: Pod, observed_at: float, *, gang_member: bool = False) ->
         tolerations=tolerations,
         claims=claim_refs(pod),
     )
-    problems += constraint_problems
+    event, topology_problems = pod_topology.with_pending_topology(event, pod, selectors)
+    problems += constraint_problems + [Problem(object=who(meta), field=f, reason=r) for f, r in topology_problems]
     if not gang_member:
         event, too_large = pending_fields.bounded(event)
         if too_large is not None:
@@ -268,6 +269,8 @@ def bound_event(
         gang=gang,
         observed_at=observed_at,
     )
+    event, topology_problems = pod_topology.with_running_topology(event, pod)
+    problems += [Problem(object=who(meta), field=f, reason=r) for f, r in topology_problems]
     return event, problems + request_problems
 
 

@@ -12,7 +12,10 @@
 - Kueue Topologies -> topology.levels (key Topology name; deleted the same way);
 - node-local ResourceSlices -> resources.slices (key slice name), and every allocated
   ResourceClaim, of any scheduler -> resources.claims (key claim uid; deleted or
-  deallocated: a deleted event, then a tombstone).
+  deallocated: a deleted event, then a tombstone);
+- namespaces -> namespaces (key name: their labels; deleted the same way); Services,
+  ReplicationControllers, ReplicaSets and StatefulSets only feed the pending pods'
+  DefaultSelector (workloads.py).
 
 Wiring only: what is watched is the table of kinds.py (one row per kind); the
 translation and the memory of what was published live in translate / gangs /
@@ -52,6 +55,7 @@ PUBLISHED_TOPICS = (
     topics.TOPOLOGY_LEVELS,
     topics.RESOURCE_SLICES,
     topics.RESOURCE_CLAIMS,
+    topics.NAMESPACES,
 )
 
 log = logging.getLogger(__name__)

@@ -201,6 +201,61 @@ LEASES = ResourceType(
     has_status=False,
     field_labels=_META,
 )
+# What a pod's pod affinity (namespaceSelector) and its default spread selector read.
+NAMESPACES = ResourceType(
+    plural="namespaces",
+    kind="Namespace",
+    group="",
+    version="v1",
+    namespaced=False,
+    has_status=True,
+    field_labels=_META - {"metadata.namespace"} | {"status.phase"},
+    short_names=("ns",),
+)
+SERVICES = ResourceType(
+    plural="services",
+    kind="Service",
+    group="",
+    version="v1",
+    namespaced=True,
+    has_status=True,
+    field_labels=_META | {"spec.clusterIP", "spec.type"},
+    short_names=("svc",),
+    categories=("all",),
+)
+REPLICATIONCONTROLLERS = ResourceType(
+    plural="replicationcontrollers",
+    kind="ReplicationController",
+    group="",
+    version="v1",
+    namespaced=True,
+    has_status=True,
+    field_labels=_META | {"status.replicas"},
+    short_names=("rc",),
+    categories=("all",),
+)
+REPLICASETS = ResourceType(
+    plural="replicasets",
+    kind="ReplicaSet",
+    group="apps",
+    version="v1",
+    namespaced=True,
+    has_status=True,
+    field_labels=_META | {"status.replicas"},
+    short_names=("rs",),
+    categories=("all",),
+)
+STATEFULSETS = ResourceType(
+    plural="statefulsets",
+    kind="StatefulSet",
+    group="apps",
+    version="v1",
+    namespaced=True,
+    has_status=True,
+    field_labels=_META | {"status.successful"},
+    short_names=("sts",),
+    categories=("all",),
+)
 
 ALL: tuple[ResourceType, ...] = (
     PODS,
@@ -215,5 +270,10 @@ ALL: tuple[ResourceType, ...] = (
     RESOURCECLAIMTEMPLATES,
     DEVICECLASSES,
     LEASES,
+    NAMESPACES,
+    SERVICES,
+    REPLICATIONCONTROLLERS,
+    REPLICASETS,
+    STATEFULSETS,
 )
 BY_KEY: dict[str, ResourceType] = {r.key: r for r in ALL}
