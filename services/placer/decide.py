@@ -24,6 +24,7 @@ import msgspec
 
 from engine import Decision, Engine, Mode, PodRequest, RequestError, WorkloadClass
 from schemas import topics
+from schemas.dra import ClaimAllocation
 from schemas.enforcement import Enforcement
 from schemas.events import (
     MAX_ALTERNATIVES,
@@ -123,7 +124,23 @@ def decide(
             reason += f"; {len(waiting)} node(s) still waiting for their status: " + ", ".join(waiting[:5])
         return DecideResult(placement=_unschedulable(pending, attempt, reason, decision.candidates_considered, now))
 
-    placement = PlacementEvent(
+    placement = _placed(view, pending, decision, claims, attempt, now)
+    # Recorded before anything is published, so the next decision cannot reuse these devices.
+    view.assume(placement)
+    return DecideResult(placement=placement)
+
+
+def _placed(
+    view: ClusterView,
+    pending: PendingPodEvent,
+    decision: Decision,
+    claims: tuple[ClaimAllocation, ...],
+    attempt: int,
+    now: float,
+) -> PlacementEvent:
+    """The placement of a pod the engine found a node for."""
+    assert decision.node is not None
+    return PlacementEvent(
         decision_id=decision_id(
             pending.uid,
             pending.resource_version,
@@ -158,9 +175,6 @@ def decide(
             if v.fits
         ),
     )
-    # Recorded before anything is published, so the next decision cannot reuse these devices.
-    view.assume(placement)
-    return DecideResult(placement=placement)
 
 
 class Decider:
