@@ -68,7 +68,9 @@ class Inbox:
             self.messages.append(message)
             self._changed.notify_all()
 
-    async def wait_for(self, predicate: Callable[[Received], bool], timeout: float = 15.0) -> Received:
+    # An upper bound for a failure, never waited out when things work: the watcher syncs ten informers
+    # before it publishes, which on a loaded machine can take longer than a quiet one suggests.
+    async def wait_for(self, predicate: Callable[[Received], bool], timeout: float = 60.0) -> Received:
         async def first() -> Received:
             async with self._changed:
                 await self._changed.wait_for(lambda: any(predicate(m) for m in self.messages))
