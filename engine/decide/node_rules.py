@@ -13,8 +13,11 @@ from collections.abc import Collection, Iterable
 from types import MappingProxyType
 
 from engine.cluster.index import ClusterIndex
+from engine.core.limits import ScoringStrategy
 from engine.core.model import NodeState, PodRequest
 from engine.decide.kube.filters import UNSCHEDULABLE_REASON, CompiledPodRules, NodeFacts, PodFacts
+from engine.decide.kube.image_locality import image_sizes
+from engine.decide.kube.node_scores import NodeScores
 from engine.decide.kube.pod_topology import pod_topology_rules
 from engine.decide.kube.ports import UsedPorts
 from engine.decide.kube.resources import parse_requests
@@ -51,9 +54,11 @@ FACTS_BOUND = 65_536  # node states whose rule inputs an engine keeps
 
 
 class NodeFactsTable:
-    """The nodes' rule inputs, parsed once per node state (by identity, bounded): one per engine."""
+    """The nodes' rule inputs, parsed once per node state (by identity, bounded): one per engine, with the
+    engine's NodeResourcesFit scoring strategy (`scoring`), which its pods' rules read."""
 
-    def __init__(self) -> None:
+    def __init__(self, scoring: ScoringStrategy | None = None) -> None:
+        self.scoring = scoring if scoring is not None else ScoringStrategy()
         self._facts: dict[int, tuple[NodeState, NodeFacts]] = {}
 
     def of(self, node: NodeState) -> NodeFacts:
@@ -82,6 +87,12 @@ def node_facts(node: NodeState) -> NodeFacts:
         pod_count=node.pods,
         # Parsed with the rest of the node state, once per state: a decision only looks ports up.
         used_ports=UsedPorts(node.host_ports) if node.host_ports else None,
+        nonzero_requested=parse_requests(node.nonzero_requested, "nonzero_requested")
+        if node.nonzero_requested
+        else None,
+        image_sizes=image_sizes(node.images) if node.images else None,
+        csi_volume_limits=dict(node.csi_volume_limits) if node.csi_volume_limits else None,
+        csi_volumes=node.csi_volumes,
     )
 
 
@@ -94,10 +105,14 @@ class PodRules:
         ignored: Collection[str],
         facts: NodeFactsTable | None = None,
         index: ClusterIndex | None = None,
+        *,
+        device_led: bool = False,
     ) -> None:
         """`ignored`: resources the vendors check (not the node rules); `facts`: the engine's parsed nodes
         (a table of its own when None); `index`: the cluster whose running pods InterPodAffinity and
-        PodTopologySpread read (None: those rules are not asked)."""
+        PodTopologySpread read (None: those rules are not asked); `device_led`: a device or fragmentation
+        policy scores the pod, so kube's per-node scores (NodeResourcesFit, BalancedAllocation, ImageLocality)
+        do not apply to it."""
         self.nodes = facts if facts is not None else NodeFactsTable()
         ignored = {*ignored, *request.dra_resources}
         self.facts = pod_facts(request, ignored)
@@ -105,7 +120,13 @@ class PodRules:
         self.only_node = request.node_name or None
         node_affinity = request.affinity.node_affinity if request.affinity is not None else None
         preferred = node_affinity.preferred_during_scheduling_ignored_during_execution if node_affinity else ()
-        self.max_preference = float(sum(term.weight for term in preferred))
+        # kube's per-node scores, for a pod whose score no device or fragmentation policy leads (node_scores.py)
+        self.node_scores = (
+            None if device_led else NodeScores(self.facts.requests, request.images, self.nodes.scoring, index)
+        )
+        self.max_preference = float(sum(term.weight for term in preferred)) + (
+            self.node_scores.ceiling if self.node_scores is not None else 0.0
+        )
         self.topology = (
             None
             if index is None
@@ -136,7 +157,9 @@ class PodRules:
         """Added to the node's score: the weights of the preferred affinity terms it matches, less
         PREFER_NO_SCHEDULE_PENALTY per PreferNoSchedule taint the pod does not tolerate."""
         facts = self.nodes.of(node)
-        score = self.compiled.preference_score(facts)
+        score = self.compiled.preference_score(facts) + (
+            self.node_scores.points(facts) if self.node_scores is not None else 0.0
+        )
         if node.taints:
             score -= PREFER_NO_SCHEDULE_PENALTY * self.compiled.intolerable_taints(facts)
         if self.topology is not None:

@@ -65,7 +65,10 @@ def place_indexed(
 
     Raises RequestError(field, reason) when the request cannot be read."""
     pod_claim = claim(parts.vendors, request, mode, workload, cpu=index.reads.resources)
-    rules = PodRules(request, parts.vendors.share_resources, parts.facts, index)
+    # Where the device or fragmentation policy scores (a vendor claims the pod), its score leads.
+    rules = PodRules(
+        request, parts.vendors.share_resources, parts.facts, index, device_led=pod_claim.plugin is not None
+    )
     groups: list[Group] = []
     if rules.scores_by_pods:  # scores normalised over the feasible nodes: every node is asked first
         groups = groups_of(parts.classes, index, pod_claim, mode)
