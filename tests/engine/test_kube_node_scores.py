@@ -11,6 +11,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 from engine_builders import gpu, node
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pod_topology_builders import decide, verdicts
 
 from engine import Engine, Limits, NodeState, PodRequest, Snapshot
@@ -220,3 +222,50 @@ def test_a_gpu_pods_score_is_its_device_score_alone() -> None:
     assert decision.node == "a"  # a tie of device scores goes by name, not by kube's resource scores
     assert verdicts(decision) == {"a": decision.score, "b": decision.score}
     assert "preference" not in decision.score_parts
+
+
+# The walk (best class first, stopping once nothing can reach the best) against every node asked and
+# sorted by (-score, name), the scores computed from the plugins' own functions.
+@st.composite
+def cpu_clusters(draw: st.DrawFn) -> tuple[Snapshot, PodRequest, ScoringStrategy]:
+    nodes = []
+    for i in range(draw(st.integers(1, 7))):
+        cpu, memory = draw(st.sampled_from([2, 4, 8])), draw(st.sampled_from([4, 8, 16]))
+        used_cpu, used_memory = draw(st.integers(0, cpu * 1000)), draw(st.integers(0, memory))
+        images = (image("app:1", draw(st.sampled_from([10, 400, 1200]))),) if draw(st.booleans()) else ()
+        nodes.append(
+            cpu_node(f"n{i}", str(cpu), f"{memory}Gi", requested={"cpu": f"{used_cpu}m", "memory": f"{used_memory}Gi"},
+                     images=images)
+        )  # fmt: skip
+    requests = {"cpu": f"{draw(st.integers(0, 3000))}m"} if draw(st.booleans()) else {}
+    if draw(st.booleans()):
+        requests["memory"] = f"{draw(st.integers(0, 4))}Gi"
+    pod = cpu_pod(requests=requests, images=("app:1",) if draw(st.booleans()) else ())
+    return Snapshot(nodes=tuple(nodes)), pod, draw(st.sampled_from([LEAST, MOST, RATIO]))
+
+
+def reference_score(node: NodeState, pod: PodRequest, strategy: ScoringStrategy, snap: Snapshot) -> float | None:
+    allocatable, requested = parse_requests(node.allocatable or {}, "a"), parse_requests(node.requested, "r")
+    asked = parse_requests(pod.requests, "p")
+    if any(asked.get(r, 0) > allocatable.get(r, 0) - requested.get(r, 0) for r in ("cpu", "memory")):
+        return None
+    score = fit_score(strategy, nonzero_request(asked), allocatable, requested, requested)
+    if asked.get("cpu") or asked.get("memory"):
+        score += balanced_score(asked, allocatable, requested)
+    if pod.images:
+        holding = nodes_holding(pod.images, (n.images for n in snap.nodes))
+        score += ImageLocality(pod.images, holding, len(snap.nodes)).score(image_sizes(node.images))
+    return float(score)
+
+
+@settings(max_examples=150, deadline=None)
+@given(cpu_clusters())
+def test_the_walk_finds_the_node_every_node_asked_would(case: tuple[Snapshot, PodRequest, ScoringStrategy]) -> None:
+    snap, pod, strategy = case
+    scored = [(s, n.name) for n in snap.nodes if (s := reference_score(n, pod, strategy, snap)) is not None]
+    decision = Engine(limits=Limits(scoring=strategy)).place(snap, pod)
+    if not scored:
+        assert decision.node is None
+        return
+    best_score, best_name = min(scored, key=lambda t: (-t[0], t[1]))
+    assert (decision.node, decision.score) == (best_name, best_score)
