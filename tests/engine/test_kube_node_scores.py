@@ -269,3 +269,59 @@ def test_the_walk_finds_the_node_every_node_asked_would(case: tuple[Snapshot, Po
         return
     best_score, best_name = min(scored, key=lambda t: (-t[0], t[1]))
     assert (decision.node, decision.score) == (best_name, best_score)
+
+
+LEAST_LIKE_SHAPE = (ShapePoint(utilization=0, score=10), ShapePoint(utilization=100, score=0))
+BIN_PACKING = (ShapePoint(utilization=0, score=0), ShapePoint(utilization=100, score=1))
+
+
+@pytest.mark.parametrize(
+    ("pod", "allocatable", "requested", "score"),
+    [
+        # TestRequestedToCapacityRatioScoringStrategy: cpu 25 and memory 50 average 37.5, Go rounds to 38
+        ({"cpu": "3000", "memory": "5000"}, {"cpu": "4000", "memory": "10000"}, {}, 38),
+        ({"cpu": "3000", "memory": "5000"}, {"cpu": "6000", "memory": "10000"}, {}, 50),
+        ({"cpu": "0", "memory": "0"}, {"cpu": "4000", "memory": "10000"}, {"cpu": "3000", "memory": "5000"}, 38),
+        ({"cpu": "0", "memory": "0"}, {"cpu": "6000", "memory": "10000"}, {"cpu": "3000", "memory": "5000"}, 50),
+    ],
+)
+def test_requested_to_capacity_ratio_as_kubes_table(
+    pod: dict[str, str], allocatable: dict[str, str], requested: dict[str, str], score: int
+) -> None:
+    strategy = ScoringStrategy(type="RequestedToCapacityRatio", shape=LEAST_LIKE_SHAPE)
+    assert fit(strategy, amounts(**pod), amounts(**allocatable), amounts(**requested)) == score
+
+
+@pytest.mark.parametrize(
+    ("pod", "node1", "node2", "scores"),
+    [
+        # TestResourceBinPackingSingleExtended: intel.com/foo 8 on node1, 4 on node2
+        ({}, {}, {}, (0, 0)),
+        ({EXTENDED: "2"}, {}, {}, (2, 5)),
+        ({EXTENDED: "2"}, {}, {EXTENDED: "2"}, (2, 10)),
+        ({EXTENDED: "4"}, {}, {}, (5, 10)),
+    ],
+)
+def test_requested_to_capacity_ratio_bin_packs_an_extended_resource(
+    pod: dict[str, str], node1: dict[str, str], node2: dict[str, str], scores: tuple[int, int]
+) -> None:
+    strategy = ScoringStrategy(type="RequestedToCapacityRatio", resources=(ResourceWeight(name=EXTENDED),),
+                               shape=BIN_PACKING)  # fmt: skip
+    asked = parse_requests(pod, "pod")
+    capacities = (parse_requests({EXTENDED: "8"}, "a"), parse_requests({EXTENDED: "4"}, "a"))
+    used = (parse_requests(node1, "r"), parse_requests(node2, "r"))
+    assert tuple(fit(strategy, asked, c, u) for c, u in zip(capacities, used, strict=True)) == scores
+
+
+def test_requested_to_capacity_ratio_weighs_several_extended_resources() -> None:
+    # TestResourceBinPackingMultipleExtended: foo weighs 3, bar 5; (2 * 3 + 5 * 5) / 8 rounds to 4
+    bar = "intel.com/bar"
+    strategy = ScoringStrategy(
+        type="RequestedToCapacityRatio",
+        resources=(ResourceWeight(name=EXTENDED, weight=3), ResourceWeight(name=bar, weight=5)),
+        shape=BIN_PACKING,
+    )
+    pod = parse_requests({EXTENDED: "2", bar: "2"}, "pod")
+    node1, node2 = parse_requests({EXTENDED: "8", bar: "4"}, "a"), parse_requests({EXTENDED: "4", bar: "8"}, "a")
+    assert (fit(strategy, pod, node1, {}), fit(strategy, pod, node2, {})) == (4, 3)
+    assert fit(strategy, {}, node1, {}) == 0
