@@ -21,6 +21,7 @@ from engine.decide.kube.node_scores import NodeScores
 from engine.decide.kube.pod_topology import pod_topology_rules
 from engine.decide.kube.ports import UsedPorts
 from engine.decide.kube.resources import parse_requests
+from engine.decide.kube.taints import count_intolerable_prefer_no_schedule
 
 NOT_READY = "node(s) were not ready"
 # A preferred affinity term weighs 1..100; an untolerated PreferNoSchedule taint costs as much as the
@@ -120,12 +121,11 @@ class PodRules:
         self.only_node = request.node_name or None
         node_affinity = request.affinity.node_affinity if request.affinity is not None else None
         preferred = node_affinity.preferred_during_scheduling_ignored_during_execution if node_affinity else ()
-        # kube's per-node scores, for a pod whose score no device or fragmentation policy leads (node_scores.py)
-        self.node_scores = (
-            None if device_led else NodeScores(self.facts.requests, request.images, self.nodes.scoring, index)
-        )
-        self.max_preference = float(sum(term.weight for term in preferred)) + (
-            self.node_scores.ceiling if self.node_scores is not None else 0.0
+        self.index = index
+        # kube's scores, for a pod whose score no device or fragmentation policy leads (node_scores.py)
+        self.node_scores = None if device_led else self._node_scores(request, bool(preferred), index)
+        self.max_preference = (
+            float(sum(term.weight for term in preferred)) if self.node_scores is None else self.node_scores.ceiling
         )
         self.topology = (
             None
@@ -133,13 +133,39 @@ class PodRules:
             else pod_topology_rules(request, index, self.compiled.affinity, self.facts.tolerations)
         )
 
+    def _node_scores(self, request: PodRequest, preferred: bool, index: ClusterIndex | None) -> NodeScores:
+        """NodeAffinity and TaintToleration are normalised when the pod has preferred terms or a node of
+        the cluster a PreferNoSchedule taint the pod does not tolerate (else they score 0 and 100 alike)."""
+        tolerations = self.facts.tolerations
+        tainted = index is not None and any(
+            n.taints and count_intolerable_prefer_no_schedule(n.taints, tolerations) for n in index.nodes()
+        )
+        return NodeScores(
+            self.facts.requests,
+            request.images,
+            self.nodes.scoring,
+            index,
+            preferred=preferred,
+            normalises=index is not None and (preferred or tainted),
+        )
+
     @property
     def scores_by_pods(self) -> bool:
-        """InterPodAffinity or PodTopologySpread score this pod: call `prepare_scores` before `preference`."""
-        return self.topology is not None and self.topology.scores
+        """Scores normalised over the feasible nodes (InterPodAffinity, PodTopologySpread, and for a pod
+        without devices NodeAffinity and TaintToleration): call `prepare_scores` before `preference`."""
+        return (self.topology is not None and self.topology.scores) or (
+            self.node_scores is not None and self.node_scores.normalises
+        )
 
     def prepare_scores(self, feasible: Iterable[str]) -> None:
         """Their scores, normalised over the nodes that pass every filter (as kube-scheduler does)."""
+        feasible = list(feasible)
+        if self.node_scores is not None and self.node_scores.normalises and self.index is not None:
+            facts = [self.nodes.of(self.index.node(name)) for name in feasible]
+            self.node_scores.prepare(
+                {f.name: self.compiled.preference_score(f) for f in facts},
+                {f.name: self.compiled.intolerable_taints(f) for f in facts},
+            )
         if self.topology is not None:
             self.max_preference += self.topology.prepare(feasible)
 
@@ -154,14 +180,16 @@ class PodRules:
         return failed
 
     def preference(self, node: NodeState) -> float:
-        """Added to the node's score: the weights of the preferred affinity terms it matches, less
+        """Added to the node's score: for a pod without devices, kube's weighted scores (node_scores.py);
+        for a pod a vendor claims, the weights of the preferred affinity terms it matches, less
         PREFER_NO_SCHEDULE_PENALTY per PreferNoSchedule taint the pod does not tolerate."""
         facts = self.nodes.of(node)
-        score = self.compiled.preference_score(facts) + (
-            self.node_scores.points(facts) if self.node_scores is not None else 0.0
-        )
-        if node.taints:
-            score -= PREFER_NO_SCHEDULE_PENALTY * self.compiled.intolerable_taints(facts)
+        if self.node_scores is not None:
+            score = self.node_scores.points(facts)
+        else:
+            score = self.compiled.preference_score(facts)
+            if node.taints:
+                score -= PREFER_NO_SCHEDULE_PENALTY * self.compiled.intolerable_taints(facts)
         if self.topology is not None:
             return score + self.topology.points.get(node.name, 0.0)
         return float(score)

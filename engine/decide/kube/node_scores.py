@@ -1,10 +1,19 @@
 """kube-scheduler's per-node scores for pods no device vendor claims: NodeResourcesFit (its scoring
-strategy), NodeResourcesBalancedAllocation and ImageLocality, each 0..100 times kube's default weight (1).
+strategy), NodeResourcesBalancedAllocation and ImageLocality, each 0..100 times kube's default weight (1),
+and NodeAffinity (weight 2) and TaintToleration (weight 3) normalised as kube normalises them.
 
-These need no normalisation over the feasible nodes (kube has none for them), so each node's points are
-its own and the walk's ceiling grows by their most. A pod a device vendor claims is scored by its device
-or fragmentation policy alone: these scores do not apply to it (see docs/engine.md, "Scores"). A node
-that does not report `allocatable` gets no resource points (as it is not checked for resources).
+The first three need no normalisation over the feasible nodes (kube has none for them), so each node's
+points are its own and the walk's ceiling grows by their most. NodeAffinity (the weights of the preferred
+terms a node matches, 100 * s / the feasible nodes' highest) and TaintToleration (untolerated
+PreferNoSchedule taints, 100 - 100 * c / the highest) are normalised over the feasible nodes (`prepare`)
+when the pod has preferred terms or some node such a taint; otherwise every node scores 0 and 100.
+TaintToleration's points are counted less their constant 100 (so 3 * (score - 100), 0 for a node without
+such taints): the order of the nodes is kube's, and a cluster without PreferNoSchedule taints keeps the
+scores the other plugins give.
+
+A pod a device vendor claims is scored by its device or fragmentation policy alone: these scores do not
+apply to it (docs/engine.md, "Scores for pods without devices"). A node that does not report
+`allocatable` gets no resource points (as it is not checked for resources).
 """
 
 from __future__ import annotations
@@ -26,12 +35,35 @@ from engine.decide.kube.resource_scores import (
 NODE_RESOURCES_FIT_WEIGHT = 1  # kube-scheduler's default plugin weights
 BALANCED_ALLOCATION_WEIGHT = 1
 IMAGE_LOCALITY_WEIGHT = 1
+NODE_AFFINITY_WEIGHT = 2
+TAINT_TOLERATION_WEIGHT = 3
+
+
+def normalized(raw: Mapping[str, int], reverse: bool) -> dict[str, int]:
+    """kube's DefaultNormalizeScore: 100 * s / the highest (reverse: 100 minus that; all 0 -> 100)."""
+    highest = max(raw.values(), default=0)
+    if highest == 0:
+        return dict.fromkeys(raw, MAX_NODE_SCORE if reverse else 0)
+    scaled = {name: MAX_NODE_SCORE * s // highest for name, s in raw.items()}
+    return {name: MAX_NODE_SCORE - s for name, s in scaled.items()} if reverse else scaled
 
 
 class NodeScores:
     """One pod's NodeResourcesFit, BalancedAllocation and ImageLocality scores, asked node by node."""
 
-    __slots__ = ("_images", "balanced", "ceiling", "images", "index", "nonzero", "requests", "strategy")
+    __slots__ = (
+        "_images",
+        "affinity_points",
+        "balanced",
+        "ceiling",
+        "images",
+        "index",
+        "nonzero",
+        "normalises",
+        "requests",
+        "strategy",
+        "taint_points",
+    )
 
     def __init__(
         self,
@@ -39,9 +71,13 @@ class NodeScores:
         images: Sequence[str],
         strategy: ScoringStrategy,
         index: ClusterIndex | None,
+        *,
+        preferred: bool = False,
+        normalises: bool = False,
     ) -> None:
         """`requests`: the pod's effective request in milli-units; `index`: the cluster (ImageLocality's
-        spread over its nodes; None: no image scores)."""
+        spread over its nodes; None: no image scores); `preferred`: the pod has preferred node-affinity
+        terms; `normalises`: NodeAffinity and TaintToleration need `prepare` before `points`."""
         self.requests = requests
         self.nonzero = nonzero_request(requests)
         self.strategy = strategy
@@ -49,13 +85,22 @@ class NodeScores:
         self.images = tuple(images) if index is not None else ()
         self.index = index
         self._images: ImageLocality | None = None
+        self.normalises = normalises
+        self.affinity_points: dict[str, int] = {}
+        self.taint_points: dict[str, int] = {}
         most = NODE_RESOURCES_FIT_WEIGHT + BALANCED_ALLOCATION_WEIGHT * self.balanced
-        most += IMAGE_LOCALITY_WEIGHT * bool(self.images)
+        most += IMAGE_LOCALITY_WEIGHT * bool(self.images) + NODE_AFFINITY_WEIGHT * preferred
         self.ceiling = float(MAX_NODE_SCORE * most)
+
+    def prepare(self, affinity: Mapping[str, int], taints: Mapping[str, int]) -> None:
+        """NodeAffinity's and TaintToleration's raw scores of the feasible nodes, normalised."""
+        self.affinity_points = normalized(affinity, reverse=False)
+        self.taint_points = normalized(taints, reverse=True)
 
     def points(self, facts: NodeFacts) -> float:
         """The node's weighted points: up to `ceiling`."""
-        total = 0
+        total = NODE_AFFINITY_WEIGHT * self.affinity_points.get(facts.name, 0)
+        total += TAINT_TOLERATION_WEIGHT * (self.taint_points.get(facts.name, MAX_NODE_SCORE) - MAX_NODE_SCORE)
         allocatable = facts.allocatable
         if allocatable is not None:
             nonzero = facts.nonzero_requested if facts.nonzero_requested is not None else facts.requested
