@@ -21,7 +21,7 @@ from engine.decide.kube.node_scores import NodeScores
 from engine.decide.kube.pod_topology import pod_topology_rules
 from engine.decide.kube.ports import UsedPorts
 from engine.decide.kube.resources import parse_requests
-from engine.decide.kube.taints import count_intolerable_prefer_no_schedule
+from schemas.kube import PREFER_NO_SCHEDULE
 
 NOT_READY = "node(s) were not ready"
 # A preferred affinity term weighs 1..100; an untolerated PreferNoSchedule taint costs as much as the
@@ -136,9 +136,9 @@ class PodRules:
     def _node_scores(self, request: PodRequest, preferred: bool, index: ClusterIndex | None) -> NodeScores:
         """NodeAffinity and TaintToleration are normalised when the pod has preferred terms or a node of
         the cluster a PreferNoSchedule taint the pod does not tolerate (else they score 0 and 100 alike)."""
-        tolerations = self.facts.tolerations
+        # any such taint at all (cheaper than asking which the pod tolerates; tolerated, they normalise to 100)
         tainted = index is not None and any(
-            n.taints and count_intolerable_prefer_no_schedule(n.taints, tolerations) for n in index.nodes()
+            t.effect == PREFER_NO_SCHEDULE for n in index.nodes() if n.taints for t in n.taints
         )
         return NodeScores(
             self.facts.requests,
