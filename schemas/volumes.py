@@ -17,6 +17,13 @@ NO_PROVISIONER = "kubernetes.io/no-provisioner"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"  # the annotation kube's PreBind sets on a claim
 
 
+class CsiVolume(msgspec.Struct, frozen=True, kw_only=True):
+    """A volume of a CSI driver, one per volume handle (NodeVolumeLimits counts these per driver)."""
+
+    driver: str
+    handle: str
+
+
 class StorageClass(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     provisioner: str = ""
@@ -33,6 +40,7 @@ class PersistentVolume(msgspec.Struct, frozen=True, kw_only=True):
     claim: str = ""  # spec.claimRef as namespace/name ("" = available)
     labels: dict[str, str] = {}
     deleting: bool = False
+    csi: CsiVolume | None = None  # spec.csi: its driver and volumeHandle
 
 
 class PersistentVolumeClaim(msgspec.Struct, frozen=True, kw_only=True):
@@ -77,3 +85,4 @@ class VolumeRules(msgspec.Struct, frozen=True, kw_only=True):
     bound: tuple[PersistentVolume, ...] = ()
     missing_volume: bool = False
     unbound: tuple[UnboundClaim, ...] = ()
+    csi: tuple[CsiVolume, ...] = ()  # the CSI volumes its claims use or will (NodeVolumeLimits)

@@ -18,7 +18,7 @@ from schemas.gangs_kai import KaiPodGroup
 from schemas.gangs_kube import KubePodGroup
 from schemas.kube import Affinity, HostPort, LabelSelector, PodAffinities, Taint, Toleration, TopologySpreadConstraint
 from schemas.topology import Device, Link
-from schemas.volumes import VolumeRules
+from schemas.volumes import CsiVolume, VolumeRules
 
 
 class Allocation(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,6 +41,13 @@ class PlacedPod(msgspec.Struct, frozen=True, kw_only=True):
     labels: dict[str, str] = {}
     affinities: PodAffinities | None = None
     terminating: bool = False  # being deleted: PodTopologySpread no longer counts it
+
+
+class NodeImage(msgspec.Struct, frozen=True, kw_only=True):
+    """A container image the node holds (node.status.images[]): its names and size, for ImageLocality."""
+
+    names: tuple[str, ...] = ()
+    size_bytes: int = 0
 
 
 class Namespace(msgspec.Struct, frozen=True, kw_only=True):
@@ -70,6 +77,12 @@ class NodeState(msgspec.Struct, frozen=True, kw_only=True):
     host_ports: tuple[HostPort, ...] = ()  # the host ports its pods hold (NodePorts)
     allocations: tuple[Allocation, ...] = ()
     running: tuple[PlacedPod, ...] = ()  # its pods' labels and pod affinity (InterPodAffinity, PodTopologySpread)
+    # cpu and memory summed with kube's scoring defaults (100m, 200Mi) for pods that ask none, which
+    # NodeResourcesFit's scores read (kube's NonZeroRequested); empty: `requested` as it is.
+    nonzero_requested: dict[str, str] = {}
+    images: tuple[NodeImage, ...] = ()  # the images it holds (ImageLocality)
+    csi_volume_limits: dict[str, int] = {}  # CSINode: volumes each driver may attach (NodeVolumeLimits)
+    csi_volumes: tuple[CsiVolume, ...] = ()  # the CSI volumes its pods use, each once
 
 
 MILLI = 1_000  # thousandths of one device: a whole device
@@ -127,6 +140,7 @@ class PodRequest(msgspec.Struct, frozen=True, kw_only=True):
     # to (kube-scheduler's DefaultSelector): the cluster-default spread constraints count pods by it when
     # the pod has none of its own. None: not known (no default constraints).
     default_spread_selector: LabelSelector | None = None
+    images: tuple[str, ...] = ()  # its init containers' and containers' images, one per container (ImageLocality)
 
 
 class Mode(enum.StrEnum):

@@ -20,7 +20,19 @@ KEYED_NODE_FIELDS = (
     "machine_type", "devices", "links", "labels", "annotations", "ready", "unschedulable", "allocations",
 )  # fmt: skip
 # The name, and what the node rules read (decide/node_rules.py): no vendor reads them.
-UNKEYED_NODE_FIELDS = ("name", "taints", "allocatable", "requested", "pods", "host_ports", "running")
+UNKEYED_NODE_FIELDS = (
+    "name",
+    "taints",
+    "allocatable",
+    "requested",
+    "pods",
+    "host_ports",
+    "running",
+    "nonzero_requested",
+    "images",
+    "csi_volume_limits",
+    "csi_volumes",
+)
 KEYED_ALLOCATION_FIELDS = ("index", "memory_mib", "cores", "qos", "app_class")
 UNKEYED_ALLOCATION_FIELDS = ("pod_uid",)
 

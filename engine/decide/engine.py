@@ -90,7 +90,7 @@ class Engine:
             vendors=self.vendors,
             node=answers,
             classes=ClassAnswers(memo, answers),
-            facts=NodeFactsTable(),
+            facts=NodeFactsTable(self.limits.scoring),
             slots=SlotTables(memo, answers),
         )
         self._reads = node_reads(self.registry)

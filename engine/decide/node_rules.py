@@ -13,12 +13,16 @@ from collections.abc import Collection, Iterable
 from types import MappingProxyType
 
 from engine.cluster.index import ClusterIndex
+from engine.core.limits import ScoringStrategy
 from engine.core.model import NodeState, PodRequest
 from engine.decide.kube.feasible import BaseFeasible
 from engine.decide.kube.filters import UNSCHEDULABLE_REASON, CompiledPodRules, NodeFacts, PodFacts
+from engine.decide.kube.image_locality import image_sizes
+from engine.decide.kube.node_scores import NodeScores
 from engine.decide.kube.pod_topology import pod_topology_rules
 from engine.decide.kube.ports import UsedPorts
 from engine.decide.kube.resources import parse_requests
+from schemas.kube import PREFER_NO_SCHEDULE
 
 NOT_READY = "node(s) were not ready"
 # A preferred affinity term weighs 1..100; an untolerated PreferNoSchedule taint costs as much as the
@@ -52,9 +56,11 @@ FACTS_BOUND = 65_536  # node states whose rule inputs an engine keeps
 
 
 class NodeFactsTable:
-    """The nodes' rule inputs, parsed once per node state (by identity, bounded): one per engine."""
+    """The nodes' rule inputs, parsed once per node state (by identity, bounded): one per engine, with the
+    engine's NodeResourcesFit scoring strategy (`scoring`), which its pods' rules read."""
 
-    def __init__(self) -> None:
+    def __init__(self, scoring: ScoringStrategy | None = None) -> None:
+        self.scoring = scoring if scoring is not None else ScoringStrategy()
         self._facts: dict[int, tuple[NodeState, NodeFacts]] = {}
 
     def of(self, node: NodeState) -> NodeFacts:
@@ -83,6 +89,12 @@ def node_facts(node: NodeState) -> NodeFacts:
         pod_count=node.pods,
         # Parsed with the rest of the node state, once per state: a decision only looks ports up.
         used_ports=UsedPorts(node.host_ports) if node.host_ports else None,
+        nonzero_requested=parse_requests(node.nonzero_requested, "nonzero_requested")
+        if node.nonzero_requested
+        else None,
+        image_sizes=image_sizes(node.images) if node.images else None,
+        csi_volume_limits=dict(node.csi_volume_limits) if node.csi_volume_limits else None,
+        csi_volumes=node.csi_volumes,
     )
 
 
@@ -101,7 +113,8 @@ class PodRules:
         """`ignored`: resources the vendors check (not the node rules); `facts`: the engine's parsed nodes
         (a table of its own when None); `index`: the cluster whose running pods InterPodAffinity and
         PodTopologySpread read (None: those rules are not asked); `device_led`: a device or fragmentation
-        policy scores the pod, so those two plugins only break its ties."""
+        policy scores the pod, so InterPodAffinity and PodTopologySpread only break its ties and kube's
+        per-node scores (NodeResourcesFit, BalancedAllocation, ImageLocality) do not apply to it."""
         self.nodes = facts if facts is not None else NodeFactsTable()
         ignored = {*ignored, *request.dra_resources}
         self.ignored = tuple(sorted(ignored))  # resources left to the vendors and DRA: part of the base shape
@@ -110,7 +123,12 @@ class PodRules:
         self.only_node = request.node_name or None
         node_affinity = request.affinity.node_affinity if request.affinity is not None else None
         preferred = node_affinity.preferred_during_scheduling_ignored_during_execution if node_affinity else ()
-        self.max_preference = float(sum(term.weight for term in preferred))
+        self.index = index
+        # kube's scores, for a pod whose score no device or fragmentation policy leads (node_scores.py)
+        self.node_scores = None if device_led else self._node_scores(request, bool(preferred), index)
+        self.max_preference = (
+            float(sum(term.weight for term in preferred)) if self.node_scores is None else self.node_scores.ceiling
+        )
         self.topology = (
             None
             if index is None
@@ -119,18 +137,46 @@ class PodRules:
             )
         )
 
+    def _node_scores(self, request: PodRequest, preferred: bool, index: ClusterIndex | None) -> NodeScores:
+        """NodeAffinity and TaintToleration are normalised when the pod has preferred terms or a node of
+        the cluster a PreferNoSchedule taint the pod does not tolerate (else they score 0 and 100 alike)."""
+        # any such taint at all (cheaper than asking which the pod tolerates; tolerated, they normalise to 100)
+        tainted = index is not None and any(
+            t.effect == PREFER_NO_SCHEDULE for n in index.nodes() if n.taints for t in n.taints
+        )
+        return NodeScores(
+            self.facts.requests,
+            request.images,
+            self.nodes.scoring,
+            index,
+            preferred=preferred,
+            normalises=index is not None and (preferred or tainted),
+        )
+
     @property
     def scores_by_pods(self) -> bool:
-        """InterPodAffinity or PodTopologySpread score this pod: call `prepare_scores` before `preference`."""
-        return self.topology is not None and self.topology.scores
+        """Scores normalised over the feasible nodes (InterPodAffinity, PodTopologySpread, and for a pod
+        without devices NodeAffinity and TaintToleration): call `prepare_scores` before `preference`."""
+        return (self.topology is not None and self.topology.scores) or (
+            self.node_scores is not None and self.node_scores.normalises
+        )
 
     def prepare_scores(self, feasible: Iterable[str]) -> None:
         """Their scores, normalised over the nodes that pass every filter (as kube-scheduler does)."""
+        feasible = list(feasible)
+        if self.node_scores is not None and self.node_scores.normalises and self.index is not None:
+            facts = [self.nodes.of(self.index.node(name)) for name in feasible]
+            self.node_scores.prepare(
+                {f.name: self.compiled.preference_score(f) for f in facts},
+                {f.name: self.compiled.intolerable_taints(f) for f in facts},
+            )
         if self.topology is not None:
             self.max_preference += self.topology.prepare_every(feasible)
 
     def prepare_from(self, base: BaseFeasible) -> bool:
         """Their scores normalised from `base`'s domains (False: a shape that needs every node asked)."""
+        if self.node_scores is not None and self.node_scores.normalises:
+            return False  # NodeAffinity and TaintToleration normalise over every feasible node
         ceiling = self.topology.prepare_fast(base) if self.topology is not None else None
         if ceiling is None:
             return False
@@ -152,12 +198,16 @@ class PodRules:
         return failed
 
     def preference(self, node: NodeState) -> float:
-        """Added to the node's score: the weights of the preferred affinity terms it matches, less
+        """Added to the node's score: for a pod without devices, kube's weighted scores (node_scores.py);
+        for a pod a vendor claims, the weights of the preferred affinity terms it matches, less
         PREFER_NO_SCHEDULE_PENALTY per PreferNoSchedule taint the pod does not tolerate."""
         facts = self.nodes.of(node)
-        score = self.compiled.preference_score(facts)
-        if node.taints:
-            score -= PREFER_NO_SCHEDULE_PENALTY * self.compiled.intolerable_taints(facts)
+        if self.node_scores is not None:
+            score = self.node_scores.points(facts)
+        else:
+            score = self.compiled.preference_score(facts)
+            if node.taints:
+                score -= PREFER_NO_SCHEDULE_PENALTY * self.compiled.intolerable_taints(facts)
         if self.topology is not None:
             return score + self.topology.point(node.name)
         return float(score)

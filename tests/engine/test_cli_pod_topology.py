@@ -108,12 +108,15 @@ def test_a_replica_set_and_its_service_spread_the_pod_by_default(
     # hostname maxSkew 3 (2 nodes: log 4) and zone maxSkew 5 (one zone: log 3): n1 holds the 3 replicas
     raw = {"n1": round(3 * math.log(4) + 2 + 3 * math.log(3) + 4), "n2": round(0 + 2 + 3 * math.log(3) + 4)}
     high, low = max(raw.values()), min(raw.values())
-    assert scores_of(answer) == {n: 2.0 * (100 * (high + low - s) // high) for n, s in raw.items()}
+    # plus NodeResourcesFit's LeastAllocated with kube's defaults for pods that ask nothing (100m, 200Mi):
+    # n1 (3 replicas + this pod) cpu (4000 - 400) / 4000 = 90, memory (8192 - 800) / 8192 = 90; n2 97 and 97
+    fit = {"n1": 90, "n2": 97}
+    assert scores_of(answer) == {n: 2.0 * (100 * (high + low - s) // high) + fit[n] for n, s in raw.items()}
     assert answer["node"] == "n2"
     assert "not yet used" not in err
-    # without the Service and the ReplicaSet: no default constraints, both nodes score 0
+    # without the Service and the ReplicaSet: no default constraints, LeastAllocated alone
     code, answer, _ = run(tmp_path, as_list(node("n1", "a"), node("n2", "a"), *replicas), pod, capsys=capsys)
-    assert scores_of(answer) == {"n1": 0.0, "n2": 0.0}
+    assert scores_of(answer) == {"n1": 90.0, "n2": 97.0}
 
 
 def test_a_bad_spread_constraint_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

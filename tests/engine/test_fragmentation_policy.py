@@ -370,7 +370,8 @@ def test_a_pod_goes_where_its_cpu_does_not_strand_the_gpus() -> None:
 def test_cpu_only_pods_are_placed_by_the_policy_too() -> None:
     # Classes: a whole GPU with 4 cores, and a CPU-only class. a: 8 cores, b: 32 cores, 1 idle GPU each.
     # A CPU-only pod of 6 cores leaves a 2: the GPU class cannot run there any more (delta +500, level 37);
-    # on b nothing changes (level 50). Without the policy, a pod with no device goes to a by name.
+    # on b nothing changes (level 50). Without the policy, a pod with no device is scored as kube-scheduler
+    # scores it (LeastAllocated + BalancedAllocation): a holds 8 cores, b 32, so b too, with no frag_level.
     nodes = (with_cpu(gpus_node("a", 1), 8), with_cpu(gpus_node("b", 1), 32))
     workload = (WorkloadClass(gpus=1, cpu_milli=4000), WorkloadClass(gpus=0, cpu_milli=2000))
     decision = place(Snapshot(nodes=nodes, workload=workload), cpu_pod("6"))
@@ -378,7 +379,9 @@ def test_cpu_only_pods_are_placed_by_the_policy_too() -> None:
     assert decision.devices == ()
     assert decision.score_parts["frag_level"] == 50
     assert decision.alternatives[0].node == "a"
-    assert place(Snapshot(nodes=nodes, workload=workload), cpu_pod("6", node_policy="binpack")).node == "a"
+    by_kube = place(Snapshot(nodes=nodes, workload=workload), cpu_pod("6", node_policy="binpack"))
+    assert by_kube.node == "b"
+    assert "frag_level" not in by_kube.score_parts
 
 
 @pytest.mark.parametrize(("cpu", "winner"), [("8", "rich"), ("500m", "lean")])

@@ -41,6 +41,7 @@ def test_order_is_kube_schedulers_default() -> None:
         "NodePorts",
         "NodeResourcesFit",
         "VolumeRestrictions",
+        "NodeVolumeLimits",
         "VolumeBinding",
         "VolumeZone",
     )

@@ -3,7 +3,7 @@
 Nodes and Pods are used now, Namespaces (their labels) and Services,
 ReplicationControllers, ReplicaSets and StatefulSets (their selectors, for the
 cluster-default spread constraints: workloads.py), PersistentVolumeClaims,
-PersistentVolumes and StorageClasses for the pods' volumes (storage.py), for a
+PersistentVolumes, StorageClasses and CSINodes for the pods' volumes (storage.py), for a
 gang its PodGroup (Volcano's, `scheduling.k8s.io`'s or KAI's), Workloads, Kueue's
 and KAI's Topologies (gangs.py) and the HyperNodes, for preemption PriorityClasses
 and PodDisruptionBudgets (priority.py), and for a pod's ResourceClaims the DRA
@@ -42,7 +42,13 @@ from topoplace.cluster_objects.priority import (
     priority_class,
     running_for_preemption,
 )
-from topoplace.cluster_objects.storage import STORAGE_KINDS, catalog_of, pod_claim_names
+from topoplace.cluster_objects.storage import (
+    STORAGE_KINDS,
+    attached_volumes,
+    catalog_of,
+    csi_limits,
+    pod_claim_names,
+)
 from topoplace.cluster_objects.workloads import WORKLOAD_KINDS, WorkloadSelectors
 
 
@@ -108,8 +114,9 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
                 dra.add(item)
             else:
                 unused.append(item.kind)
+    catalog = catalog_of(storage, _claims_in_use(bound))
     snapshot = Snapshot(
-        nodes=_assembled(nodes, running, snapshot_nodes, notes),
+        nodes=_with_volumes(_assembled(nodes, running, snapshot_nodes, notes), storage, bound, catalog),
         hypernodes=tuple(hypernodes),
         namespaces=workloads.namespace_list(),
     )
@@ -125,9 +132,30 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
         ),  # fmt: skip
         budgets=tuple(budget(item, preemptible) for item in budget_items),
         priority_classes=tuple(classes),
-        volumes=catalog_of(storage, _claims_in_use(bound)),
+        volumes=catalog,
         workloads=workloads,
         dra=dra,
+    )
+
+
+def _with_volumes(
+    nodes: tuple[NodeState, ...],
+    storage: list[ClusterObject],
+    bound: list[tuple[ClusterObject, RunningPod]],
+    catalog: VolumeCatalog,
+) -> tuple[NodeState, ...]:
+    """The nodes with their CSINode's attach limits and the CSI volumes their running pods use."""
+    limits = csi_limits(storage)
+    attached = attached_volumes(((item, pod.node) for item, pod in bound), catalog)
+    if not limits and not attached:
+        return nodes
+    return tuple(
+        msgspec.structs.replace(
+            n,
+            csi_volume_limits=limits.get(n.name, n.csi_volume_limits),
+            csi_volumes=attached.get(n.name, n.csi_volumes),
+        )
+        for n in nodes
     )
 
 

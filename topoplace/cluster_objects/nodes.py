@@ -2,7 +2,8 @@
 
 What Kubernetes says of a node (labels, annotations, taints, cordon,
 readiness, allocatable) comes from its Node object, read by the cluster
-watcher's own translation. What runs there comes from the Pods bound to it
+watcher's own translation; the images it holds (`status.images`, ImageLocality)
+are read here. What runs there comes from the Pods bound to it
 (`spec.nodeName`, not finished): their requests summed, their count, their
 host ports, the devices they hold (pods.py says how they are known), their
 labels and pod (anti-)affinity (`NodeState.running`).
@@ -27,6 +28,7 @@ from decimal import Decimal
 import msgspec
 
 from engine import Allocation, NodeState
+from engine.core.model import NodeImage
 from schemas.pod_requests import format_quantity
 from schemas.topology import Device, Vendor
 from services.collector.cluster import objects as obj
@@ -40,6 +42,35 @@ COUNT_RESOURCES: Mapping[str, Vendor] = {
     "metax-tech.com/gpu": Vendor.METAX,
     "aws.amazon.com/neuron": Vendor.NEURON,
 }
+
+
+# kube's scoring defaults for a pod that asks no cpu / memory (NodeResourcesFit's NonZeroRequested)
+NONZERO_DEFAULTS: Mapping[str, Decimal] = {"cpu": Decimal("0.1"), "memory": Decimal(200 * 1024 * 1024)}
+
+
+class _Image(msgspec.Struct, kw_only=True, rename="camel"):
+    names: tuple[str, ...] = ()
+    size_bytes: int = 0
+
+
+class _ImagesStatus(msgspec.Struct, kw_only=True):
+    images: tuple[_Image, ...] = ()
+
+
+class _NodeImages(msgspec.Struct, kw_only=True):
+    status: _ImagesStatus = msgspec.field(default_factory=_ImagesStatus)
+
+
+def node_images(item: ClusterObject) -> tuple[NodeImage, ...]:
+    """The node's `status.images`. Raises ClusterInputError."""
+    try:
+        images = msgspec.convert(item.body, _NodeImages).status.images
+    except msgspec.ValidationError as exc:
+        raise ClusterInputError(item.where, "status.images", str(exc)) from None
+    for i, image in enumerate(images):
+        if image.size_bytes < 0:
+            raise ClusterInputError(item.where, f"status.images[{i}].sizeBytes", "must not be negative")
+    return tuple(NodeImage(names=i.names, size_bytes=i.size_bytes) for i in images)
 
 
 def node_from_object(item: ClusterObject) -> NodeState:
@@ -62,6 +93,7 @@ def node_from_object(item: ClusterObject) -> NodeState:
         ready=event.ready or not has_ready,
         unschedulable=event.unschedulable,
         allocatable=dict(event.allocatable),
+        images=node_images(item),
     )
 
 
@@ -86,12 +118,15 @@ def counted_devices(allocatable: Mapping[str, str], where: str) -> tuple[Device,
 def with_pods(node: NodeState, pods: Sequence[RunningPod], counted: bool) -> NodeState:
     """The node with what its running pods take (`counted`: its devices are only a count)."""
     requested: dict[str, Decimal] = {}
+    nonzero = dict.fromkeys(NONZERO_DEFAULTS, Decimal(0))
     ports = list(node.host_ports)
     allocations = list(node.allocations)
     held_by = {a.pod_uid for a in allocations}
     for pod in pods:
         for resource, amount in pod.requests.items():
             requested[resource] = requested.get(resource, Decimal(0)) + amount
+        for resource, default in NONZERO_DEFAULTS.items():
+            nonzero[resource] += pod.requests.get(resource, default)
         ports.extend(pod.host_ports)
         if pod.allocations and pod.allocations[0].pod_uid not in held_by:
             allocations.extend(pod.allocations)
@@ -101,6 +136,7 @@ def with_pods(node: NodeState, pods: Sequence[RunningPod], counted: bool) -> Nod
         node,
         requested={k: format_quantity(v) for k, v in sorted(requested.items())},
         pods=len(pods),
+        nonzero_requested={k: format_quantity(v) for k, v in nonzero.items()} if pods else {},
         host_ports=tuple(ports),
         allocations=tuple(allocations),
         running=tuple(pod.placed for pod in pods),

@@ -4,22 +4,24 @@ Each object is decoded as the API server would accept it (a bad quantity or sele
 naming the file and the field). The default StorageClass is the one annotated
 `storageclass.kubernetes.io/is-default-class: "true"` (the newest of several, as the admission plugin
 picks). A pod's claims are its `persistentVolumeClaim.claimName` volumes and, for a generic ephemeral
-volume, the claim `<pod>-<volume>` Kubernetes creates for it.
+volume, the claim `<pod>-<volume>` Kubernetes creates for it. CSINodes give each node's attach limit per
+CSI driver, and the volumes a node's running pods use are attached there (NodeVolumeLimits).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
 import msgspec
 
+from engine.decide.kube.volumes import csi_volumes
 from schemas.kube import NodeSelectorTerm
 from schemas.quantity import QuantityError, parse_quantity
-from schemas.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass, VolumeCatalog
+from schemas.volumes import CsiVolume, PersistentVolume, PersistentVolumeClaim, StorageClass, VolumeCatalog
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject
 
-STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass")
+STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode")
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 T = TypeVar("T")
@@ -63,7 +65,13 @@ class _VolumeNodeAffinity(msgspec.Struct, kw_only=True):
     required: _NodeSelector | None = None
 
 
+class _CsiSource(msgspec.Struct, kw_only=True, rename="camel"):
+    driver: str
+    volume_handle: str
+
+
 class _VolumeSpec(msgspec.Struct, kw_only=True, rename="camel"):
+    csi: _CsiSource | None = None
     storage_class_name: str = ""
     capacity: dict[str, str] = {}
     access_modes: tuple[str, ...] = ()
@@ -74,6 +82,24 @@ class _VolumeSpec(msgspec.Struct, kw_only=True, rename="camel"):
 class _Volume(msgspec.Struct, kw_only=True):
     metadata: _Meta
     spec: _VolumeSpec = msgspec.field(default_factory=_VolumeSpec)
+
+
+class _DriverAllocatable(msgspec.Struct, kw_only=True):
+    count: int | None = None
+
+
+class _CsiDriver(msgspec.Struct, kw_only=True):
+    name: str
+    allocatable: _DriverAllocatable | None = None
+
+
+class _CsiNodeSpec(msgspec.Struct, kw_only=True):
+    drivers: tuple[_CsiDriver, ...] = ()
+
+
+class _CsiNode(msgspec.Struct, kw_only=True):
+    metadata: _Meta
+    spec: _CsiNodeSpec = msgspec.field(default_factory=_CsiNodeSpec)
 
 
 class _TopologyRequirement(msgspec.Struct, kw_only=True):
@@ -198,6 +224,7 @@ def _volume(item: ClusterObject) -> PersistentVolume:
         claim=f"{ref.namespace}/{ref.name}" if ref is not None and ref.name else "",
         labels=volume.metadata.labels,
         deleting=volume.metadata.deletion_timestamp is not None,
+        csi=CsiVolume(driver=spec.csi.driver, handle=spec.csi.volume_handle) if spec.csi is not None else None,
     )
 
 
@@ -223,3 +250,32 @@ def _class(item: ClusterObject) -> tuple[StorageClass, str, bool]:
         meta.creation_timestamp,
         meta.annotations.get(DEFAULT_CLASS_ANNOTATION) == "true",
     )
+
+
+def csi_limits(items: Iterable[ClusterObject]) -> dict[str, dict[str, int]]:
+    """Per node (a CSINode is named as its node), the volumes each driver may attach there."""
+    limits: dict[str, dict[str, int]] = {}
+    for item in items:
+        if item.kind != "CSINode":
+            continue
+        csi_node = _decoded(item, _CsiNode)
+        for i, driver in enumerate(csi_node.spec.drivers):
+            count = driver.allocatable.count if driver.allocatable is not None else None
+            if count is None:
+                continue
+            if count < 0:
+                raise ClusterInputError(item.where, f"spec.drivers[{i}].allocatable.count", "must not be negative")
+            limits.setdefault(csi_node.metadata.name, {})[driver.name] = count
+    return limits
+
+
+def attached_volumes(
+    pods_on_nodes: Iterable[tuple[ClusterObject, str]], catalog: VolumeCatalog
+) -> Mapping[str, tuple[CsiVolume, ...]]:
+    """Per node, the CSI volumes its running pods use (each once), from (Pod object, node name) pairs."""
+    found: dict[str, dict[CsiVolume, None]] = {}
+    for item, node in pods_on_nodes:
+        namespace = item.body.get("metadata", {}).get("namespace") or "default"
+        for volume in csi_volumes(namespace, pod_claim_names(item), catalog):
+            found.setdefault(node, {})[volume] = None
+    return {node: tuple(volumes) for node, volumes in found.items()}

@@ -10,7 +10,9 @@ The steps and their reasons, word for word from kube-scheduler
     NodeAffinity       "node(s) didn't match Pod's node affinity/selector"
     NodePorts          "node(s) didn't have free ports for the requested pod ports"   (ports.py)
     NodeResourcesFit   "Too many pods", "Insufficient cpu", "Insufficient <resource>" ... (all that apply)
-    VolumeRestrictions, VolumeBinding, VolumeZone   the pod's claims (volumes.py)
+    VolumeRestrictions  the pod's claims (volumes.py)
+    NodeVolumeLimits   "node(s) exceed max volume count"   CSI attach limits (volume_limits.py)
+    VolumeBinding, VolumeZone   the pod's claims (volumes.py)
 
 As in kube, a node's check stops at the first step that fails. NodeAffinity's
 PreFilter is honoured too: when the required affinity names its nodes
@@ -33,9 +35,10 @@ from engine.decide.kube.affinity import CONFLICT_REASON, NodeAffinityRules
 from engine.decide.kube.ports import NODE_PORTS, NODE_PORTS_REASON, UsedPorts, fits_ports
 from engine.decide.kube.resources import ResourceFit
 from engine.decide.kube.taints import count_intolerable_prefer_no_schedule, first_untolerated, tolerated
+from engine.decide.kube.volume_limits import MAX_VOLUME_COUNT_REASON, NODE_VOLUME_LIMITS, exceeds_volume_limits
 from engine.decide.kube.volumes import VOLUME_BINDING, VOLUME_RESTRICTIONS, VOLUME_ZONE, volume_failure
 from schemas.kube import NO_SCHEDULE, Affinity, HostPort, Taint, Toleration
-from schemas.volumes import VolumeRules
+from schemas.volumes import CsiVolume, VolumeRules
 
 NODE_UNSCHEDULABLE = "NodeUnschedulable"
 NODE_NAME = "NodeName"
@@ -50,6 +53,7 @@ FILTER_ORDER = (
     NODE_PORTS,
     NODE_RESOURCES_FIT,
     VOLUME_RESTRICTIONS,
+    NODE_VOLUME_LIMITS,
     VOLUME_BINDING,
     VOLUME_ZONE,
 )
@@ -76,6 +80,10 @@ class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
     requested: dict[str, int] = msgspec.field(default_factory=dict)  # summed over the pods on the node
     pod_count: int = 0  # pods already on the node
     used_ports: UsedPorts | None = None  # host ports its pods hold (None: none)
+    nonzero_requested: dict[str, int] | None = None  # cpu and memory with kube's scoring defaults (None: requested)
+    image_sizes: dict[str, int] | None = None  # its images' sizes by name (None: none reported)
+    csi_volume_limits: dict[str, int] | None = None  # CSINode: volumes per driver (None: no limits)
+    csi_volumes: tuple[CsiVolume, ...] = ()  # the CSI volumes its pods use
 
 
 class PodFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -140,6 +148,10 @@ class CompiledPodRules:
             reasons = step(node)
             if reasons:
                 return name, reasons
+        if self.volumes is not None and exceeds_volume_limits(
+            self.volumes.csi, node.csi_volumes, node.csi_volume_limits
+        ):
+            return NODE_VOLUME_LIMITS, [MAX_VOLUME_COUNT_REASON]
         if self.volumes is not None:  # each of the three volume filters names itself
             return volume_failure(self.volumes, node.name, node.labels)
         return None

@@ -17,8 +17,10 @@ checked against by its name and labels (`volume_failure`, kube's Filter):
 - VolumeZone: a bound volume's zone and region labels must be the node's ("node(s) had no available
   volume zone").
 
+`csi_volumes` names the CSI volumes a pod's claims use or will (NodeVolumeLimits, volume_limits.py).
+
 Not modelled: storage capacity (CSIStorageCapacity), volume modes, claim label selectors, CSI
-migration of in-tree volumes, per-driver attach limits (NodeVolumeLimits).
+migration of in-tree volumes.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from schemas.volumes import (
     NO_PROVISIONER,
     READ_WRITE_ONCE_POD,
     WAIT_FOR_FIRST_CONSUMER,
+    CsiVolume,
     PersistentVolume,
     PersistentVolumeClaim,
     StorageClass,
@@ -90,7 +93,33 @@ def resolve_volumes(namespace: str, claim_names: tuple[str, ...], catalog: Volum
         unbound.append(_unbound(claim, storage_class, catalog))
     # kube matches the smallest claims first, each to the smallest volume that fits.
     unbound.sort(key=lambda c: c.request_bytes)
-    return VolumeRules(bound=tuple(bound), missing_volume=missing, unbound=tuple(unbound))
+    return VolumeRules(
+        bound=tuple(bound),
+        missing_volume=missing,
+        unbound=tuple(unbound),
+        csi=csi_volumes(namespace, claim_names, catalog),
+    )
+
+
+def csi_volumes(namespace: str, claim_names: tuple[str, ...], catalog: VolumeCatalog) -> tuple[CsiVolume, ...]:
+    """The CSI volumes of these claims (kube's filterAttachableVolumes): a bound claim's volume's `spec.csi`,
+    an unbound claim's class provisioner with a placeholder handle (a volume not attached anywhere yet).
+    Claims missing, volumes without a CSI source and classes missing count nothing."""
+    found: list[CsiVolume] = []
+    for name in claim_names:
+        claim = catalog.claims.get(f"{namespace}/{name}")
+        if claim is None:
+            continue
+        if claim.volume_name:
+            volume = catalog.volumes.get(claim.volume_name)
+            if volume is not None and volume.csi is not None:
+                found.append(volume.csi)
+            continue
+        class_name = catalog.default_class if claim.storage_class is None else claim.storage_class
+        storage_class = catalog.classes.get(class_name) if class_name else None
+        if storage_class is not None and storage_class.provisioner:
+            found.append(CsiVolume(driver=storage_class.provisioner, handle=f"unbound:{claim.key}"))
+    return tuple(found)
 
 
 def _unbound(claim: PersistentVolumeClaim, storage_class: StorageClass, catalog: VolumeCatalog) -> UnboundClaim:
