@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from bench import pipeline_speed, scale, search_speed, vendor_fragmentation
+from bench import pipeline_speed, preempt_speed, scale, search_speed, vendor_fragmentation
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
 from bench.pipeline_speed import PipelineRun
@@ -164,3 +164,9 @@ def measure_vendor_fragmentation(run: BenchRun) -> None:
     title = "Fragmentation on MetaX and Neuron clusters (generated workload)"
     markdown = vendor_fragmentation.markdown(runs).split("\n", 1)[1].lstrip("\n")  # its `## title` line is ours
     run.extra.append(SectionReport(title=title, figures=tuple(vendor_fragmentation.figures(runs)), markdown=markdown))
+
+
+def measure_preemption(run: BenchRun) -> None:
+    """Preemption at 10,000 nodes, cold and warm, and its victims against exhaustive search (bench/preempt_speed.py)."""
+    log("preemption speed and victims")
+    run.extra.append(preempt_speed.run(log))

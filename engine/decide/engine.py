@@ -34,6 +34,7 @@ from engine.decide.pod import place_indexed
 from engine.decide.preempt.choose import preempt
 from engine.decide.preempt.model import DisruptionBudget, Preemption, Preemptor, RunningPod
 from engine.decide.preempt.room import Room
+from engine.decide.preempt.search import PodsByNode
 from engine.decide.ranking import ClassAnswers
 from engine.node.answer import NodeAnswers, NodeMiss
 from engine.node.fragmentation import reads_cpu
@@ -95,6 +96,7 @@ class Engine:
         self._reads = node_reads(self.registry)
         self._reads_cpu = node_reads(self.registry, cpu=True)
         self._last_index: ClusterIndex | None = None  # the last snapshot's index: the next one updates it
+        self._pods_by_node: PodsByNode | None = None  # the last preemption's running pods, by node
 
     @property
     def memo(self) -> Memo:
@@ -175,9 +177,13 @@ class Engine:
         running: Sequence[RunningPod],
         budgets: Sequence[DisruptionBudget] = (),
         mode: Mode = Mode.DEFAULT,
+        *,
+        every_node: bool = False,
     ) -> Preemption:
         """Where `preemptor` runs by evicting lower-priority `running` pods, and which (engine/decide/preempt/).
 
+        The running pods by node are kept while `snapshot.nodes` and `running` stay the same objects.
+        `every_node`: try every node, not only those that can still win (the same answer, slower).
         Raises RequestError(field, reason) when the request cannot be read."""
         cpu = reads_cpu(snapshot.workload)
         room = Room(self._parts, preemptor.request, mode, snapshot.workload, cpu=cpu)
@@ -187,7 +193,10 @@ class Engine:
             index.upsert(node)
             return self.place_in(index, preemptor.request, mode, workload=snapshot.workload)
 
-        return preempt(room, snapshot, preemptor, running, budgets, place_on)
+        pods = self._pods_by_node
+        if pods is None or not pods.matches(snapshot, running):
+            pods = self._pods_by_node = PodsByNode(snapshot, running)
+        return preempt(room, snapshot, preemptor, running, budgets, place_on, pods, every_node=every_node)
 
     def choose_devices(self, node: NodeState, request: PodRequest, mode: Mode = Mode.DEFAULT) -> DeviceChoice:
         """The devices one node would give `request` (the node answer's step, on its own).
