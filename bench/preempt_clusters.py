@@ -8,11 +8,16 @@ two or four GPUs that hold all eight. The preemptor asks for what no node has fr
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import msgspec
 
 from engine import Allocation, NodeState, PodRequest, Snapshot
+from engine.cluster.network import NetworkTree
+from engine.cluster.network.index import Draft
+from engine.decide.gang import GangRequest
 from engine.decide.preempt import Preemptor, RunningPod
+from schemas.events import NetworkConstraint, TopologyMode
 from services.collector.topology_files import load_topology
 
 PRIORITIES = (0, 10, 100)
@@ -105,3 +110,25 @@ def gpu_preemptor(j: int, priority: int = 1000) -> Preemptor:
     count = (1, 2, 4, 8)[j % 4]
     request = PodRequest(uid=f"pre-{j}", name=f"pre-{j}", requests={"cpu": "1", "nvidia.com/gpu": str(count)})
     return Preemptor(request=request, priority=priority)
+
+
+def leaf_spine_tree(names: Sequence[str], leaf: int = 8, spine: int = 16) -> NetworkTree:
+    """Leaf switches of `leaf` nodes (tier 1) under spines of `spine` leaves (tier 2), in name order."""
+    draft = Draft()
+    for i, name in enumerate(names):
+        leaf_name, spine_name = f"leaf-{i // leaf:04d}", f"spine-{i // (leaf * spine):03d}"
+        draft.node_parent[name] = leaf_name
+        draft.nodes.append(name)
+        draft.tier[leaf_name], draft.tier[spine_name] = 1, 2
+        draft.hypernode_parent[leaf_name] = spine_name
+    return NetworkTree(draft, {"leaf": 1, "spine": 2})
+
+
+def gpu_gang(members: int, priority_tier: int = 2) -> GangRequest:
+    """`members` pending pods of 8 GPUs each, hard up to tier `priority_tier` (one spine)."""
+    pods = tuple(
+        PodRequest(uid=f"gang-{i}", name=f"gang-{i:03d}", requests={"cpu": "1", "nvidia.com/gpu": "8"})
+        for i in range(members)
+    )
+    network = NetworkConstraint(mode=TopologyMode.HARD, highest_tier=priority_tier)
+    return GangRequest(name="bench/gang", min_member=members, network=network, pods=pods)

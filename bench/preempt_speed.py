@@ -23,10 +23,19 @@ from collections.abc import Callable, Sequence
 import msgspec
 import numpy as np
 
-from bench.preempt_clusters import PackedCluster, cpu_cluster, cpu_preemptor, gpu_cluster, gpu_preemptor
+from bench.preempt_clusters import (
+    PackedCluster,
+    cpu_cluster,
+    cpu_preemptor,
+    gpu_cluster,
+    gpu_gang,
+    gpu_preemptor,
+    leaf_spine_tree,
+)
 from bench.results import Figure, SectionReport
 from engine import Engine, NodeState, PodRequest, Snapshot
 from engine.decide.preempt import Preemption, Preemptor, RunningPod
+from engine.decide.preempt.gang import GangPreemption
 from engine.decide.preempt.search import node_order_key
 
 TITLE = "Preemption: speed at 10,000 nodes, victims against exhaustive search"
@@ -41,6 +50,42 @@ class PreemptSpeed(msgspec.Struct, frozen=True, kw_only=True):
 
     def p99(self, values: Sequence[float]) -> float:
         return float(np.percentile(values, 99))
+
+
+class GangSpeed(msgspec.Struct, frozen=True, kw_only=True):
+    name: str  # e.g. "gang_64x8_10000"
+    cold_ms: float  # a fresh engine (the cluster's index built before)
+    warm_ms: tuple[float, ...]
+    hypernode: str
+    victims: int
+    hypernodes_tried: int
+
+
+def measure_gang(nodes: int, members: int, calls: int) -> GangSpeed:
+    """A gang of `members` x 8 GPUs, hard inside one spine (128 nodes), on a packed GPU cluster."""
+    cluster = gpu_cluster(nodes)
+    tree = leaf_spine_tree([n.name for n in cluster.snapshot.nodes])
+    engine = Engine()
+    index = engine.index_of(cluster.snapshot)
+    request = gpu_gang(members)
+    cold, first = _timed_gang(lambda: engine.preempt_gang(index, tree, request, 1000, cluster.running))
+    warm = [
+        _timed_gang(lambda: engine.preempt_gang(index, tree, request, 1000, cluster.running))[0] for _ in range(calls)
+    ]
+    return GangSpeed(
+        name=f"gang_{members}x8_{nodes}",
+        cold_ms=cold,
+        warm_ms=tuple(warm),
+        hypernode=first.hypernode or "",
+        victims=len(first.victims),
+        hypernodes_tried=first.hypernodes_tried,
+    )
+
+
+def _timed_gang(call: Callable[[], GangPreemption]) -> tuple[float, GangPreemption]:
+    t0 = time.perf_counter()
+    result = call()
+    return 1000.0 * (time.perf_counter() - t0), result
 
 
 class VictimCheck(msgspec.Struct, frozen=True, kw_only=True):
@@ -148,10 +193,15 @@ SPEED_RUNS: tuple[SpeedRun, ...] = (
     ("gpu_10000", lambda: gpu_cluster(10_000), gpu_preemptor, 40, 1),
 )
 SMALL_CLUSTERS = 200
+GANG_RUN = (10_000, 64, 5)  # nodes, members of 8 GPUs, warm calls
 
 
-def figures(speeds: Sequence[PreemptSpeed], victims: VictimCheck) -> list[Figure]:
+def figures(speeds: Sequence[PreemptSpeed], victims: VictimCheck, gangs: Sequence[GangSpeed] = ()) -> list[Figure]:
     out: list[Figure] = []
+    for g in gangs:
+        detail = f"domain {g.hypernode}, {g.victims} victims, {g.hypernodes_tried} hypernodes tried"
+        out.append(Figure(name=f"preempt.{g.name}.cold_ms", value=g.cold_ms, unit="ms", detail=detail))
+        out.append(Figure(name=f"preempt.{g.name}.warm_max_ms", value=max(g.warm_ms), unit="ms", detail=detail))
     for s in speeds:
         every = {"every_node_p99": s.p99(s.every_node_ms)} if s.every_node_ms else {}
         detail = (
@@ -191,7 +241,7 @@ def figures(speeds: Sequence[PreemptSpeed], victims: VictimCheck) -> list[Figure
     return out
 
 
-def markdown(speeds: Sequence[PreemptSpeed], victims: VictimCheck) -> str:
+def markdown(speeds: Sequence[PreemptSpeed], victims: VictimCheck, gangs: Sequence[GangSpeed] = ()) -> str:
     lines = [
         "| cluster | warm p50 ms | warm p99 ms | cold ms | every node tried, p99 ms | same answer |",
         "|---|---|---|---|---|---|",
@@ -202,6 +252,8 @@ def markdown(speeds: Sequence[PreemptSpeed], victims: VictimCheck) -> str:
             f"| {s.name} | {float(np.percentile(s.warm_ms, 50)):.2f} | {s.p99(s.warm_ms):.2f} | "
             f"{s.cold_ms:.1f} | {every} | {s.same_answer} |"
         )
+    for g in gangs:
+        lines.append(f"| {g.name} (gang) | - | {max(g.warm_ms):.1f} (max) | {g.cold_ms:.1f} | - | - |")
     lines.append("")
     lines.append(
         f"Small clusters (<= 12 nodes, {victims.clusters}, {victims.preempted} preempted): the victims' cost equal "
@@ -212,16 +264,24 @@ def markdown(speeds: Sequence[PreemptSpeed], victims: VictimCheck) -> str:
 
 
 def run(
-    log: Callable[[str], None], runs: Sequence[SpeedRun] = SPEED_RUNS, small: int = SMALL_CLUSTERS
+    log: Callable[[str], None],
+    runs: Sequence[SpeedRun] = SPEED_RUNS,
+    small: int = SMALL_CLUSTERS,
+    gang: tuple[int, int, int] | None = GANG_RUN,
 ) -> SectionReport:
     speeds: list[PreemptSpeed] = []
     for name, build, make, calls, baseline in runs:
         speeds.append(measure_speed(name, build(), make, calls, baseline))
         s = speeds[-1]
         log(f"preemption {name}: warm p99 {s.p99(s.warm_ms):.2f} ms, cold {s.cold_ms:.0f} ms")
+    gangs = [measure_gang(*gang)] if gang is not None else []
+    for g in gangs:
+        log(f"gang preemption {g.name}: cold {g.cold_ms:.0f} ms, warm max {max(g.warm_ms):.0f} ms")
     victims = check_victims(small)
     log(f"preemption victims on {small} small clusters: {victims.same_cost_as_every_node} as every node")
-    return SectionReport(title=TITLE, figures=tuple(figures(speeds, victims)), markdown=markdown(speeds, victims))
+    return SectionReport(
+        title=TITLE, figures=tuple(figures(speeds, victims, gangs)), markdown=markdown(speeds, victims, gangs)
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
     engine.place_gang(index, tree, gang)     # a gang inside one network domain
     engine.choose_devices(node, request)     # one node's devices, computed afresh
     engine.preempt(snapshot, preemptor, running, budgets)  # where it runs by evicting lower-priority pods
+    engine.preempt_gang(index, tree, gang, priority, running)  # a gang, inside one network domain
 
 Everything an engine remembers is its own: two engines in one process share
 nothing, and an engine with `Limits(caches=False)` gives the same answers as
@@ -32,6 +33,7 @@ from engine.decide.node_rules import NodeFactsTable
 from engine.decide.parts import DecisionParts
 from engine.decide.pod import place_indexed
 from engine.decide.preempt.choose import preempt
+from engine.decide.preempt.gang import GangPreemption, preempt_gang
 from engine.decide.preempt.model import DisruptionBudget, Preemption, Preemptor, RunningPod
 from engine.decide.preempt.room import Room
 from engine.decide.preempt.search import PodsByNode
@@ -197,6 +199,38 @@ class Engine:
         if pods is None or not pods.matches(snapshot, running):
             pods = self._pods_by_node = PodsByNode(snapshot, running)
         return preempt(room, snapshot, preemptor, running, budgets, place_on, pods, every_node=every_node)
+
+    def preempt_gang(
+        self,
+        index: ClusterIndex,
+        tree: NetworkTree,
+        gang: GangRequest,
+        priority: int,
+        running: Sequence[RunningPod],
+        budgets: Sequence[DisruptionBudget] = (),
+        mode: Mode = Mode.DEFAULT,
+        *,
+        policy: str = "",
+        workload: tuple[WorkloadClass, ...] = (),
+    ) -> GangPreemption:
+        """Where `gang` (of `priority`, its `policy` spec.preemptionPolicy) runs whole by evicting
+        lower-priority `running` pods inside one network domain of `tree`, and which (preempt/gang.py).
+
+        Raises RequestError(field, reason) for a member or constraint that cannot be read."""
+        cpu = reads_cpu(workload)
+        return preempt_gang(
+            self._parts,
+            index,
+            lambda: self.new_index(cpu=cpu),
+            tree,
+            gang,
+            priority,
+            running,
+            budgets,
+            mode,
+            policy=policy,
+            workload=workload,
+        )
 
     def choose_devices(self, node: NodeState, request: PodRequest, mode: Mode = Mode.DEFAULT) -> DeviceChoice:
         """The devices one node would give `request` (the node answer's step, on its own).

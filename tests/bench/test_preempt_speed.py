@@ -11,7 +11,7 @@ def test_the_section_reports_speed_against_every_node_and_victims_against_exhaus
         ("cpu_60", lambda: cpu_cluster(60), cpu_preemptor, 6, 3),
         ("gpu_20", lambda: gpu_cluster(20), gpu_preemptor, 8, 4),
     )
-    report = preempt_speed.run(lambda _: None, runs=runs, small=30)
+    report = preempt_speed.run(lambda _: None, runs=runs, small=30, gang=(256, 8, 1))
     figures = {f.name: f for f in report.figures}
     assert set(figures) == {
         "preempt.cpu_60.warm_p99_ms",
@@ -20,7 +20,10 @@ def test_the_section_reports_speed_against_every_node_and_victims_against_exhaus
         "preempt.gpu_20.cold_ms",
         "preempt.small.same_cost_as_every_node",
         "preempt.small.same_top_priority_as_subsets",
+        "preempt.gang_8x8_256.cold_ms",
+        "preempt.gang_8x8_256.warm_max_ms",
     }
+    assert "domain leaf-" in figures["preempt.gang_8x8_256.cold_ms"].detail  # eight members fit one leaf
     assert "every_node_p99" in figures["preempt.cpu_60.warm_p99_ms"].baselines
     assert "same answer: True" in figures["preempt.gpu_20.warm_p99_ms"].detail
     assert figures["preempt.small.same_cost_as_every_node"].value == 30
