@@ -26,8 +26,6 @@ from engine.decide.node_rules import node_facts
 from engine.decide.preempt.model import RunningPod
 from engine.decide.preempt.victims import importance_order, start_of
 
-_ENCODER = msgspec.msgpack.Encoder(order="deterministic")
-
 
 class Shape:
     """The nodes of one shape (sorted by name), and what its bound reads (search.py), read off its first."""
@@ -76,7 +74,7 @@ def shape_key(node: NodeState, ordered: Sequence[RunningPod], *, labels: bool, n
     )
     others = tuple(sorted(share for shares in held.values() for share in shares))  # held by no pod given
     rest = msgspec.structs.replace(node, name="", devices=(), links=(), allocations=(), running=())
-    return (id(node.devices), id(node.links), _ENCODER.encode(rest), pods, others)
+    return (id(node.devices), id(node.links), msgspec.msgpack.encode(rest, order="deterministic"), pods, others)
 
 
 def shapes_of(
