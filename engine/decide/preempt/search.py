@@ -12,7 +12,9 @@ without trying them all:
                    violated, the k-th lowest priority the highest, the k lowest summed, k pods, the
                    latest start of a pod of that priority on any of its nodes: a lower bound of
                    pickOneNodeForPreemption's order (`node_order_key`) on any node of the shape
-    the walk       shapes in order of their bound, until the next bound is worse than the best
+    the walk       shapes whose bound reads the same (they differ only in which devices their pods
+                   hold) share one bound, but for each shape's own latest start; the groups, then
+                   their shapes, in order of their bound, until the next bound is worse than the best
                    candidate's order; on each shape tried, every node's order (the start times)
     exact when     the preemptor fits on no node as it is (preemption is asked only then); a shape
                    where nothing is lacking is tried first, and a node that needs no victim sends
@@ -30,7 +32,7 @@ import msgspec
 from engine.core.model import Mode, NodeState, Snapshot
 from engine.decide.preempt.model import Candidate, DisruptionBudget, RunningPod
 from engine.decide.preempt.room import NOT_HELPFUL, Room
-from engine.decide.preempt.shapes import Shape, ordered_pods, shapes_of
+from engine.decide.preempt.shapes import BoundGroup, Shape, bound_groups, ordered_pods, shapes_of
 from engine.decide.preempt.victims import select_victims, start_of
 
 PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32 + 1 so that negative priorities sum as they should
@@ -67,6 +69,7 @@ class PodsByNode:
             on_node.setdefault(pod.node, []).append(pod)
         self.ordered = ordered_pods(on_node)
         self._shapes: dict[tuple[bool, bool], list[Shape]] = {}
+        self._groups: dict[tuple[bool, bool], list[BoundGroup]] = {}
 
     def matches(self, snapshot: Snapshot, running: Sequence[RunningPod]) -> bool:
         """Whether this was built from these very objects (the cache's key)."""
@@ -82,6 +85,13 @@ class PodsByNode:
             found = self._shapes[(labels, names)] = shapes_of(self.nodes, self.ordered, labels=labels, names=names)
         return found
 
+    def bound_groups(self, *, labels: bool, names: bool) -> list[BoundGroup]:
+        """The shapes grouped by what their bound reads (shapes.py)."""
+        found = self._groups.get((labels, names))
+        if found is None:
+            found = self._groups[(labels, names)] = bound_groups(self.shapes(labels=labels, names=names))
+        return found
+
 
 def _fewest(frees: list[int], need: int) -> int | None:
     """The fewest of `frees` whose sum reaches `need` (0 when nothing is needed; None: all cannot)."""
@@ -95,7 +105,9 @@ def _fewest(frees: list[int], need: int) -> int | None:
     return None
 
 
-def _bound(room: Room, shape: Shape, priority: int, lacking: dict[str, int]) -> tuple[float, ...] | None:
+def _bound(
+    room: Room, shape: Shape, priority: int, lacking: dict[str, int], latest_of: dict[int, float]
+) -> tuple[float, ...] | None:
     """The shape's bound (module docstring); None: no node of the shape can be a candidate."""
     priorities = shape.priorities
     cut = bisect.bisect_left([-p for p in priorities], -priority + 1)  # the first of lower priority
@@ -120,7 +132,7 @@ def _bound(room: Room, shape: Shape, priority: int, lacking: dict[str, int]) -> 
         return (-math.inf,)
     lowest = priorities[len(priorities) - fewest :]  # the k lowest, the k-th lowest first
     tail = (-math.inf, -math.inf) if room.wants_devices else (-0.0, 0.0)
-    latest = shape.latest.get(lowest[0], math.inf)
+    latest = latest_of.get(lowest[0], math.inf)
     return (0.0, float(lowest[0]), float(sum(lowest) + fewest * PRIORITY_OFFSET), float(fewest), -latest, *tail)
 
 
@@ -143,39 +155,61 @@ def _best_member(found: Candidate, rep: Sequence[RunningPod], shape: Shape, pods
     return msgspec.structs.replace(found, node=best_name, victims=tuple(on[i] for i in positions))
 
 
+def _own_bounds(bound: tuple[float, ...], group: BoundGroup) -> list[tuple[tuple[float, ...], Shape]]:
+    if len(bound) == 1:
+        return [(bound, shape) for shape in group.shapes]
+    at = int(bound[1])
+    owns = [((*bound[:4], -shape.latest.get(at, math.inf), *bound[5:]), shape) for shape in group.shapes]
+    owns.sort(key=lambda o: (o[0], o[1].members[0]))
+    return owns
+
+
+def _tried(
+    room: Room, pods: PodsByNode, shape: Shape, priority: int, budgets: Sequence[DisruptionBudget]
+) -> Candidate | bool | None:
+    """The shape's best candidate; False: its nodes are none; None: one needs no victim (try every node)."""
+    first = shape.members[0]
+    rep_node = pods.nodes[first]
+    if room.unresolvable(rep_node) is not None:
+        return False
+    rep = pods.pods_on(first)
+    found = select_victims(room, rep_node, rep, priority, budgets)
+    if not isinstance(found, Candidate):
+        return False
+    if not found.victims:
+        return None
+    return _best_member(found, rep, shape, pods)
+
+
 def shaped_candidates(
     room: Room, pods: PodsByNode, priority: int, budgets: Sequence[DisruptionBudget]
 ) -> list[Candidate] | None:
     """The candidates on the nodes that could beat the best one (module docstring): the best among them
     is the best of every node's. None: try every node (a node needs no victim, or none is a candidate)."""
     lacking = room.rules.facts.requests  # the resources the node rules check (the vendors': devices)
-    walk: list[tuple[tuple[float, ...], str, Shape]] = []
+    walk: list[tuple[tuple[float, ...], str, BoundGroup]] = []
     names = any(b.disrupted_pods for b in budgets)  # a budget that names pods tells them apart
-    for shape in pods.shapes(labels=bool(budgets), names=names):
-        first = shape.members[0]
-        bound = _bound(room, shape, priority, lacking)
+    for group in pods.bound_groups(labels=bool(budgets), names=names):
+        bound = _bound(room, group.first, priority, lacking, group.latest)
         if bound is not None:
-            walk.append((bound, first, shape))
+            walk.append((bound, group.first.members[0], group))
     walk.sort(key=lambda w: (w[0], w[1]))
     candidates: list[Candidate] = []
-    best: Order | None = None
-    for bound, first, shape in walk:
-        if best is not None and (bound, first) > best:
+    best: list[Order] = []
+    for bound, first, group in walk:
+        if best and (bound, first) > best[0]:
             break
-        rep_node = pods.nodes[first]
-        if room.unresolvable(rep_node) is not None:
-            continue
-        rep = pods.pods_on(first)
-        found = select_victims(room, rep_node, rep, priority, budgets)
-        if not isinstance(found, Candidate):
-            continue
-        if not found.victims:
-            return None
-        candidate = _best_member(found, rep, shape, pods)
-        candidates.append(candidate)
-        order = (node_order_key(candidate), candidate.node)
-        if best is None or order < best:
-            best = order
+        for own, shape in _own_bounds(bound, group):  # the group's bound but each shape's latest start
+            if best and (own, shape.members[0]) > best[0]:
+                break
+            found = _tried(room, pods, shape, priority, budgets)
+            if found is None:
+                return None
+            if isinstance(found, Candidate):
+                candidates.append(found)
+                order = (node_order_key(found), found.node)
+                if not best or order < best[0]:
+                    best[:] = [order]
     return candidates or None
 
 

@@ -44,6 +44,15 @@ class Shape:
             holders.setdefault(a.pod_uid, set()).add(a.index)
         self.devices_held = [len(holders.get(p.holder, ())) if p.holder else 0 for p in pods]
         self.devices_free = len(node.devices) - len({a.index for a in node.allocations})
+        # What the bound (search.py) reads but the start times: shapes that differ only in which devices
+        # their pods hold share it.
+        self.bound_key = (
+            self.priorities,
+            tuple(self.devices_held),
+            tuple(tuple(sorted(r.items())) for r in self.requests),
+            tuple(sorted(self.free.items())) if self.free is not None else None,
+            self.devices_free,
+        )
 
     def add_starts(self, pods: Sequence[RunningPod]) -> None:
         for pod in pods:
@@ -54,6 +63,31 @@ class Shape:
 
 def _share(a: Allocation) -> tuple[int, int, int, str, str]:
     return (a.index, a.memory_mib, a.cores, a.qos, a.app_class)
+
+
+class BoundGroup:
+    """Shapes of one bound key: the first read for the bound, the latest start per priority over all."""
+
+    def __init__(self, first: Shape) -> None:
+        self.first = first
+        self.shapes: list[Shape] = []
+        self.latest: dict[int, float] = {}
+
+    def add(self, shape: Shape) -> None:
+        self.shapes.append(shape)
+        for priority, start in shape.latest.items():
+            if start > self.latest.get(priority, -float("inf")):
+                self.latest[priority] = start
+
+
+def bound_groups(shapes: Sequence[Shape]) -> list[BoundGroup]:
+    groups: dict[tuple[object, ...], BoundGroup] = {}
+    for shape in shapes:
+        group = groups.get(shape.bound_key)
+        if group is None:
+            group = groups[shape.bound_key] = BoundGroup(shape)
+        group.add(shape)
+    return list(groups.values())
 
 
 def shape_key(node: NodeState, ordered: Sequence[RunningPod], *, labels: bool, names: bool) -> tuple[object, ...]:
