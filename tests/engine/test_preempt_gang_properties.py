@@ -4,7 +4,7 @@ Running pods hold 1 to 8 GPUs, alone or as members of victim gangs (minMember dr
 gang asks for 1 to 4 members of 2 to 8 GPUs, hard or soft up to a tier. Whenever it preempts: no victim
 of higher or equal priority, no victim gang left running below its minMember, the gang placed whole
 once its victims are gone (placed afresh over the whole cluster), and the same victims for the same
-input given in another order to a fresh engine.
+input given in another order to a fresh engine; never a domain above a hard tier.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from preempt_gang_builders import NODES, GangCluster, gang, held, tree
 from engine import Engine
 from engine.decide.gang import GangRequest
 from engine.decide.preempt import RunningPod
+from schemas.events import TopologyMode
 
 
 @st.composite
@@ -65,8 +66,11 @@ def test_gang_preemption_properties(cluster: GangCluster, request: GangRequest, 
         return
     by_key = {p.key: p for p in cluster.pods}
     gone = [by_key[v.pod] for v in result.victims]
-    # never a victim of higher or equal priority
+    # never a victim of higher or equal priority; never above a hard tier
     assert all(p.priority < 5 for p in gone)
+    network = request.network
+    if network is not None and network.mode is TopologyMode.HARD and network.highest_tier is not None:
+        assert result.tier is not None and result.tier <= network.highest_tier
     # never a victim gang left running below its minimum: all of it, or only members above its minimum
     for group in {p.gang for p in gone if p.gang}:
         members = [p for p in cluster.pods if p.gang == group]
