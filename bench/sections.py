@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from bench import pipeline_speed, pod_topology_speed, scale, search_speed, vendor_fragmentation
+from bench import pipeline_speed, pod_topology_speed, preempt_speed, scale, search_speed, vendor_fragmentation
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
 from bench.pipeline_speed import PipelineRun
@@ -180,3 +180,9 @@ def measure_pod_topology(run: BenchRun) -> None:
             markdown=pod_topology_speed.markdown(result),
         )
     )
+
+
+def measure_preemption(run: BenchRun) -> None:
+    """Preemption at 10,000 nodes, cold and warm, and its victims against exhaustive search (bench/preempt_speed.py)."""
+    log("preemption speed and victims")
+    run.extra.append(preempt_speed.run(log))
