@@ -108,7 +108,7 @@ RESOURCE_SLICES = Topic(
     event=events.ResourceSliceEvent,
     key="ResourceSlice name",
     compacted=True,
-    description="Node-local DRA ResourceSlices: each driver's devices and attributes (cluster watcher).",
+    description="DRA ResourceSlices, whole: each driver's devices, attributes, taints and counters (cluster watcher).",
 )
 RESOURCE_CLAIMS = Topic(
     name="resources.claims",
@@ -116,6 +116,13 @@ RESOURCE_CLAIMS = Topic(
     key="ResourceClaim uid",
     compacted=True,
     description="Every allocated DRA ResourceClaim, of any scheduler: the devices it holds (cluster watcher).",
+)
+RESOURCE_CLASSES = Topic(
+    name="resources.classes",
+    event=events.DeviceClassEvent,
+    key="DeviceClass name",
+    compacted=True,
+    description="DRA DeviceClasses: the selectors and config of each class (cluster watcher).",
 )
 PODS_PENDING = Topic(
     name="pods.pending",
@@ -168,6 +175,7 @@ ALL: tuple[Topic, ...] = (
     TOPOLOGY_LEVELS,
     RESOURCE_SLICES,
     RESOURCE_CLAIMS,
+    RESOURCE_CLASSES,
     PODS_PENDING,
     GANGS_PENDING,
     PODS_LIFECYCLE,

@@ -27,6 +27,7 @@ from engine.core.validate import validate_node
 from schemas import topics
 from schemas.errors import FieldError
 from schemas.events import (
+    DeviceClassEvent,
     DeviceUsageEvent,
     Event,
     HyperNodeEvent,
@@ -102,8 +103,8 @@ def check_node_status(key: str | None, event: Event) -> None:
 
 
 def check_named(key: str | None, event: Event) -> None:
-    """State keyed by the object's name: HyperNodes, Kueue Topologies, ResourceSlices."""
-    assert isinstance(event, HyperNodeEvent | TopologyLevelsEvent | ResourceSliceEvent)
+    """State keyed by the object's name: HyperNodes, Kueue Topologies, ResourceSlices, DeviceClasses."""
+    assert isinstance(event, HyperNodeEvent | TopologyLevelsEvent | ResourceSliceEvent | DeviceClassEvent)
     _keyed_by("name", key, event.name)
 
 
@@ -114,6 +115,7 @@ EDGE_CHECKS: Mapping[str, EventCheck] = {
     topics.TOPOLOGY_NETWORK.name: check_named,
     topics.TOPOLOGY_LEVELS.name: check_named,
     topics.RESOURCE_SLICES.name: check_named,
+    topics.RESOURCE_CLASSES.name: check_named,
     topics.PODS_LIFECYCLE.name: check_lifecycle,
 }
 

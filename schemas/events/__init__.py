@@ -46,7 +46,7 @@ from schemas.events.network import (
 )
 from schemas.events.nodes import DeviceUsage, DeviceUsageEvent, NodeStatusEvent, NodeTopologyEvent
 from schemas.events.pods import DeviceAssignment, GangRef, LifecyclePhase, PendingPodEvent, PodLifecycleEvent
-from schemas.events.resources import AllocatedClaimEvent, ResourceSliceEvent
+from schemas.events.resources import AllocatedClaimEvent, DeviceClassEvent, ResourceSliceEvent
 
 __all__ = [
     "MAX_ALTERNATIVES",
@@ -55,6 +55,7 @@ __all__ = [
     "MAX_POD_EVENT_BYTES",
     "SCHEMA_VERSION",
     "AllocatedClaimEvent",
+    "DeviceClassEvent",
     "Alternative",
     "BindingEvent",
     "BindingOutcome",

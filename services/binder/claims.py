@@ -8,7 +8,8 @@ Per claim of the placement, in order:
 3. check the chosen devices against the binder's watch of every ResourceClaim (claim_watch): a
    device another claim's allocation names, of any scheduler, or that an allocation of ours in
    flight names, is a CONFLICT naming the device and the other claim, and nothing is written;
-4. write `status.allocation` (the chosen devices, and a node selector for the node) and
+4. write `status.allocation` (the chosen devices with the config the allocator copied, source
+   FromClass or FromClaim, and a node selector for the node) and
    `status.reservedFor` (the pod) in one update of the status subresource.
 
 Every write carries the resourceVersion read, so a concurrent writer makes it answer 409, and
@@ -50,16 +51,21 @@ class ClaimOutcome(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def allocation_body(node: str, claim: ClaimAllocation) -> Object:
-    """status.allocation for the claim's devices on `node`."""
+    """status.allocation for the claim's devices on `node`: the allocator's whole (config with its
+    source FromClass or FromClaim, shares, tolerations) when the decision carries it."""
+    on_node = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    if claim.allocation is not None:
+        whole: Object = msgspec.to_builtins(claim.allocation)
+        if claim.allocation.node_selector is None:
+            whole["nodeSelector"] = on_node
+        return whole
     return {
         "devices": {
             "results": [
                 {"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device} for r in claim.results
             ]
         },
-        "nodeSelector": {
-            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
-        },
+        "nodeSelector": on_node,
     }
 
 
@@ -160,7 +166,7 @@ class ClaimWriter:
         """Write the allocation unless another claim's allocation (or one of ours in flight) names a device."""
         assert self._allocated is not None
         uid = body["metadata"].get("uid", "")
-        devices = [(r.driver, r.pool, r.device) for r in claim.results]
+        devices = _taken(claim)
         collision = self._allocated.reserve(uid, f"{claim.namespace}/{claim.name}", devices)
         if collision is not None:
             CLAIM_COLLISIONS.inc()
@@ -207,6 +213,17 @@ class ClaimWriter:
                 _request_timeout=self._timeout,
             ),
         )
+
+
+def _taken(claim: ClaimAllocation) -> list[tuple[str, str, str]]:
+    """The devices the allocation takes wholly: not those of adminAccess, nor a share (shareID)."""
+    if claim.allocation is None:
+        return [(r.driver, r.pool, r.device) for r in claim.results]
+    return [
+        (r.driver, r.pool, r.device)
+        for r in claim.allocation.devices.results
+        if not r.admin_access and r.share_id is None
+    ]
 
 
 def _settled(placement: PlacementEvent, claim: ClaimAllocation, current: Object) -> bool:

@@ -50,6 +50,7 @@ FOLLOWED_TOPICS: tuple[topics.Topic, ...] = (
     topics.TOPOLOGY_LEVELS,
     topics.RESOURCE_SLICES,
     topics.RESOURCE_CLAIMS,
+    topics.RESOURCE_CLASSES,
     topics.PODS_LIFECYCLE,
     topics.PLACEMENTS,
     topics.GANG_PLACEMENTS,

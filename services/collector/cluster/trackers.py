@@ -21,6 +21,7 @@ from schemas.events import (
     HyperNodeEvent,
     LifecyclePhase,
     NodeStatusEvent,
+    PendingPodEvent,
     PodLifecycleEvent,
     RunningMember,
     TopologyLevelsEvent,
@@ -78,6 +79,7 @@ class _KnownPod(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     node: str = ""
     bound: int | None = None  # digest of the bound event published; None: pending (ours)
     claims: tuple[str, ...] = ()  # names of the pending pod's DRA claims ("" while a template's is not made)
+    pending: PendingPodEvent | None = None  # a pending pod with claims: published again when one appears
 
 
 class PodTracker:
@@ -141,6 +143,16 @@ class PodTracker:
         outcome.publications.extend(Publication(topic=topics.PODS_LIFECYCLE.name, key=k, event=None) for k in unlisted)
         return self._flush(outcome, now, force=force)
 
+    def claim_appeared(self, namespace: str, name: str) -> Outcome:
+        """A ResourceClaim now exists: the pending pods naming it are published again, so the placer,
+        which told them the claim was missing, decides them with it."""
+        waiting = [
+            Publication(topic=topics.PODS_PENDING.name, key=uid, event=known.pending)
+            for uid, known in sorted(self._known.items())
+            if known.pending is not None and known.namespace == namespace and name in known.claims
+        ]
+        return Outcome(publications=waiting)
+
     # --- Volcano PodGroups: they only feed the gangs ---
 
     def podgroup_observed(self, group: PodGroup, now: float) -> Outcome:
@@ -181,7 +193,14 @@ class PodTracker:
                 return Outcome()
             pending, problems = tr.pending_event(pod, now, gang_member=membership is not None)
             gang = membership.gang if membership is not None else ""
-            self._known[uid] = _KnownPod(namespace=meta.namespace, name=meta.name, ours=True, gang=gang, claims=claims)
+            self._known[uid] = _KnownPod(
+                namespace=meta.namespace,
+                name=meta.name,
+                ours=True,
+                gang=gang,
+                claims=claims,
+                pending=pending if claims and membership is None else None,
+            )
             if membership is None:
                 publication = Publication(topic=topics.PODS_PENDING.name, key=uid, event=pending)
                 return Outcome(publications=[publication], problems=problems)

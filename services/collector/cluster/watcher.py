@@ -10,7 +10,8 @@
 - Volcano HyperNodes (the CRD, or a file instead) -> topology.network (key
   hypernode; a deletion is a deleted event, then a tombstone);
 - Kueue Topologies -> topology.levels (key Topology name; deleted the same way);
-- node-local ResourceSlices -> resources.slices (key slice name), and every allocated
+- ResourceSlices -> resources.slices (key slice name), DeviceClasses -> resources.classes
+  (key class name), and every allocated
   ResourceClaim, of any scheduler -> resources.claims (key claim uid; deleted or
   deallocated: a deleted event, then a tombstone).
 
@@ -52,6 +53,7 @@ PUBLISHED_TOPICS = (
     topics.TOPOLOGY_LEVELS,
     topics.RESOURCE_SLICES,
     topics.RESOURCE_CLAIMS,
+    topics.RESOURCE_CLASSES,
 )
 
 log = logging.getLogger(__name__)
