@@ -39,6 +39,7 @@ SECTIONS: tuple[Section, ...] = (
     sections.measure_pipeline_speed,
     sections.measure_scale,
     sections.measure_vendor_fragmentation,
+    sections.measure_dra_speed,
 )
 
 

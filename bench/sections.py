@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from bench import pipeline_speed, scale, search_speed, vendor_fragmentation
+from bench import dra_speed, pipeline_speed, scale, search_speed, vendor_fragmentation
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
 from bench.pipeline_speed import PipelineRun
@@ -164,3 +164,19 @@ def measure_vendor_fragmentation(run: BenchRun) -> None:
     title = "Fragmentation on MetaX and Neuron clusters (generated workload)"
     markdown = vendor_fragmentation.markdown(runs).split("\n", 1)[1].lstrip("\n")  # its `## title` line is ours
     run.extra.append(SectionReport(title=title, figures=tuple(vendor_fragmentation.figures(runs)), markdown=markdown))
+
+
+def measure_dra_speed(run: BenchRun) -> None:
+    """DRA: the structured allocator on an NVL72 node's 8 GPUs and a 4-partition MIG claim, warm, and a
+    search with no solution ending at its bound (bench/dra_speed.py)."""
+    log("DRA allocation speed")
+    timings = dra_speed.run()
+    for t in timings:
+        log(f"dra {t.name}: p50 {t.p50_ms:.3f} ms, p99 {t.p99_ms:.3f} ms{' (' + t.error + ')' if t.error else ''}")
+    run.extra.append(
+        SectionReport(
+            title="DRA allocation speed (structured allocator)",
+            figures=tuple(dra_speed.figures(timings)),
+            markdown=dra_speed.markdown(timings),
+        )
+    )

@@ -30,7 +30,7 @@ import msgspec
 
 from engine.node.dra.capacity import Amounts, ShareLedger, share_id
 from engine.node.dra.cel_programs import CelPrograms, SelectorError, shown
-from engine.node.dra.constraints import Constraint, lookup_attribute, taint_prevents
+from engine.node.dra.constraints import AttributeKey, Constraint, lookup_attribute, taint_prevents
 from engine.node.dra.counters import CounterLedger
 from engine.node.dra.model import AllocationResult, DeviceClass, DeviceId, NodeView, ResourceClaim, ResourceSlice
 from engine.node.dra.pools import gather_pools, node_matches
@@ -104,6 +104,8 @@ class _Search:
         self.counters = CounterLedger(given.allocated)
         self.matches: dict[tuple[DeviceId, int, int, int], bool] = {}
         self.position: dict[DeviceId, int] = {}  # a candidate's place in the search order
+        self.open: dict[tuple[int, int, int], list[tuple[int, Candidate, bool]]] = {}
+        self.attributes: dict[tuple[int, str], AttributeKey | None] = {}  # (position, attribute) -> value
         self.shares = ShareLedger(given.consumed)  # what shared devices' allocations consume
         self.steps = 0
         self.best: tuple[float, list[list[Chosen]], dict[tuple[int, int], int]] | None = None
@@ -258,21 +260,44 @@ class _Search:
 
         A candidate whose selector errs stays in: the error is raised when the search
         reaches it, as upstream raises it."""
-        constraints = self.constraints[data.claim_index]
+        constraints = [k for k in self.constraints[data.claim_index] if k.applies(data.request, data.sub_request)]
         out = []
-        for candidate in self.candidates[start:]:
-            if self._in_use(data, candidate):
+        for position, candidate, errs in self._open(data):
+            if position < start or self._taken_now(data, candidate):
                 continue
-            try:
-                if not self._selectable(data, candidate):
-                    continue
-            except AllocationError:
-                out.append(candidate)
-                continue
-            device = candidate.device
-            if all(k.admits(data.request, data.sub_request, device, candidate.driver) for k in constraints):
+            if errs or all(k.admits_value(self._attribute(position, candidate, k.attribute)) for k in constraints):
                 out.append(candidate)
         return out
+
+    def _open(self, data: RequestData) -> list[tuple[int, Candidate, bool]]:
+        """The candidates the request could ever take in this search (selected, not held by other
+        claims), with whether the selector errs on it; computed once per request."""
+        key = (data.claim_index, data.request_index, data.sub_index)
+        found = self.open.get(key)
+        if found is None:
+            found = []
+            for position, candidate in enumerate(self.candidates):
+                if not data.admin_access and candidate.id in self.given.allocated:
+                    continue  # held by another claim (a shared device: wholly, by a claim without a share)
+                try:
+                    if self._selectable(data, candidate):
+                        found.append((position, candidate, False))
+                except AllocationError:
+                    found.append((position, candidate, True))
+            self.open[key] = found
+        return found
+
+    def _taken_now(self, data: RequestData, candidate: Candidate) -> bool:
+        """In use by this search's own choices (what other claims hold is out of `_open` already)."""
+        if data.admin_access:
+            return data.claim_index in self.allocating.get(candidate.id, ())
+        return not self._shared(candidate) and bool(self.allocating.get(candidate.id))
+
+    def _attribute(self, position: int, candidate: Candidate, name: str) -> AttributeKey | None:
+        key = (position, name)
+        if key not in self.attributes:
+            self.attributes[key] = lookup_attribute(candidate.device, candidate.driver, name)
+        return self.attributes[key]
 
     def _enough(self, data: RequestData, fitting: list[Candidate], needed: int) -> bool:
         """Whether the candidates left can still give `needed` devices: fewer, or fewer distinct values

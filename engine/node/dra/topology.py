@@ -33,8 +33,10 @@ def _uuid_of(driver: str, attributes: dict[str, object]) -> str | None:
     return None
 
 
-def link_score(node: NodeState, slices: Iterable[ResourceSlice]) -> Callable[[list[DeviceId]], float]:
-    """The score hook for `allocate`: the pair-score sum of the node's devices among those chosen."""
+def link_score(node: NodeState, slices: Iterable[ResourceSlice]) -> Callable[[list[DeviceId]], float] | None:
+    """The score hook for `allocate`: the pair-score sum of the node's devices among those chosen.
+    None when no device of the slices is known to the node agent nor has a PCIe root: every set
+    would score the same, so the first solution stands without searching on (as upstream)."""
     by_uuid = {d.uuid: d for d in node.devices}
     links = {(link.src, link.dst): link for link in node.links}
     joined: dict[DeviceId, Device] = {}
@@ -48,6 +50,9 @@ def link_score(node: NodeState, slices: Iterable[ResourceSlice]) -> Callable[[li
             root = device.attributes.get(PCIE_ROOT)
             if root is not None and root.string:
                 roots[key] = root.string
+
+    if not joined and not roots:
+        return None
 
     def score(chosen: list[DeviceId]) -> float:
         known = [joined[d] for d in chosen if d in joined]
