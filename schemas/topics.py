@@ -124,6 +124,13 @@ RESOURCE_CLASSES = Topic(
     compacted=True,
     description="DRA DeviceClasses: the selectors and config of each class (cluster watcher).",
 )
+RESOURCE_TAINT_RULES = Topic(
+    name="resources.taintrules",
+    event=events.DeviceTaintRuleEvent,
+    key="DeviceTaintRule name",
+    compacted=True,
+    description="DRA DeviceTaintRules: taints on the devices each selects (cluster watcher).",
+)
 PODS_PENDING = Topic(
     name="pods.pending",
     event=events.PendingPodEvent,
@@ -176,6 +183,7 @@ ALL: tuple[Topic, ...] = (
     RESOURCE_SLICES,
     RESOURCE_CLAIMS,
     RESOURCE_CLASSES,
+    RESOURCE_TAINT_RULES,
     PODS_PENDING,
     GANGS_PENDING,
     PODS_LIFECYCLE,

@@ -28,6 +28,7 @@ from schemas import topics
 from schemas.errors import FieldError
 from schemas.events import (
     DeviceClassEvent,
+    DeviceTaintRuleEvent,
     DeviceUsageEvent,
     Event,
     HyperNodeEvent,
@@ -103,8 +104,11 @@ def check_node_status(key: str | None, event: Event) -> None:
 
 
 def check_named(key: str | None, event: Event) -> None:
-    """State keyed by the object's name: HyperNodes, Kueue Topologies, ResourceSlices, DeviceClasses."""
-    assert isinstance(event, HyperNodeEvent | TopologyLevelsEvent | ResourceSliceEvent | DeviceClassEvent)
+    """State keyed by the object's name: HyperNodes, Kueue Topologies, ResourceSlices, DeviceClasses,
+    DeviceTaintRules."""
+    assert isinstance(
+        event, HyperNodeEvent | TopologyLevelsEvent | ResourceSliceEvent | DeviceClassEvent | DeviceTaintRuleEvent
+    )
     _keyed_by("name", key, event.name)
 
 
@@ -116,6 +120,7 @@ EDGE_CHECKS: Mapping[str, EventCheck] = {
     topics.TOPOLOGY_LEVELS.name: check_named,
     topics.RESOURCE_SLICES.name: check_named,
     topics.RESOURCE_CLASSES.name: check_named,
+    topics.RESOURCE_TAINT_RULES.name: check_named,
     topics.PODS_LIFECYCLE.name: check_lifecycle,
 }
 

@@ -46,7 +46,12 @@ from schemas.events.network import (
 )
 from schemas.events.nodes import DeviceUsage, DeviceUsageEvent, NodeStatusEvent, NodeTopologyEvent
 from schemas.events.pods import DeviceAssignment, GangRef, LifecyclePhase, PendingPodEvent, PodLifecycleEvent
-from schemas.events.resources import AllocatedClaimEvent, DeviceClassEvent, ResourceSliceEvent
+from schemas.events.resources import (
+    AllocatedClaimEvent,
+    DeviceClassEvent,
+    DeviceTaintRuleEvent,
+    ResourceSliceEvent,
+)
 
 __all__ = [
     "MAX_ALTERNATIVES",
@@ -56,6 +61,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AllocatedClaimEvent",
     "DeviceClassEvent",
+    "DeviceTaintRuleEvent",
     "Alternative",
     "BindingEvent",
     "BindingOutcome",

@@ -1,9 +1,9 @@
-"""Events about DRA resources: resources.slices, resources.claims, resources.classes."""
+"""Events about DRA resources: resources.slices, resources.claims, resources.classes, resources.taintrules."""
 
 from __future__ import annotations
 
 from schemas.dra import AllocatedDevice, DraDevice
-from schemas.dra_objects import AllocationResult, DeviceClassSpec, ResourceSliceSpec
+from schemas.dra_objects import AllocationResult, DeviceClassSpec, DeviceTaintRuleSpec, ResourceSliceSpec
 from schemas.events.base import Event
 
 # --- resources.slices (compacted, key = ResourceSlice name) -------------------------------
@@ -33,6 +33,19 @@ class DeviceClassEvent(Event, frozen=True, kw_only=True):
 
     name: str
     spec: DeviceClassSpec = DeviceClassSpec()
+    deleted: bool = False
+    observed_at: float = 0.0
+
+
+# --- resources.taintrules (compacted, key = DeviceTaintRule name) ---------------------------
+
+
+class DeviceTaintRuleEvent(Event, frozen=True, kw_only=True):
+    """One DeviceTaintRule (resource.k8s.io): a taint an administrator puts on the devices its
+    selector names, added to the slices' own."""
+
+    name: str
+    spec: DeviceTaintRuleSpec | None = None  # None: only when deleted
     deleted: bool = False
     observed_at: float = 0.0
 

@@ -3,7 +3,8 @@
 For claims read whole (`PodClaim.spec`: every request with firstAvailable, tolerations,
 capacity and adminAccess, every constraint and config), as kube-scheduler's DRA plugin does:
 
-1. the allocator (engine/node/dra: DeviceClass selectors and config, CEL, taints, counters,
+1. the allocator (engine/node/dra: DeviceClass selectors and config, CEL, taints of the slices
+   and of DeviceTaintRules, counters,
    consumable capacity, pool generations, bounded search) is asked, node by node, whether the
    claims can be allocated there, against every device that other claims hold: the allocated
    claims of `resources.claims` (ours and kube-scheduler's) and the claims of our own decisions
@@ -41,7 +42,8 @@ from engine.node.dra import (
     allocated_devices,
     consumed_capacity,
 )
-from engine.node.dra.model import ObjectMeta, ResourceClaimSpec, ResourceClaimStatus
+from engine.node.dra.model import DeviceTaintRule, ObjectMeta, ResourceClaimSpec, ResourceClaimStatus
+from engine.node.dra.taint_rules import with_taint_rules
 from engine.node.dra.topology import link_score
 from schemas.dra import ClaimAllocation, DeviceKey, DeviceResult, PodClaim
 from schemas.events import AllocatedClaimEvent, DeviceAssignment, ResourceSliceEvent
@@ -65,6 +67,7 @@ class DraCluster(msgspec.Struct, frozen=True, kw_only=True):
     slices: tuple[ResourceSliceEvent, ...]
     classes: Mapping[str, DeviceClass]
     allocated: tuple[AllocatedClaimEvent, ...]
+    taint_rules: tuple[DeviceTaintRule, ...] = ()
     assumed: tuple[ClaimAllocation, ...] = ()
 
 
@@ -97,16 +100,36 @@ def _held(cluster: DraCluster, own: frozenset[str]) -> AllocationInput:
     # an event without its allocation whole (an older watcher) still names its devices
     taken.update(d.key for e in others if e.allocation is None for d in e.devices if not d.admin_access)
     taken.update((r.driver, r.pool, r.device) for a in cluster.assumed if a.uid not in own for r in a.results)
-    slices = tuple(
-        ResourceSlice(metadata=ObjectMeta(name=s.name), spec=s.spec)
-        for s in cluster.slices
-        if s.spec is not None and not s.deleted
+    slices = with_taint_rules(
+        (
+            ResourceSlice(metadata=ObjectMeta(name=s.name), spec=s.spec)
+            for s in cluster.slices
+            if s.spec is not None and not s.deleted
+        ),
+        cluster.taint_rules,
     )
     try:
         consumed = consumed_capacity(as_claims)
     except AllocationError as exc:
         raise RequestError("claims", str(exc)) from None
     return AllocationInput(slices=slices, classes=cluster.classes, allocated=frozenset(taken), consumed=consumed)
+
+
+def _slices_by_node(given: AllocationInput) -> Callable[[str], AllocationInput]:
+    """The input for one node: its own slices and those for many nodes (nodeSelector, allNodes,
+    per device), so that a decision does not read every node's slices for every node."""
+    local: dict[str, list[ResourceSlice]] = {}
+    shared: list[ResourceSlice] = []
+    for s in given.slices:
+        if s.spec.node_name:
+            local.setdefault(s.spec.node_name, []).append(s)
+        else:
+            shared.append(s)
+
+    def of_node(name: str) -> AllocationInput:
+        return msgspec.structs.replace(given, slices=(*local.get(name, ()), *shared))
+
+    return of_node
 
 
 def _pinned(claims: tuple[PodClaim, ...], cluster: DraCluster) -> dict[str, AllocatedClaimEvent]:
@@ -190,14 +213,16 @@ def place_allocated(
         c for c, p in zip(engine_claims(base.namespace, claims), claims, strict=True) if p.claim_uid not in pinned
     ]
     by_name = {n.name: n for n in nodes if not pinned_nodes or n.name in pinned_nodes}
-    feasible = [name for name in sorted(by_name) if _try(by_name[name], pending, given, programs) is not None]
+    of_node = _slices_by_node(given)
+    feasible = [name for name in sorted(by_name) if _try(by_name[name], pending, of_node(name), programs) is not None]
     if not feasible:
         return Decision(node=None, reason=_why_not(cluster, own, given)), ()
     decision = place(only_on(base, feasible))
     if decision.node is None:
         return decision, ()
     node = by_name[decision.node]
-    found = _try(node, pending, given, programs, score=link_score(node, given.slices))
+    on_node = of_node(node.name)
+    found = _try(node, pending, on_node, programs, score=link_score(node, on_node.slices))
     if found is None:  # the search is deterministic: the node that could still can
         return Decision(node=None, reason=CANNOT_ALLOCATE), ()
     fresh = iter(found)
@@ -206,7 +231,7 @@ def place_allocated(
         held = pinned.get(claim.claim_uid)
         allocation = held.allocation if held is not None else next(fresh)
         out.append(_claim_allocation(base.namespace, claim, allocation, held))
-    devices = _gpus(node, given.slices, out)
+    devices = _gpus(node, on_node.slices, out)
     return msgspec.structs.replace(decision, devices=(*decision.devices, *devices)), tuple(out)
 
 

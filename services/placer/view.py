@@ -34,12 +34,13 @@ import engine
 from engine import ClusterIndex, Snapshot
 from engine.cluster.network import NetworkTree, build_tree, from_event
 from engine.node.dra import DeviceClass
-from engine.node.dra.model import ObjectMeta
+from engine.node.dra.model import DeviceTaintRule, ObjectMeta
 from schemas import topics
 from schemas.enforcement import Enforcement, node_enforcement
 from schemas.events import (
     AllocatedClaimEvent,
     DeviceClassEvent,
+    DeviceTaintRuleEvent,
     DeviceUsageEvent,
     Event,
     HyperNodeEvent,
@@ -75,6 +76,7 @@ class ClusterView(PodLedger):
         self._slices: dict[str, ResourceSliceEvent] = {}  # DRA ResourceSlices by name
         self._allocated = AllocatedClaims()  # every allocated DRA ResourceClaim, of any scheduler
         self._classes: dict[str, DeviceClass] = {}  # DRA DeviceClasses by name
+        self._taint_rules: dict[str, DeviceTaintRule] = {}  # DRA DeviceTaintRules by name
         self._index: ClusterIndex = engine.new_index(cpu=cpu_in_index)
         self._tree: tuple[tuple[int, int], NetworkTree] | None = None
         self._labels_epoch = 0  # grows when a node's labels (or the node set) change: the tree depends on them
@@ -162,11 +164,24 @@ class ClusterView(PodLedger):
         self._classes.pop(name, None)
         return ViewChange()
 
+    def _apply_taint_rule(self, event: DeviceTaintRuleEvent) -> ViewChange:
+        before = self._taint_rules.pop(event.name, None)
+        if not event.deleted and event.spec is not None:
+            self._taint_rules[event.name] = DeviceTaintRule(metadata=ObjectMeta(name=event.name), spec=event.spec)
+        return ViewChange(capacity_grew=before is not None and event.name not in self._taint_rules)
+
+    def _taint_rule_gone(self, name: str) -> ViewChange:
+        return ViewChange(capacity_grew=self._taint_rules.pop(name, None) is not None)
+
     def dra_cluster(self) -> DraCluster:
         """What the structured allocator reads: slices, classes, every allocation, our claims in flight."""
         assumed = tuple(c for h in self.holdings() if h.decision is not None for c in h.decision.claims)
         return DraCluster(
-            slices=self.slices(), classes=self._classes, allocated=self._allocated.events(), assumed=assumed
+            slices=self.slices(),
+            classes=self._classes,
+            taint_rules=tuple(self._taint_rules[n] for n in sorted(self._taint_rules)),
+            allocated=self._allocated.events(),
+            assumed=assumed,
         )
 
     def allocated_claims(self) -> AllocatedClaims:
@@ -308,6 +323,7 @@ VIEW_TOPICS: tuple[ViewTopic, ...] = (
     ViewTopic(topics.RESOURCE_SLICES, ClusterView._apply_slice, ClusterView._slice_gone),
     ViewTopic(topics.RESOURCE_CLAIMS, ClusterView._apply_claim, ClusterView._claim_gone),
     ViewTopic(topics.RESOURCE_CLASSES, ClusterView._apply_class, ClusterView._class_gone),
+    ViewTopic(topics.RESOURCE_TAINT_RULES, ClusterView._apply_taint_rule, ClusterView._taint_rule_gone),
     ViewTopic(topics.PODS_LIFECYCLE, ClusterView._apply_lifecycle, ClusterView._lifecycle_gone),
     ViewTopic(topics.PLACEMENTS, ClusterView._apply_placement),
     ViewTopic(topics.BINDINGS, ClusterView._apply_binding),

@@ -164,3 +164,24 @@ async def test_a_pod_whose_named_claim_does_not_exist_is_told_why_and_bound_once
     store.create(kube_resources.RESOURCECLAIMS, claim_body(f"{run_id}-mine", 2, DRIVER), namespace=NAMESPACE)
     await pipeline.wait_bound([uid], timeout=45)
     assert len(allocated(store, f"{run_id}-mine")) == 2
+
+
+async def test_a_device_a_taint_rule_selects_is_never_given(pipeline: Pipeline, run_id: str) -> None:
+    store = pipeline.kube_api.store
+    names = seed(store)
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": f"{run_id}-xid"},
+        "spec": {
+            "deviceSelector": {"driver": DRIVER, "pool": NODE.name, "device": names[1]},
+            "taint": {"key": "example.com/xid-error", "value": "79", "effect": "NoSchedule"},
+        },
+    }
+    store.create(kube_resources.DEVICETAINTRULES, rule)
+    store.create(kube_resources.RESOURCECLAIMS, claim_body(f"{run_id}-three", 3), namespace=NAMESPACE)
+    await pipeline.start_all()
+
+    uid = create_pod(store, f"{run_id}-pod", {"resourceClaimName": f"{run_id}-three"})
+    await pipeline.wait_bound([uid], timeout=45)
+    assert allocated(store, f"{run_id}-three") == sorted(names[i] for i in (0, 2, 3))

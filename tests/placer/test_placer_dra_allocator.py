@@ -9,11 +9,19 @@ import msgspec
 from placer_builders import pending, status, topology
 
 from engine import Engine
+from schemas import topics
 from schemas.dra import PodClaim
-from schemas.dra_objects import AllocationResult, DeviceClassSpec, ResourceClaimSpec, ResourceSliceSpec
+from schemas.dra_objects import (
+    AllocationResult,
+    DeviceClassSpec,
+    DeviceTaintRuleSpec,
+    ResourceClaimSpec,
+    ResourceSliceSpec,
+)
 from schemas.events import (
     AllocatedClaimEvent,
     DeviceClassEvent,
+    DeviceTaintRuleEvent,
     PendingPodEvent,
     PlacementEvent,
     PlacementOutcome,
@@ -199,3 +207,18 @@ def test_a_missing_device_class_is_an_invalid_request_naming_it() -> None:
     placement = placed(view, claimed("p1", claim([exactly("gpus", device_class_name="nowhere")])))
     assert placement.outcome is PlacementOutcome.UNSCHEDULABLE
     assert placement.reason.startswith("invalid request: claims:") and "nowhere" in placement.reason
+
+
+def test_a_device_taint_rule_taints_the_device_it_selects_until_it_is_deleted() -> None:
+    spec = {
+        "deviceSelector": {"driver": GPU_DRIVER, "pool": "n1", "device": "gpu-0"},
+        "taint": {"key": "example.com/xid", "effect": "NoSchedule"},
+    }
+    rule = DeviceTaintRuleEvent(name="xid-79", spec=msgspec.convert(spec, DeviceTaintRuleSpec))
+    view = view_with(slice_event("n1", GPU_DRIVER, [device(0, "n1"), device(1, "n1")]), rule)
+    first = placed(view, claimed("p1", claim([exactly("gpus")], uid="a")))
+    assert devices_of(first) == ["gpu-1"]
+    assert placed(view, claimed("p2", claim([exactly("gpus")], uid="b"))).outcome is PlacementOutcome.UNSCHEDULABLE
+    change = view.apply_tombstone(topics.RESOURCE_TAINT_RULES.name, "xid-79")
+    assert change.capacity_grew  # parked pods are tried again
+    assert devices_of(placed(view, claimed("p3", claim([exactly("gpus")], uid="c")))) == ["gpu-0"]

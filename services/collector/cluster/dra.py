@@ -3,7 +3,8 @@
 - a ResourceSlice -> ResourceSliceEvent (the slice whole, and its devices with their
   attributes, names qualified with the driver as the API defines, and the uuid that joins the
   node agent's topology);
-- a DeviceClass -> DeviceClassEvent (its selectors and config);
+- a DeviceClass -> DeviceClassEvent (its selectors and config), a DeviceTaintRule ->
+  DeviceTaintRuleEvent (its device selector and taint);
 - a pod's spec.resourceClaims -> PodClaim references (the claim's name: given directly, or
   from pod.status.resourceClaimStatuses for a template), filled in from the ResourceClaim's
   spec whole, or with kube-scheduler's reason while the claim does not exist.
@@ -32,11 +33,12 @@ from schemas.dra_objects import (
     AllocationResult,
     DeviceAttribute,
     DeviceClassSpec,
+    DeviceTaintRuleSpec,
     ResourceClaimSpec,
     ResourceClaimStatus,
     ResourceSliceSpec,
 )
-from schemas.events import AllocatedClaimEvent, DeviceClassEvent, ResourceSliceEvent
+from schemas.events import AllocatedClaimEvent, DeviceClassEvent, DeviceTaintRuleEvent, ResourceSliceEvent
 from services.collector.cluster.objects import ObjectMeta
 from services.collector.cluster.trackers import KeyedTracker, Publication
 from services.collector.cluster.translate import Problem
@@ -55,6 +57,11 @@ class ResourceClaim(msgspec.Struct, kw_only=True):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: ResourceClaimSpec = ResourceClaimSpec()
     status: ResourceClaimStatus = ResourceClaimStatus()
+
+
+class DeviceTaintRule(msgspec.Struct, kw_only=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: DeviceTaintRuleSpec
 
 
 class DeviceClass(msgspec.Struct, kw_only=True):
@@ -243,3 +250,23 @@ def class_tracker() -> KeyedTracker[DeviceClass, DeviceClassEvent]:
         ]
 
     return KeyedTracker(class_event, lambda c: c.metadata.name, on_gone, topics.RESOURCE_CLASSES.name)
+
+
+# --- device taint rules -----------------------------------------------------------------------------
+
+
+def taint_rule_event(obj: DeviceTaintRule, now: float) -> tuple[DeviceTaintRuleEvent, list[Problem]]:
+    return DeviceTaintRuleEvent(name=obj.metadata.name, spec=obj.spec, observed_at=now), []
+
+
+def taint_rule_tracker() -> KeyedTracker[DeviceTaintRule, DeviceTaintRuleEvent]:
+    """DeviceTaintRules by name; a deleted one is a deleted event, then a tombstone."""
+
+    def on_gone(name: str, last: DeviceTaintRuleEvent, now: float) -> list[Publication]:
+        deleted = msgspec.structs.replace(last, spec=None, deleted=True, observed_at=now)
+        return [
+            Publication(topic=topics.RESOURCE_TAINT_RULES.name, key=name, event=deleted),
+            Publication(topic=topics.RESOURCE_TAINT_RULES.name, key=name, event=None),
+        ]
+
+    return KeyedTracker(taint_rule_event, lambda r: r.metadata.name, on_gone, topics.RESOURCE_TAINT_RULES.name)

@@ -25,6 +25,7 @@ from schemas import topics
 from schemas.events import (
     AllocatedClaimEvent,
     DeviceClassEvent,
+    DeviceTaintRuleEvent,
     Event,
     HyperNodeEvent,
     LifecyclePhase,
@@ -47,6 +48,7 @@ VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES = "topology.volcano.sh", "v1alpha1", 
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUPS = "scheduling.volcano.sh", "v1beta1", "podgroups"
 KUEUE_GROUP, TOPOLOGIES = "kueue.x-k8s.io", "topologies"
 KUEUE_TOPOLOGY_VERSIONS = ("v1beta2", "v1beta1")  # the first one served is watched
+DEVICE_TAINT_RULES, DEVICE_TAINT_RULE_VERSIONS = "devicetaintrules", ("v1", "v1beta2", "v1alpha3")
 
 
 class Tracker(Protocol[T]):
@@ -124,6 +126,7 @@ class Trackers:
         self.claims = dra.allocated_claim_tracker()
         self.claims_of_pods = ClaimsOfPods(self.claims, self.pods)
         self.classes = dra.class_tracker()
+        self.taint_rules = dra.taint_rule_tracker()
 
 
 def _always(_obj: object) -> bool:
@@ -261,6 +264,22 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         api_group=DRA_GROUP,
         seed=_keyed_seed(lambda t: t.classes, DeviceClassEvent, lambda e: e.name),
         seeded_from=topics.RESOURCE_CLASSES,
+    ),
+    WatchedKind[dra.DeviceTaintRule](
+        "devicetaintrules",  # their taints are added to the devices they select
+        dra.DeviceTaintRule,
+        lambda api: [
+            (
+                f"{DEVICE_TAINT_RULES}.{version}",
+                partial(CustomObjectsApi(api).list_cluster_custom_object, DRA_GROUP, version, DEVICE_TAINT_RULES),
+            )
+            for version in DEVICE_TAINT_RULE_VERSIONS
+        ],
+        lambda t: t.taint_rules,
+        lambda rule: rule.metadata.name,
+        api_group=DRA_GROUP,
+        seed=_keyed_seed(lambda t: t.taint_rules, DeviceTaintRuleEvent, lambda e: e.name),
+        seeded_from=topics.RESOURCE_TAINT_RULES,
     ),
 )
 # The compacted topics whose records seed the trackers at start, in the table's order.

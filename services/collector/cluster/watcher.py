@@ -11,7 +11,7 @@
   hypernode; a deletion is a deleted event, then a tombstone);
 - Kueue Topologies -> topology.levels (key Topology name; deleted the same way);
 - ResourceSlices -> resources.slices (key slice name), DeviceClasses -> resources.classes
-  (key class name), and every allocated
+  (key class name), DeviceTaintRules -> resources.taintrules (key rule name), and every allocated
   ResourceClaim, of any scheduler -> resources.claims (key claim uid; deleted or
   deallocated: a deleted event, then a tombstone).
 
@@ -54,6 +54,7 @@ PUBLISHED_TOPICS = (
     topics.RESOURCE_SLICES,
     topics.RESOURCE_CLAIMS,
     topics.RESOURCE_CLASSES,
+    topics.RESOURCE_TAINT_RULES,
 )
 
 log = logging.getLogger(__name__)
