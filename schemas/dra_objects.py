@@ -112,6 +112,11 @@ class Device(_Kube, frozen=True, kw_only=True):
     all_nodes: bool | None = None
     taints: tuple[DeviceTaint, ...] = ()
     allow_multiple_allocations: bool | None = None  # consumable capacity: shared by several allocations
+    # binding conditions (DRADeviceBindingConditions): the device is ready for the pod only once
+    # each of these conditions is True in the claim's status.devices; any failure one True: it failed
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool | None = None
 
 
 class ResourcePool(_Kube, frozen=True, kw_only=True):
@@ -220,6 +225,8 @@ class DeviceRequestAllocationResult(_Kube, frozen=True, kw_only=True):
     tolerations: tuple[DeviceToleration, ...] = ()
     share_id: str | None = msgspec.field(default=None, name="shareID")  # one share of a shared device
     consumed_capacity: dict[str, str] = {}
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
 
 
 class DeviceAllocationConfiguration(_Kube, frozen=True, kw_only=True):

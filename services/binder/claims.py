@@ -12,6 +12,10 @@ Per claim of the placement, in order:
    FromClass or FromClaim, and a node selector for the node) and
    `status.reservedFor` (the pod) in one update of the status subresource.
 
+Once every claim is allocated and reserved, devices published with `bindingConditions` are
+waited for (binding_conditions.py): the Binding goes out only once the claim's status.devices
+report them True; a failure condition True, or BINDING_TIMEOUT_S, fails the placement.
+
 Every write carries the resourceVersion read, so a concurrent writer makes it answer 409, and
 the claim is read again and the step judged afresh (at most MAX_ROUNDS reads).
 
@@ -34,6 +38,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas.dra import DELETE_PROTECTION, ClaimAllocation
 from schemas.events import BindingOutcome, PlacementEvent
+from services.binder.binding_conditions import BINDING_TIMEOUT_S, await_binding_conditions
 from services.binder.claim_watch import AllocatedDevices
 from services.binder.metrics import CLAIM_COLLISIONS
 
@@ -78,21 +83,33 @@ class ClaimWriter:
     """Allocates and reserves a placement's claims through resource.k8s.io/v1."""
 
     def __init__(
-        self, api: client.ResourceV1Api, *, request_timeout: float, allocated: AllocatedDevices | None = None
+        self,
+        api: client.ResourceV1Api,
+        *,
+        request_timeout: float,
+        allocated: AllocatedDevices | None = None,
+        binding_timeout: float = BINDING_TIMEOUT_S,
     ) -> None:
         """`allocated`: the devices every claim's allocation takes, from the binder's watch; None: no
         view of the cluster's claims to check against (a writer on its own, in tests)."""
         self._api = api
         self._timeout = request_timeout
         self._allocated = allocated
+        self._binding_timeout = binding_timeout
 
     async def allocate(self, placement: PlacementEvent, call: Call) -> ClaimOutcome | None:
-        """Allocate and reserve every claim of the placement; None when all are done."""
+        """Allocate and reserve every claim of the placement, then wait for the devices' binding
+        conditions (binding_conditions.py); None when all are done."""
         for claim in placement.claims:
             found = await self._allocate_one(placement, claim, call)
             if found is not None:
                 return found
-        return None
+
+        async def read(claim: ClaimAllocation) -> Object | None:
+            return await self._read(claim, call)
+
+        failed = await await_binding_conditions(placement.claims, read, timeout=self._binding_timeout)
+        return None if failed is None else ClaimOutcome(outcome=BindingOutcome.FAILED, reason=failed)
 
     async def _allocate_one(self, placement: PlacementEvent, claim: ClaimAllocation, call: Call) -> ClaimOutcome | None:
         who = f"ResourceClaim {claim.namespace}/{claim.name}"

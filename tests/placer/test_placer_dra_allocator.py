@@ -222,3 +222,12 @@ def test_a_device_taint_rule_taints_the_device_it_selects_until_it_is_deleted() 
     change = view.apply_tombstone(topics.RESOURCE_TAINT_RULES.name, "xid-79")
     assert change.capacity_grew  # parked pods are tried again
     assert devices_of(placed(view, claimed("p3", claim([exactly("gpus")], uid="c")))) == ["gpu-0"]
+
+
+def test_a_devices_binding_conditions_travel_in_the_allocation_for_the_binder() -> None:
+    attached = {**device(0, "n1"), "bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"]}
+    view = view_with(slice_event("n1", GPU_DRIVER, [attached]))
+    (allocation,) = placed(view, claimed("p1", claim([exactly("gpus")]))).claims
+    assert allocation.allocation is not None
+    (result,) = allocation.allocation.devices.results
+    assert (result.binding_conditions, result.binding_failure_conditions) == (("Attached",), ("AttachFailed",))
