@@ -129,7 +129,7 @@ def decide(
 
     if decision.node is None:
         reason = decision.reason or "no node can host the pod"
-        waiting = view.nodes_without_status()
+        waiting = view.nodes_without_status() if not unready else []  # a missing claim is the whole reason
         if waiting:
             reason += f"; {len(waiting)} node(s) still waiting for their status: " + ", ".join(waiting[:5])
         return DecideResult(placement=_unschedulable(pending, attempt, reason, decision.candidates_considered, now))

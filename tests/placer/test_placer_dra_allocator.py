@@ -231,3 +231,11 @@ def test_a_devices_binding_conditions_travel_in_the_allocation_for_the_binder() 
     assert allocation.allocation is not None
     (result,) = allocation.allocation.devices.results
     assert (result.binding_conditions, result.binding_failure_conditions) == (("Attached",), ("AttachFailed",))
+
+
+def test_a_missing_claims_reason_is_kube_schedulers_alone_even_with_nodes_waiting_for_status() -> None:
+    view = view_with(slice_event("n1", GPU_DRIVER, [device(0, "n1")]))
+    view.apply(topology("no-status-yet", 4))
+    why = 'resourceclaim.resource.k8s.io "mine" not found'
+    placement = placed(view, claimed("p1", PodClaim(pod_claim_name="gpu", claim_name="mine", waiting=why)))
+    assert placement.reason == why
