@@ -15,7 +15,15 @@ from pathlib import Path
 
 import msgspec
 
-from bench import pipeline_speed, pod_topology_speed, preempt_speed, scale, search_speed, vendor_fragmentation
+from bench import (
+    dra_speed,
+    pipeline_speed,
+    pod_topology_speed,
+    preempt_speed,
+    scale,
+    search_speed,
+    vendor_fragmentation,
+)
 from bench.device_replay import DevicePolicyResult, run_all
 from bench.engine_speed import SpeedRun, measure
 from bench.pipeline_speed import PipelineRun
@@ -186,3 +194,19 @@ def measure_preemption(run: BenchRun) -> None:
     """Preemption at 10,000 nodes, cold and warm, and its victims against exhaustive search (bench/preempt_speed.py)."""
     log("preemption speed and victims")
     run.extra.append(preempt_speed.run(log))
+
+
+def measure_dra_speed(run: BenchRun) -> None:
+    """DRA: the structured allocator on an NVL72 node's 8 GPUs and a 4-partition MIG claim, warm, and a
+    search with no solution ending at its bound (bench/dra_speed.py)."""
+    log("DRA allocation speed")
+    timings = dra_speed.run()
+    for t in timings:
+        log(f"dra {t.name}: p50 {t.p50_ms:.3f} ms, p99 {t.p99_ms:.3f} ms{' (' + t.error + ')' if t.error else ''}")
+    run.extra.append(
+        SectionReport(
+            title="DRA allocation speed (structured allocator)",
+            figures=tuple(dra_speed.figures(timings)),
+            markdown=dra_speed.markdown(timings),
+        )
+    )

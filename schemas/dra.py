@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
+from schemas.dra_objects import AllocationResult, ResourceClaimSpec
+
 AttributeValue = str | int | bool
 
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"  # the finalizer kube-scheduler adds
@@ -53,6 +55,25 @@ class PodClaim(msgspec.Struct, frozen=True, kw_only=True):
     claim_uid: str = ""
     requests: tuple[ClaimRequest, ...] = ()
     constraints: tuple[ClaimConstraint, ...] = ()
+    # the claim's spec whole (firstAvailable, tolerations, capacity, adminAccess, constraints, config),
+    # as the structured allocator reads it; None: not read
+    spec: ResourceClaimSpec | None = None
+    # why the claim cannot be used yet, in kube-scheduler's words ("": it was read)
+    waiting: str = ""
+
+
+def claim_not_created(namespace: str, pod: str) -> str:
+    """kube-scheduler's reason for a template's claim the controller has not created yet."""
+    return f'pod "{namespace}/{pod}": ResourceClaim not created yet'
+
+
+def claim_not_found(name: str) -> str:
+    """kube-scheduler's reason for a claim that does not exist."""
+    return f'resourceclaim.resource.k8s.io "{name}" not found'
+
+
+def claim_being_deleted(namespace: str, name: str) -> str:
+    return f"resourceclaim {namespace}/{name} is being deleted"
 
 
 class DeviceResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -71,6 +92,9 @@ class ClaimAllocation(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     uid: str
     results: tuple[DeviceResult, ...]
+    # status.allocation whole as the structured allocator made it (results with shareID,
+    # consumedCapacity and tolerations, config with its source); None: results only
+    allocation: AllocationResult | None = None
 
 
 DeviceKey = tuple[str, str, str]  # (driver, pool, device): a device's identity in the cluster

@@ -108,7 +108,7 @@ RESOURCE_SLICES = Topic(
     event=events.ResourceSliceEvent,
     key="ResourceSlice name",
     compacted=True,
-    description="Node-local DRA ResourceSlices: each driver's devices and attributes (cluster watcher).",
+    description="DRA ResourceSlices, whole: each driver's devices, attributes, taints and counters (cluster watcher).",
 )
 RESOURCE_CLAIMS = Topic(
     name="resources.claims",
@@ -123,6 +123,20 @@ NAMESPACES = Topic(
     key="namespace name",
     compacted=True,
     description="Namespaces and their labels, for pod affinity's namespaceSelector (cluster watcher).",
+)
+RESOURCE_CLASSES = Topic(
+    name="resources.classes",
+    event=events.DeviceClassEvent,
+    key="DeviceClass name",
+    compacted=True,
+    description="DRA DeviceClasses: the selectors and config of each class (cluster watcher).",
+)
+RESOURCE_TAINT_RULES = Topic(
+    name="resources.taintrules",
+    event=events.DeviceTaintRuleEvent,
+    key="DeviceTaintRule name",
+    compacted=True,
+    description="DRA DeviceTaintRules: taints on the devices each selects (cluster watcher).",
 )
 PODS_PENDING = Topic(
     name="pods.pending",
@@ -176,6 +190,8 @@ ALL: tuple[Topic, ...] = (
     RESOURCE_SLICES,
     RESOURCE_CLAIMS,
     NAMESPACES,
+    RESOURCE_CLASSES,
+    RESOURCE_TAINT_RULES,
     PODS_PENDING,
     GANGS_PENDING,
     PODS_LIFECYCLE,

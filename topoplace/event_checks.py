@@ -27,6 +27,8 @@ from engine.core.validate import validate_node
 from schemas import topics
 from schemas.errors import FieldError
 from schemas.events import (
+    DeviceClassEvent,
+    DeviceTaintRuleEvent,
     DeviceUsageEvent,
     Event,
     HyperNodeEvent,
@@ -103,8 +105,17 @@ def check_node_status(key: str | None, event: Event) -> None:
 
 
 def check_named(key: str | None, event: Event) -> None:
-    """State keyed by the object's name: HyperNodes, Kueue Topologies, ResourceSlices, Namespaces."""
-    assert isinstance(event, HyperNodeEvent | TopologyLevelsEvent | ResourceSliceEvent | NamespaceEvent)
+    """State keyed by the object's name: HyperNodes, Kueue Topologies, ResourceSlices, Namespaces,
+    DeviceClasses, DeviceTaintRules."""
+    assert isinstance(
+        event,
+        HyperNodeEvent
+        | TopologyLevelsEvent
+        | ResourceSliceEvent
+        | NamespaceEvent
+        | DeviceClassEvent
+        | DeviceTaintRuleEvent,
+    )
     _keyed_by("name", key, event.name)
 
 
@@ -116,6 +127,8 @@ EDGE_CHECKS: Mapping[str, EventCheck] = {
     topics.TOPOLOGY_LEVELS.name: check_named,
     topics.RESOURCE_SLICES.name: check_named,
     topics.NAMESPACES.name: check_named,
+    topics.RESOURCE_CLASSES.name: check_named,
+    topics.RESOURCE_TAINT_RULES.name: check_named,
     topics.PODS_LIFECYCLE.name: check_lifecycle,
 }
 

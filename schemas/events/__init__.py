@@ -48,7 +48,12 @@ from schemas.events.network import (
 )
 from schemas.events.nodes import DeviceUsage, DeviceUsageEvent, NodeStatusEvent, NodeTopologyEvent
 from schemas.events.pods import DeviceAssignment, GangRef, LifecyclePhase, PendingPodEvent, PodLifecycleEvent
-from schemas.events.resources import AllocatedClaimEvent, ResourceSliceEvent
+from schemas.events.resources import (
+    AllocatedClaimEvent,
+    DeviceClassEvent,
+    DeviceTaintRuleEvent,
+    ResourceSliceEvent,
+)
 
 __all__ = [
     "MAX_ALTERNATIVES",
@@ -57,6 +62,8 @@ __all__ = [
     "MAX_POD_EVENT_BYTES",
     "SCHEMA_VERSION",
     "AllocatedClaimEvent",
+    "DeviceClassEvent",
+    "DeviceTaintRuleEvent",
     "Alternative",
     "BindingEvent",
     "BindingOutcome",

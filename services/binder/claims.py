@@ -8,8 +8,13 @@ Per claim of the placement, in order:
 3. check the chosen devices against the binder's watch of every ResourceClaim (claim_watch): a
    device another claim's allocation names, of any scheduler, or that an allocation of ours in
    flight names, is a CONFLICT naming the device and the other claim, and nothing is written;
-4. write `status.allocation` (the chosen devices, and a node selector for the node) and
+4. write `status.allocation` (the chosen devices with the config the allocator copied, source
+   FromClass or FromClaim, and a node selector for the node) and
    `status.reservedFor` (the pod) in one update of the status subresource.
+
+Once every claim is allocated and reserved, devices published with `bindingConditions` are
+waited for (binding_conditions.py): the Binding goes out only once the claim's status.devices
+report them True; a failure condition True, or BINDING_TIMEOUT_S, fails the placement.
 
 Every write carries the resourceVersion read, so a concurrent writer makes it answer 409, and
 the claim is read again and the step judged afresh (at most MAX_ROUNDS reads).
@@ -33,6 +38,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas.dra import DELETE_PROTECTION, ClaimAllocation
 from schemas.events import BindingOutcome, PlacementEvent
+from services.binder.binding_conditions import BINDING_TIMEOUT_S, await_binding_conditions
 from services.binder.claim_watch import AllocatedDevices
 from services.binder.metrics import CLAIM_COLLISIONS
 
@@ -50,16 +56,21 @@ class ClaimOutcome(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def allocation_body(node: str, claim: ClaimAllocation) -> Object:
-    """status.allocation for the claim's devices on `node`."""
+    """status.allocation for the claim's devices on `node`: the allocator's whole (config with its
+    source FromClass or FromClaim, shares, tolerations) when the decision carries it."""
+    on_node = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    if claim.allocation is not None:
+        whole: Object = msgspec.to_builtins(claim.allocation)
+        if claim.allocation.node_selector is None:
+            whole["nodeSelector"] = on_node
+        return whole
     return {
         "devices": {
             "results": [
                 {"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device} for r in claim.results
             ]
         },
-        "nodeSelector": {
-            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
-        },
+        "nodeSelector": on_node,
     }
 
 
@@ -72,21 +83,33 @@ class ClaimWriter:
     """Allocates and reserves a placement's claims through resource.k8s.io/v1."""
 
     def __init__(
-        self, api: client.ResourceV1Api, *, request_timeout: float, allocated: AllocatedDevices | None = None
+        self,
+        api: client.ResourceV1Api,
+        *,
+        request_timeout: float,
+        allocated: AllocatedDevices | None = None,
+        binding_timeout: float = BINDING_TIMEOUT_S,
     ) -> None:
         """`allocated`: the devices every claim's allocation takes, from the binder's watch; None: no
         view of the cluster's claims to check against (a writer on its own, in tests)."""
         self._api = api
         self._timeout = request_timeout
         self._allocated = allocated
+        self._binding_timeout = binding_timeout
 
     async def allocate(self, placement: PlacementEvent, call: Call) -> ClaimOutcome | None:
-        """Allocate and reserve every claim of the placement; None when all are done."""
+        """Allocate and reserve every claim of the placement, then wait for the devices' binding
+        conditions (binding_conditions.py); None when all are done."""
         for claim in placement.claims:
             found = await self._allocate_one(placement, claim, call)
             if found is not None:
                 return found
-        return None
+
+        async def read(claim: ClaimAllocation) -> Object | None:
+            return await self._read(claim, call)
+
+        failed = await await_binding_conditions(placement.claims, read, timeout=self._binding_timeout)
+        return None if failed is None else ClaimOutcome(outcome=BindingOutcome.FAILED, reason=failed)
 
     async def _allocate_one(self, placement: PlacementEvent, claim: ClaimAllocation, call: Call) -> ClaimOutcome | None:
         who = f"ResourceClaim {claim.namespace}/{claim.name}"
@@ -160,7 +183,7 @@ class ClaimWriter:
         """Write the allocation unless another claim's allocation (or one of ours in flight) names a device."""
         assert self._allocated is not None
         uid = body["metadata"].get("uid", "")
-        devices = [(r.driver, r.pool, r.device) for r in claim.results]
+        devices = _taken(claim)
         collision = self._allocated.reserve(uid, f"{claim.namespace}/{claim.name}", devices)
         if collision is not None:
             CLAIM_COLLISIONS.inc()
@@ -207,6 +230,17 @@ class ClaimWriter:
                 _request_timeout=self._timeout,
             ),
         )
+
+
+def _taken(claim: ClaimAllocation) -> list[tuple[str, str, str]]:
+    """The devices the allocation takes wholly: not those of adminAccess, nor a share (shareID)."""
+    if claim.allocation is None:
+        return [(r.driver, r.pool, r.device) for r in claim.results]
+    return [
+        (r.driver, r.pool, r.device)
+        for r in claim.allocation.devices.results
+        if not r.admin_access and r.share_id is None
+    ]
 
 
 def _settled(placement: PlacementEvent, claim: ClaimAllocation, current: Object) -> bool:

@@ -88,6 +88,10 @@ class AllocatedClaims:
             self._by_device.setdefault(key, {})[event.uid] = event
         return bool(before - after)
 
+    def events(self) -> tuple[AllocatedClaimEvent, ...]:
+        """Every allocated claim, by uid."""
+        return tuple(self._claims[uid] for uid in sorted(self._claims))
+
     def remove(self, uid: str) -> bool:
         """The claim's tombstone; True when a device became free."""
         return bool(self._drop(uid))

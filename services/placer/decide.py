@@ -42,6 +42,7 @@ from schemas.events import (
 )
 from services.placer.claims import place_claims
 from services.placer.decide_gang import GangResult, decide_gang
+from services.placer.dra_allocation import place_allocated, read_whole
 from services.placer.parking import GangTicket, Growth, ParkingLot, Ticket, TraceHeaders
 from services.placer.requests import decision_id as decision_id
 from services.placer.requests import held_placement, request_error_text
@@ -109,7 +110,16 @@ def decide(
         def place_one(request: PodRequest) -> Decision:
             return engine.place_in(view.index(), request, mode, workload=workload, runners_up=MAX_ALTERNATIVES)
 
-        if pending.claims:
+        unready = next((c.waiting for c in pending.claims if c.waiting), "")
+        claims: tuple[ClaimAllocation, ...] = ()
+        if unready:  # kube-scheduler's reason; the pod comes again once its claim exists
+            decision = Decision(node=None, reason=unready)
+        elif read_whole(pending.claims):
+            nodes = view.index().nodes()
+            decision, claims = place_allocated(
+                request, pending.claims, view.dra_cluster(), nodes, place_one, engine.dra_programs
+            )
+        elif pending.claims:
             decision, claims = place_claims(request, pending.claims, view.slices(), place_one, view.allocated_claims())
         else:
             decision, claims = place_one(request), ()
@@ -119,7 +129,7 @@ def decide(
 
     if decision.node is None:
         reason = decision.reason or "no node can host the pod"
-        waiting = view.nodes_without_status()
+        waiting = view.nodes_without_status() if not unready else []  # a missing claim is the whole reason
         if waiting:
             reason += f"; {len(waiting)} node(s) still waiting for their status: " + ", ".join(waiting[:5])
         return DecideResult(placement=_unschedulable(pending, attempt, reason, decision.candidates_considered, now))

@@ -51,6 +51,8 @@ FOLLOWED_TOPICS: tuple[topics.Topic, ...] = (
     topics.RESOURCE_SLICES,
     topics.RESOURCE_CLAIMS,
     topics.NAMESPACES,
+    topics.RESOURCE_CLASSES,
+    topics.RESOURCE_TAINT_RULES,
     topics.PODS_LIFECYCLE,
     topics.PLACEMENTS,
     topics.GANG_PLACEMENTS,

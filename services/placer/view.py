@@ -34,10 +34,14 @@ import engine
 from engine import ClusterIndex, Snapshot
 from engine.cluster.network import NetworkTree, build_tree, from_event
 from engine.core.model import Namespace
+from engine.node.dra import DeviceClass
+from engine.node.dra.model import DeviceTaintRule, ObjectMeta
 from schemas import topics
 from schemas.enforcement import Enforcement, node_enforcement
 from schemas.events import (
     AllocatedClaimEvent,
+    DeviceClassEvent,
+    DeviceTaintRuleEvent,
     DeviceUsageEvent,
     Event,
     HyperNodeEvent,
@@ -48,6 +52,7 @@ from schemas.events import (
     TopologyLevelsEvent,
 )
 from services.placer.claims import AllocatedClaims
+from services.placer.dra_allocation import DraCluster
 from services.placer.holdings import NO_CHANGE, Holding, HoldingState, ViewChange
 from services.placer.node_state import node_state, status_problem, unhealthy_devices
 from services.placer.pod_ledger import PodLedger
@@ -74,6 +79,8 @@ class ClusterView(PodLedger):
         self._allocated = AllocatedClaims()  # every allocated DRA ResourceClaim, of any scheduler
         self._namespaces: dict[str, NamespaceEvent] = {}  # their labels: pod affinity's namespaceSelector
         self._namespaces_changed = False
+        self._classes: dict[str, DeviceClass] = {}  # DRA DeviceClasses by name
+        self._taint_rules: dict[str, DeviceTaintRule] = {}  # DRA DeviceTaintRules by name
         self._index: ClusterIndex = engine.new_index(cpu=cpu_in_index)
         self._tree: tuple[tuple[int, int], NetworkTree] | None = None
         self._labels_epoch = 0  # grows when a node's labels (or the node set) change: the tree depends on them
@@ -150,6 +157,36 @@ class ClusterView(PodLedger):
     def slices(self) -> tuple[ResourceSliceEvent, ...]:
         """Every node-local DRA ResourceSlice known, by name."""
         return tuple(self._slices[name] for name in sorted(self._slices))
+
+    def _apply_class(self, event: DeviceClassEvent) -> ViewChange:
+        before = self._classes.pop(event.name, None)
+        if not event.deleted:
+            self._classes[event.name] = DeviceClass(metadata=ObjectMeta(name=event.name), spec=event.spec)
+        return ViewChange(capacity_grew=not event.deleted and before != self._classes.get(event.name))
+
+    def _class_gone(self, name: str) -> ViewChange:
+        self._classes.pop(name, None)
+        return ViewChange()
+
+    def _apply_taint_rule(self, event: DeviceTaintRuleEvent) -> ViewChange:
+        before = self._taint_rules.pop(event.name, None)
+        if not event.deleted and event.spec is not None:
+            self._taint_rules[event.name] = DeviceTaintRule(metadata=ObjectMeta(name=event.name), spec=event.spec)
+        return ViewChange(capacity_grew=before is not None and event.name not in self._taint_rules)
+
+    def _taint_rule_gone(self, name: str) -> ViewChange:
+        return ViewChange(capacity_grew=self._taint_rules.pop(name, None) is not None)
+
+    def dra_cluster(self) -> DraCluster:
+        """What the structured allocator reads: slices, classes, every allocation, our claims in flight."""
+        assumed = tuple(c for h in self.holdings() if h.decision is not None for c in h.decision.claims)
+        return DraCluster(
+            slices=self.slices(),
+            classes=self._classes,
+            taint_rules=tuple(self._taint_rules[n] for n in sorted(self._taint_rules)),
+            allocated=self._allocated.events(),
+            assumed=assumed,
+        )
 
     def allocated_claims(self) -> AllocatedClaims:
         """Every allocated DRA ResourceClaim known (ours and other schedulers'), by the devices they take."""
@@ -314,6 +351,8 @@ VIEW_TOPICS: tuple[ViewTopic, ...] = (
     ViewTopic(topics.RESOURCE_SLICES, ClusterView._apply_slice, ClusterView._slice_gone),
     ViewTopic(topics.RESOURCE_CLAIMS, ClusterView._apply_claim, ClusterView._claim_gone),
     ViewTopic(topics.NAMESPACES, ClusterView._apply_namespace, ClusterView._namespace_gone),
+    ViewTopic(topics.RESOURCE_CLASSES, ClusterView._apply_class, ClusterView._class_gone),
+    ViewTopic(topics.RESOURCE_TAINT_RULES, ClusterView._apply_taint_rule, ClusterView._taint_rule_gone),
     ViewTopic(topics.PODS_LIFECYCLE, ClusterView._apply_lifecycle, ClusterView._lifecycle_gone),
     ViewTopic(topics.PLACEMENTS, ClusterView._apply_placement),
     ViewTopic(topics.BINDINGS, ClusterView._apply_binding),

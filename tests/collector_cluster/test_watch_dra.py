@@ -5,13 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-import pytest
 from cluster_objects import pod_json
 
 from schemas import topics
 from schemas.dra import ClaimConstraint, ClaimRequest, ClaimSelector, DraDevice, PodClaim
-from schemas.events import PendingPodEvent, ResourceSliceEvent
-from services.collector.cluster.dra import ClaimError, ResourceClaim, ResourceSlice, resolved, slice_tracker
+from schemas.dra_objects import ResourceClaimSpec, ResourceSliceSpec
+from schemas.events import DeviceClassEvent, PendingPodEvent, ResourceSliceEvent
+from services.collector.cluster.dra import (
+    DeviceClass,
+    ResourceClaim,
+    ResourceSlice,
+    allocated_claim_tracker,
+    class_tracker,
+    resolved,
+    slice_tracker,
+    waiting,
+)
+from services.collector.cluster.kinds import ClaimsOfPods
 from services.collector.cluster.objects import Pod
 from services.collector.cluster.trackers import PodTracker
 from services.collector.cluster.translate import claim_refs
@@ -59,6 +69,7 @@ def test_a_slice_becomes_an_event_with_qualified_attributes_and_the_uuid() -> No
                 capacity={"memory": "80Gi"},
             ),
         ),
+        spec=msgspec.convert(SLICE["spec"], ResourceSliceSpec),
         observed_at=5.0,
     )
     assert [p.field for p in event.problems] == ["spec.devices[gpu-0].attributes[odd]"]
@@ -139,13 +150,75 @@ def test_a_claim_fills_in_its_reference() -> None:
             ),
         ),
         constraints=(ClaimConstraint(requests=("gpus",), match_attribute="resource.kubernetes.io/pcieRoot"),),
+        spec=msgspec.convert(CLAIM["spec"], ResourceClaimSpec),
     )
 
 
-def test_a_first_available_request_is_refused_with_the_field() -> None:
+def test_a_first_available_request_travels_whole_in_the_spec() -> None:
     claim = {
-        "metadata": {"name": "c", "namespace": "default"},
-        "spec": {"devices": {"requests": [{"name": "r", "firstAvailable": [{"name": "a"}]}]}},
+        "metadata": {"name": "c", "namespace": "default", "uid": "u"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "r",
+                        "firstAvailable": [
+                            {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 2},
+                            {"name": "small", "deviceClassName": "gpu.nvidia.com"},
+                        ],
+                    }
+                ],
+                "config": [{"requests": ["r"], "opaque": {"driver": "gpu.nvidia.com", "parameters": {"a": 1}}}],
+            }
+        },
     }
-    with pytest.raises(ClaimError, match=r"requests\[0\]: only `exactly`"):
-        resolved(PodClaim(pod_claim_name="g", claim_name="c"), msgspec.convert(claim, ResourceClaim))
+    got = resolved(PodClaim(pod_claim_name="g", claim_name="c"), msgspec.convert(claim, ResourceClaim))
+    assert got.spec is not None and got.waiting == ""
+    (request,) = got.spec.devices.requests
+    assert [s.name for s in request.first_available] == ["big", "small"]
+    assert got.spec.devices.config[0].opaque is not None
+    assert got.spec.devices.config[0].opaque.parameters == {"a": 1}
+
+
+def test_a_claim_not_made_or_not_found_or_being_deleted_says_why_in_kube_schedulers_words() -> None:
+    from_template = waiting("team-a", "trainer", PodClaim(pod_claim_name="gpu", claim_name=""))
+    assert from_template.waiting == 'pod "team-a/trainer": ResourceClaim not created yet'
+    named = waiting("team-a", "trainer", PodClaim(pod_claim_name="gpu", claim_name="mine"))
+    assert named.waiting == 'resourceclaim.resource.k8s.io "mine" not found'
+    doomed = msgspec.convert(
+        {**CLAIM, "metadata": {**CLAIM["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}, ResourceClaim
+    )
+    ref = PodClaim(pod_claim_name="gpu", claim_name="trainer-gpu-x1y2z")
+    assert resolved(ref, doomed).waiting == "resourceclaim default/trainer-gpu-x1y2z is being deleted"
+
+
+def test_a_device_class_is_an_event_with_its_selectors_and_config() -> None:
+    body = {
+        "metadata": {"name": "gpu.example.com"},
+        "spec": {
+            "selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}],
+            "config": [{"opaque": {"driver": "gpu.example.com", "parameters": {"sharing": "mps"}}}],
+        },
+    }
+    tracker = class_tracker()
+    (publication,) = tracker.observe(msgspec.convert(body, DeviceClass), 1.0).publications
+    assert (publication.topic, publication.key) == (topics.RESOURCE_CLASSES.name, "gpu.example.com")
+    assert isinstance(publication.event, DeviceClassEvent)
+    assert publication.event.spec.selectors[0].cel is not None
+    assert publication.event.spec.config[0].opaque is not None
+    gone = tracker.gone("gpu.example.com", 2.0).publications
+    assert isinstance(gone[0].event, DeviceClassEvent) and gone[0].event.deleted and gone[1].event is None
+
+
+def test_a_pending_pod_goes_out_again_when_a_claim_it_names_first_appears() -> None:
+    pods = PodTracker("topoplace")
+    claims = ClaimsOfPods(allocated_claim_tracker(), pods)
+    (first,) = pods.observe(claim_pod(), 1.0).publications  # names "team-claim", which does not exist yet
+    team_claim = msgspec.convert(
+        {**CLAIM, "metadata": {"name": "team-claim", "namespace": "default", "uid": "team-uid"}}, ResourceClaim
+    )
+    (again,) = claims.observe(team_claim, 2.0).publications
+    assert (again.topic, again.key, again.event) == (topics.PODS_PENDING.name, first.key, first.event)
+    assert claims.observe(team_claim, 3.0).publications == []  # an update of it is no arrival
+    other = msgspec.convert({**CLAIM, "metadata": {"name": "other", "namespace": "default", "uid": "o"}}, ResourceClaim)
+    assert claims.observe(other, 4.0).publications == []  # no pod names it

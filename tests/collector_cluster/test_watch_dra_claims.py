@@ -14,6 +14,7 @@ from kubernetes_asyncio import client
 
 from schemas import topics
 from schemas.dra import AllocatedDevice
+from schemas.dra_objects import AllocationResult
 from schemas.events import AllocatedClaimEvent
 from services.collector.cluster.dra import ResourceClaim, allocated_claim_event, allocated_claim_tracker
 from services.collector.cluster.watcher import ClusterWatcher
@@ -60,6 +61,7 @@ def test_an_allocated_claim_carries_only_its_devices_its_node_and_admin_access()
             AllocatedDevice(driver=DRIVER, pool="n1", device="gpu-0"),
             AllocatedDevice(driver=DRIVER, pool="n1", device="gpu-1", admin_access=True),
         ),
+        allocation=msgspec.convert(body["status"]["allocation"], AllocationResult),
         observed_at=3.0,
     )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dra_builders import attrs, claim, device, exact, picked, run, slice_
+from dra_builders import attrs, claim, device, device_class, exact, picked, run, slice_
 
 from engine.core.model import NodeState
 from engine.node.dra.topology import link_score
@@ -31,3 +31,17 @@ def test_without_the_node_agents_devices_the_first_allocation_stands() -> None:
     slices = [slice_([device(f"gpu-{i}", attributes=attrs(uuid=f"OTHER-{i}")) for i in range(4)])]
     chosen = picked(run([claim([exact("req", 2)])], slices, score=link_score(_node(), slices)))
     assert chosen == [[("req", "gpu-0"), ("req", "gpu-1")]]
+    assert link_score(_node(), slices) is None  # nothing to lead: the search stops at the first solution
+
+
+def test_a_gpu_and_a_nic_of_one_pcie_root_come_before_the_links() -> None:
+    root = "resource.kubernetes.io/pcieRoot"
+    gpus = [device(f"gpu-{i}", attributes={**attrs(uuid=f"GPU-{i}"), root: {"string": f"pci{i}"}}) for i in range(4)]
+    nic = slice_([device("nic-0", attributes={root: {"string": "pci1"}})], driver="nic.example.com", pool="nics")
+    slices = [slice_(gpus), nic]
+    nic_class = device_class("nic", ('device.driver == "nic.example.com"',))
+    requests = [exact("gpu"), exact("nic", 1, "nic")]
+    classes = [device_class("gpu", ('device.driver == "gpu.example.com"',)), nic_class]
+    assert picked(run([claim(requests)], slices, classes)) == [[("gpu", "gpu-0"), ("nic", "nic-0")]]  # upstream
+    chosen = picked(run([claim(requests)], slices, classes, score=link_score(_node(), slices)))
+    assert chosen == [[("gpu", "gpu-1"), ("nic", "nic-0")]]

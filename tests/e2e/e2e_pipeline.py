@@ -352,6 +352,15 @@ class Pipeline:
         self.raise_if_died()
         raise TimeoutError(f"after {timeout:.0f} s still waiting for {what}")
 
+    async def wait_bound(self, uids: Sequence[str], *, timeout: float = 30.0) -> None:
+        """Until every pod is bound (a pod told why it waits, then placed, settles only here)."""
+        try:
+            await self.wait_until(
+                lambda o: all(o.bound(uid) is not None for uid in uids), what=f"{len(uids)} pods bound", timeout=timeout
+            )
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; {self.outcomes.describe(list(uids))}") from None
+
     async def wait_settled(self, uids: Sequence[str], *, timeout: float = 30.0) -> None:
         def all_settled(outcomes: Outcomes) -> bool:
             return all(outcomes.settled(uid) for uid in uids)

@@ -26,7 +26,9 @@ pcie_root = dra.pcie_root
 
 
 def seed_slices(store: ObjectStore) -> dict[str, dict[str, str]]:
-    """One slice per node as NVIDIA's DRA driver publishes it; returns node -> uuid -> device name."""
+    """One slice per node as NVIDIA's DRA driver publishes it, and the DeviceClass it installs;
+    returns node -> uuid -> device name."""
+    store.create(kube_resources.DEVICECLASSES, dra.device_class())
     names: dict[str, dict[str, str]] = {}
     for node in CLUSTER.nodes:
         devices = topology_of(node).devices
@@ -75,7 +77,7 @@ async def test_a_pod_with_a_claim_template_ends_bound_with_its_claim_allocated_t
     (claim_status,) = pods_by_uid(store)[uid]["status"]["resourceClaimStatuses"]
     before = claim_named(store, claim_status["resourceClaimName"])
 
-    await pipeline.wait_settled([uid], timeout=45)
+    await pipeline.wait_bound([uid], timeout=45)
 
     bound = pipeline.outcomes.bound(uid)
     assert bound is not None, pipeline.outcomes.describe([uid])

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from e2e_cluster import CLUSTER, NAMESPACE
-from e2e_pipeline import Pipeline
+from e2e_pipeline import Outcomes, Pipeline
 
 from schemas.annotations import SCHEDULER_NAME
 from schemas.events import BindingOutcome
@@ -89,6 +89,7 @@ def allocated_devices(store: ObjectStore) -> dict[str, list[str]]:
 
 async def test_claims_another_scheduler_allocated_are_never_given_again(pipeline: Pipeline, run_id: str) -> None:
     store = pipeline.kube_api.store
+    store.create(kube_resources.DEVICECLASSES, dra.device_class())
     store.create(kube_resources.RESOURCESLICES, dra.resource_slice(NODE.name, topology_of(NODE).devices))
     for claim_name, devices in THEIRS.items():
         their_claim(store, claim_name, devices, their_pod(store, f"{claim_name}-pod"))
@@ -99,7 +100,7 @@ async def test_claims_another_scheduler_allocated_are_never_given_again(pipeline
     await pipeline.start_all()
 
     ours = [our_pod(store, f"{run_id}-worker-{i}", template) for i in range(3)]
-    await pipeline.wait_settled(ours, timeout=45)
+    await pipeline.wait_bound(ours, timeout=45)
 
     for uid in ours:
         assert pipeline.outcomes.bound(uid) is not None, pipeline.outcomes.describe(ours)
@@ -112,10 +113,16 @@ async def test_claims_another_scheduler_allocated_are_never_given_again(pipeline
     assert [d for d, n in Counter(d for devices in held.values() for d in devices).items() if n > 1] == []
 
     late = our_pod(store, f"{run_id}-late", template)
-    await pipeline.wait_settled([late], timeout=30)
+
+    def told_why(outcomes: Outcomes) -> bool:  # (it may first be told its claim is not created yet)
+        return any("allocated to other" in o.event.reason for o in outcomes.of(late, BindingOutcome.UNSCHEDULABLE))
+
+    await pipeline.wait_until(told_why, what="the late pod told the devices are held", timeout=30)
 
     assert pipeline.outcomes.bound(late) is None
-    (refused, *_) = pipeline.outcomes.of(late, BindingOutcome.UNSCHEDULABLE)
+    (refused, *_) = [
+        o for o in pipeline.outcomes.of(late, BindingOutcome.UNSCHEDULABLE) if "allocated to other" in o.event.reason
+    ]
     assert "allocated to other" in refused.event.reason or "allocated to another" in refused.event.reason
     assert f"ResourceClaim {NAMESPACE}/web-gpus" in refused.event.reason, refused.event.reason
     assert len(allocated_devices(store)) == len(THEIRS) + len(ours)  # the late pod's claim got nothing

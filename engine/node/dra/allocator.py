@@ -1,24 +1,11 @@
 """The structured-parameters allocator: devices for a pod's ResourceClaims on one node; pure.
 
-As k8s.io/dynamic-resource-allocation's structured allocator does it: the claims are
-taken one after the other, each request's devices one after the other; for each device
-every candidate is tried in pool and slice order (not allocated, selected by the class's
-and the request's CEL selectors, on this node, taints tolerated, counters left, every
-constraint satisfied), and the search goes deeper; when it cannot, it takes the last
-device back and tries the next candidate (backtracking across requests, subrequests and
-claims). A `firstAvailable` request takes its first subrequest that leads to a
-solution. `All` takes every selected device of the node's pools, and fails on an
-incomplete or invalid pool; `ExactCount` skips such pools. A claim never gets more than
-32 devices. With `score`, the search goes on past the first solution (up to
-`max_solutions`) and keeps the best-scored one: topology leads where the claims leave a
-choice; without, the first solution stands, as upstream.
-
-The devices of one request are tried as sets (each after the previous one in candidate
-order), which finds upstream's first solution without walking every ordering of the same
-devices, and a branch stops as soon as too few candidates (or too few distinct values of
-a distinctAttribute) are left for the devices still needed. The search is bounded: after
-`max_steps` tries (upstream bounds it by the scheduler's filter timeout) it stops with an
-AllocationError saying so.
+As k8s.io/dynamic-resource-allocation's structured allocator: claims one after the other, each
+request's devices one after the other, every candidate tried in pool and slice order, backtracking
+across requests, subrequests and claims; `firstAvailable` takes its first subrequest that leads to a
+solution. One request's devices are tried as sets, which finds upstream's first solution without
+every ordering; the search is bounded by `max_steps` (AllocationError). With `score`, it goes on to
+`max_solutions` and keeps the best-scored one (topology leads). docs/engine.md, "DRA", says the rest.
 """
 
 from __future__ import annotations
@@ -30,7 +17,7 @@ import msgspec
 
 from engine.node.dra.capacity import Amounts, ShareLedger, share_id
 from engine.node.dra.cel_programs import CelPrograms, SelectorError, shown
-from engine.node.dra.constraints import Constraint, lookup_attribute, taint_prevents
+from engine.node.dra.constraints import AttributeKey, Constraint, lookup_attribute, taint_prevents
 from engine.node.dra.counters import CounterLedger
 from engine.node.dra.model import AllocationResult, DeviceClass, DeviceId, NodeView, ResourceClaim, ResourceSlice
 from engine.node.dra.pools import gather_pools, node_matches
@@ -104,6 +91,8 @@ class _Search:
         self.counters = CounterLedger(given.allocated)
         self.matches: dict[tuple[DeviceId, int, int, int], bool] = {}
         self.position: dict[DeviceId, int] = {}  # a candidate's place in the search order
+        self.open: dict[tuple[int, int, int], list[tuple[int, Candidate, bool]]] = {}
+        self.attributes: dict[tuple[int, str], AttributeKey | None] = {}  # (position, attribute) -> value
         self.shares = ShareLedger(given.consumed)  # what shared devices' allocations consume
         self.steps = 0
         self.best: tuple[float, list[list[Chosen]], dict[tuple[int, int], int]] | None = None
@@ -258,21 +247,44 @@ class _Search:
 
         A candidate whose selector errs stays in: the error is raised when the search
         reaches it, as upstream raises it."""
-        constraints = self.constraints[data.claim_index]
+        constraints = [k for k in self.constraints[data.claim_index] if k.applies(data.request, data.sub_request)]
         out = []
-        for candidate in self.candidates[start:]:
-            if self._in_use(data, candidate):
+        for position, candidate, errs in self._open(data):
+            if position < start or self._taken_now(data, candidate):
                 continue
-            try:
-                if not self._selectable(data, candidate):
-                    continue
-            except AllocationError:
-                out.append(candidate)
-                continue
-            device = candidate.device
-            if all(k.admits(data.request, data.sub_request, device, candidate.driver) for k in constraints):
+            if errs or all(k.admits_value(self._attribute(position, candidate, k.attribute)) for k in constraints):
                 out.append(candidate)
         return out
+
+    def _open(self, data: RequestData) -> list[tuple[int, Candidate, bool]]:
+        """The candidates the request could ever take in this search (selected, not held by other
+        claims), with whether the selector errs on it; computed once per request."""
+        key = (data.claim_index, data.request_index, data.sub_index)
+        found = self.open.get(key)
+        if found is None:
+            found = []
+            for position, candidate in enumerate(self.candidates):
+                if not data.admin_access and candidate.id in self.given.allocated:
+                    continue  # held by another claim (a shared device: wholly, by a claim without a share)
+                try:
+                    if self._selectable(data, candidate):
+                        found.append((position, candidate, False))
+                except AllocationError:
+                    found.append((position, candidate, True))
+            self.open[key] = found
+        return found
+
+    def _taken_now(self, data: RequestData, candidate: Candidate) -> bool:
+        """In use by this search's own choices (what other claims hold is out of `_open` already)."""
+        if data.admin_access:
+            return data.claim_index in self.allocating.get(candidate.id, ())
+        return not self._shared(candidate) and bool(self.allocating.get(candidate.id))
+
+    def _attribute(self, position: int, candidate: Candidate, name: str) -> AttributeKey | None:
+        key = (position, name)
+        if key not in self.attributes:
+            self.attributes[key] = lookup_attribute(candidate.device, candidate.driver, name)
+        return self.attributes[key]
 
     def _enough(self, data: RequestData, fitting: list[Candidate], needed: int) -> bool:
         """Whether the candidates left can still give `needed` devices: fewer, or fewer distinct values

@@ -66,6 +66,14 @@ class Constraint:
             return not self._values[value]
         return not self._values or value in self._values
 
+    def admits_value(self, value: AttributeKey | None) -> bool:
+        """`admits` for a request the constraint applies to, given the device's value of the attribute."""
+        if value is None:
+            return False
+        if self.distinct:
+            return not self._values[value]
+        return not self._values or value in self._values
+
     def add(self, request: str, sub_request: str, device: Device, driver: str) -> bool:
         if not self.applies(request, sub_request):
             return True

@@ -48,6 +48,9 @@ def _device_result(chosen: Chosen) -> DeviceRequestAllocationResult:
         tolerations=d.tolerations,
         share_id=chosen.share_id,
         consumed_capacity={name: quantity_text(value) for name, value in sorted(chosen.consumed.items())},
+        # copied for the binder, which binds the pod only once the driver reports them True
+        binding_conditions=chosen.candidate.device.binding_conditions,
+        binding_failure_conditions=chosen.candidate.device.binding_failure_conditions,
     )
 
 

@@ -1,15 +1,18 @@
 """DRA objects (resource.k8s.io/v1) -> topoplace records: pure functions, no I/O.
 
-- a node-local ResourceSlice -> ResourceSliceEvent (its devices with their attributes,
-  names qualified with the driver as the API defines, and the uuid that joins the node
-  agent's topology);
+- a ResourceSlice -> ResourceSliceEvent (the slice whole, and its devices with their
+  attributes, names qualified with the driver as the API defines, and the uuid that joins the
+  node agent's topology);
+- a DeviceClass -> DeviceClassEvent (its selectors and config), a DeviceTaintRule ->
+  DeviceTaintRuleEvent (its device selector and taint);
 - a pod's spec.resourceClaims -> PodClaim references (the claim's name: given directly, or
-  from pod.status.resourceClaimStatuses for a template), filled in from the ResourceClaim.
+  from pod.status.resourceClaimStatuses for a template), filled in from the ResourceClaim's
+  spec whole, or with kube-scheduler's reason while the claim does not exist.
+
+The objects are decoded into schemas.dra_objects, the Structs the structured allocator reads.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import msgspec
 
@@ -22,8 +25,20 @@ from schemas.dra import (
     ClaimSelector,
     DraDevice,
     PodClaim,
+    claim_being_deleted,
+    claim_not_created,
+    claim_not_found,
 )
-from schemas.events import AllocatedClaimEvent, ResourceSliceEvent
+from schemas.dra_objects import (
+    AllocationResult,
+    DeviceAttribute,
+    DeviceClassSpec,
+    DeviceTaintRuleSpec,
+    ResourceClaimSpec,
+    ResourceClaimStatus,
+    ResourceSliceSpec,
+)
+from schemas.events import AllocatedClaimEvent, DeviceClassEvent, DeviceTaintRuleEvent, ResourceSliceEvent
 from services.collector.cluster.objects import ObjectMeta
 from services.collector.cluster.trackers import KeyedTracker, Publication
 from services.collector.cluster.translate import Problem
@@ -31,93 +46,27 @@ from services.collector.cluster.translate import Problem
 UUID_ATTRIBUTES = ("uuid",)  # NVIDIA's driver publishes `uuid`, qualified as gpu.nvidia.com/uuid
 
 
-class SliceDevice(msgspec.Struct, kw_only=True):
-    name: str = ""
-    attributes: dict[str, dict[str, Any]] = {}
-    capacity: dict[str, dict[str, Any]] = {}
-
-
-class SlicePool(msgspec.Struct, kw_only=True):
-    name: str = ""
-
-
-class ResourceSliceSpec(msgspec.Struct, kw_only=True, rename="camel"):
-    driver: str = ""
-    pool: SlicePool = msgspec.field(default_factory=SlicePool)
-    node_name: str | None = None
-    devices: list[SliceDevice] = []
-
-
 class ResourceSlice(msgspec.Struct, kw_only=True):
+    """A ResourceSlice: its spec decoded once, as the wire and the structured allocator read it."""
+
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    spec: ResourceSliceSpec = msgspec.field(default_factory=ResourceSliceSpec)
-
-
-class ExactRequest(msgspec.Struct, kw_only=True, rename="camel"):
-    device_class_name: str = ""
-    count: int = 1
-    allocation_mode: str = "ExactCount"
-    selectors: list[dict[str, Any]] = []
-
-
-class DeviceRequestSpec(msgspec.Struct, kw_only=True):
-    name: str = ""
-    exactly: ExactRequest | None = None
-    firstAvailable: list[Any] = []  # noqa: N815  # the API's field name
-
-
-class DeviceConstraintSpec(msgspec.Struct, kw_only=True, rename="camel"):
-    requests: list[str] = []
-    match_attribute: str | None = None
-
-
-class DeviceClaimSpec(msgspec.Struct, kw_only=True):
-    requests: list[DeviceRequestSpec] = []
-    constraints: list[DeviceConstraintSpec] = []
-
-
-class ResourceClaimSpec(msgspec.Struct, kw_only=True):
-    devices: DeviceClaimSpec = msgspec.field(default_factory=DeviceClaimSpec)
-
-
-class AllocationResult(msgspec.Struct, kw_only=True, rename="camel"):
-    driver: str = ""
-    pool: str = ""
-    device: str = ""
-    admin_access: bool | None = None
-
-
-class AllocatedDevices(msgspec.Struct, kw_only=True):
-    results: list[AllocationResult] = []
-
-
-class NodeSelectorRequirement(msgspec.Struct, kw_only=True):
-    key: str = ""
-    operator: str = ""
-    values: list[str] = []
-
-
-class NodeSelectorTerm(msgspec.Struct, kw_only=True, rename="camel"):
-    match_fields: list[NodeSelectorRequirement] = []
-
-
-class NodeSelector(msgspec.Struct, kw_only=True, rename="camel"):
-    node_selector_terms: list[NodeSelectorTerm] = []
-
-
-class Allocation(msgspec.Struct, kw_only=True, rename="camel"):
-    devices: AllocatedDevices = msgspec.field(default_factory=AllocatedDevices)
-    node_selector: NodeSelector | None = None
-
-
-class ResourceClaimStatus(msgspec.Struct, kw_only=True):
-    allocation: Allocation | None = None
+    spec: ResourceSliceSpec
 
 
 class ResourceClaim(msgspec.Struct, kw_only=True):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    spec: ResourceClaimSpec = msgspec.field(default_factory=ResourceClaimSpec)
-    status: ResourceClaimStatus = msgspec.field(default_factory=ResourceClaimStatus)
+    spec: ResourceClaimSpec = ResourceClaimSpec()
+    status: ResourceClaimStatus = ResourceClaimStatus()
+
+
+class DeviceTaintRule(msgspec.Struct, kw_only=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: DeviceTaintRuleSpec
+
+
+class DeviceClass(msgspec.Struct, kw_only=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: DeviceClassSpec = DeviceClassSpec()
 
 
 # --- slices -----------------------------------------------------------------------------------
@@ -128,11 +77,10 @@ def qualified(driver: str, name: str) -> str:
     return name if "/" in name else f"{driver}/{name}"
 
 
-def _attribute_value(value: dict[str, Any]) -> AttributeValue | None:
-    for kind in ("string", "int", "bool", "version"):
-        if kind in value and isinstance(value[kind], (str, int, bool)):
-            result: AttributeValue = value[kind]
-            return result
+def _attribute_value(value: DeviceAttribute) -> AttributeValue | None:
+    for parsed in (value.string, value.int_value, value.bool_value, value.version):
+        if parsed is not None:
+            return parsed
     return None
 
 
@@ -157,7 +105,7 @@ def slice_event(obj: ResourceSlice, now: float) -> tuple[ResourceSliceEvent, lis
             (str(v) for k, v in attributes.items() if k.rsplit("/", 1)[-1] in UUID_ATTRIBUTES and isinstance(v, str)),
             "",
         )
-        capacity = {n: str(v.get("value", "")) for n, v in device.capacity.items()}
+        capacity = {n: v.value for n, v in device.capacity.items()}
         devices.append(DraDevice(name=device.name, uuid=uuid, attributes=attributes, capacity=capacity))
     event = ResourceSliceEvent(
         name=obj.metadata.name,
@@ -165,13 +113,14 @@ def slice_event(obj: ResourceSlice, now: float) -> tuple[ResourceSliceEvent, lis
         driver=spec.driver,
         pool=spec.pool.name,
         devices=tuple(devices),
+        spec=spec,
         observed_at=now,
     )
     return event, problems
 
 
 def slice_tracker() -> KeyedTracker[ResourceSlice, ResourceSliceEvent]:
-    """Node-local slices only: a slice for many nodes (nodeSelector, allNodes) is not placed by us."""
+    """Every slice, node-local or for many nodes (nodeSelector, allNodes): the allocator reads them all."""
 
     def on_gone(name: str, last: ResourceSliceEvent, now: float) -> list[Publication]:
         deleted = msgspec.structs.replace(last, devices=(), deleted=True, observed_at=now)
@@ -186,7 +135,7 @@ def slice_tracker() -> KeyedTracker[ResourceSlice, ResourceSliceEvent]:
 # --- allocated claims -------------------------------------------------------------------------
 
 
-def allocation_node(allocation: Allocation) -> str:
+def allocation_node(allocation: AllocationResult) -> str:
     """The one node a node-local allocation is for (`metadata.name In [node]`, as kube-scheduler writes it)."""
     for term in allocation.node_selector.node_selector_terms if allocation.node_selector else []:
         for field in term.match_fields:
@@ -197,7 +146,7 @@ def allocation_node(allocation: Allocation) -> str:
 
 def allocated_claim_event(claim: ResourceClaim, now: float) -> tuple[AllocatedClaimEvent, list[Problem]]:
     """The devices an allocated claim holds; a result without driver, pool or device is left out, named."""
-    allocation = claim.status.allocation or Allocation()
+    allocation = claim.status.allocation or AllocationResult()
     meta, devices, problems = claim.metadata, [], []
     for i, result in enumerate(allocation.devices.results):
         missing = [f for f in ("driver", "pool", "device") if not getattr(result, f)]
@@ -224,6 +173,7 @@ def allocated_claim_event(claim: ResourceClaim, now: float) -> tuple[AllocatedCl
         name=meta.name,
         node=allocation_node(allocation),
         devices=tuple(devices),
+        allocation=claim.status.allocation,
         observed_at=now,
     )
     return event, problems
@@ -249,36 +199,74 @@ def allocated_claim_tracker() -> KeyedTracker[ResourceClaim, AllocatedClaimEvent
 # --- claims of pending pods ----------------------------------------------------------------------
 
 
-class ClaimError(ValueError):
-    """A ResourceClaim the placer cannot read: names the field and the reason."""
-
-
 def resolved(ref: PodClaim, claim: ResourceClaim) -> PodClaim:
-    """The reference filled in with the claim's requests and constraints."""
-    where = f"ResourceClaim {claim.metadata.namespace}/{claim.metadata.name}"
-    requests = []
-    for i, request in enumerate(claim.spec.devices.requests):
-        if request.exactly is None:
-            raise ClaimError(f"{where}: spec.devices.requests[{i}]: only `exactly` requests are supported")
-        exact = request.exactly
-        selectors = []
-        for j, selector in enumerate(exact.selectors):
-            cel = (selector.get("cel") or {}).get("expression") if isinstance(selector, dict) else None
-            if not isinstance(cel, str):
-                raise ClaimError(f"{where}: spec.devices.requests[{i}].exactly.selectors[{j}]: no cel.expression")
-            selectors.append(ClaimSelector(cel=cel))
-        requests.append(
-            ClaimRequest(
-                name=request.name,
-                device_class=exact.device_class_name,
-                count=exact.count,
-                allocation_mode=exact.allocation_mode,
-                selectors=tuple(selectors),
-            )
+    """The reference filled in with the claim's spec whole (and its `exactly` requests and
+    matchAttribute constraints in the compact form), or the reason it cannot be used yet."""
+    meta = claim.metadata
+    if meta.deletion_timestamp is not None:
+        return msgspec.structs.replace(ref, claim_uid=meta.uid, waiting=claim_being_deleted(meta.namespace, meta.name))
+    requests = tuple(
+        ClaimRequest(
+            name=request.name,
+            device_class=request.exactly.device_class_name,
+            count=request.exactly.count,
+            allocation_mode=request.exactly.allocation_mode,
+            selectors=tuple(ClaimSelector(cel=s.cel.expression) for s in request.exactly.selectors if s.cel),
         )
+        for request in claim.spec.devices.requests
+        if request.exactly is not None
+    )
     constraints = tuple(
-        ClaimConstraint(requests=tuple(c.requests), match_attribute=c.match_attribute)
+        ClaimConstraint(requests=c.requests, match_attribute=c.match_attribute)
         for c in claim.spec.devices.constraints
         if c.match_attribute
     )
-    return msgspec.structs.replace(ref, claim_uid=claim.metadata.uid, requests=tuple(requests), constraints=constraints)
+    return msgspec.structs.replace(
+        ref, claim_uid=meta.uid, requests=requests, constraints=constraints, spec=claim.spec, waiting=""
+    )
+
+
+def waiting(namespace: str, pod: str, ref: PodClaim) -> PodClaim:
+    """A claim that does not exist (yet): kube-scheduler's reason, so the pod is decided and told why."""
+    why = claim_not_found(ref.claim_name) if ref.claim_name else claim_not_created(namespace, pod)
+    return msgspec.structs.replace(ref, waiting=why)
+
+
+# --- device classes ---------------------------------------------------------------------------------
+
+
+def class_event(obj: DeviceClass, now: float) -> tuple[DeviceClassEvent, list[Problem]]:
+    return DeviceClassEvent(name=obj.metadata.name, spec=obj.spec, observed_at=now), []
+
+
+def class_tracker() -> KeyedTracker[DeviceClass, DeviceClassEvent]:
+    """DeviceClasses by name; a deleted one is a deleted event, then a tombstone."""
+
+    def on_gone(name: str, last: DeviceClassEvent, now: float) -> list[Publication]:
+        deleted = msgspec.structs.replace(last, deleted=True, observed_at=now)
+        return [
+            Publication(topic=topics.RESOURCE_CLASSES.name, key=name, event=deleted),
+            Publication(topic=topics.RESOURCE_CLASSES.name, key=name, event=None),
+        ]
+
+    return KeyedTracker(class_event, lambda c: c.metadata.name, on_gone, topics.RESOURCE_CLASSES.name)
+
+
+# --- device taint rules -----------------------------------------------------------------------------
+
+
+def taint_rule_event(obj: DeviceTaintRule, now: float) -> tuple[DeviceTaintRuleEvent, list[Problem]]:
+    return DeviceTaintRuleEvent(name=obj.metadata.name, spec=obj.spec, observed_at=now), []
+
+
+def taint_rule_tracker() -> KeyedTracker[DeviceTaintRule, DeviceTaintRuleEvent]:
+    """DeviceTaintRules by name; a deleted one is a deleted event, then a tombstone."""
+
+    def on_gone(name: str, last: DeviceTaintRuleEvent, now: float) -> list[Publication]:
+        deleted = msgspec.structs.replace(last, spec=None, deleted=True, observed_at=now)
+        return [
+            Publication(topic=topics.RESOURCE_TAINT_RULES.name, key=name, event=deleted),
+            Publication(topic=topics.RESOURCE_TAINT_RULES.name, key=name, event=None),
+        ]
+
+    return KeyedTracker(taint_rule_event, lambda r: r.metadata.name, on_gone, topics.RESOURCE_TAINT_RULES.name)

@@ -24,6 +24,8 @@ from kubernetes_asyncio.client import CustomObjectsApi
 from schemas import topics
 from schemas.events import (
     AllocatedClaimEvent,
+    DeviceClassEvent,
+    DeviceTaintRuleEvent,
     Event,
     HyperNodeEvent,
     LifecyclePhase,
@@ -47,6 +49,7 @@ VOLCANO_GROUP, VOLCANO_VERSION, HYPERNODES = "topology.volcano.sh", "v1alpha1", 
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUPS = "scheduling.volcano.sh", "v1beta1", "podgroups"
 KUEUE_GROUP, TOPOLOGIES = "kueue.x-k8s.io", "topologies"
 KUEUE_TOPOLOGY_VERSIONS = ("v1beta2", "v1beta1")  # the first one served is watched
+DEVICE_TAINT_RULES, DEVICE_TAINT_RULE_VERSIONS = "devicetaintrules", ("v1", "v1beta2", "v1alpha3")
 
 
 class Tracker(Protocol[T]):
@@ -75,6 +78,42 @@ class PodGroupsOfPods:
         return self._pods.podgroup_gone(key, now)
 
 
+class ClaimsOfPods:
+    """ResourceClaims: the allocated ones go to resources.claims (the rest are gone there), and a
+    claim seen for the first time brings the pending pods that name it out again."""
+
+    def __init__(self, claims: KeyedTracker[dra.ResourceClaim, AllocatedClaimEvent], pods: PodTracker) -> None:
+        self._claims = claims
+        self._pods = pods
+        self._seen: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name) of every claim that exists
+
+    def relisted(self, objs: list[dra.ResourceClaim], now: float, *, force: bool = False) -> Outcome:
+        outcome = self._claims.relisted([c for c in objs if dra.is_allocated(c)], now, force=force)
+        present = {c.metadata.uid for c in objs}
+        for uid in [u for u in self._seen if u not in present]:
+            del self._seen[uid]
+        for claim in objs:
+            outcome.extend(self._arrived(claim))
+        return outcome
+
+    def observe(self, obj: dra.ResourceClaim, now: float) -> Outcome:
+        published = (
+            self._claims.observe(obj, now) if dra.is_allocated(obj) else self._claims.gone(obj.metadata.uid, now)
+        )
+        return published.extend(self._arrived(obj))
+
+    def gone(self, key: str, now: float) -> Outcome:
+        self._seen.pop(key, None)
+        return self._claims.gone(key, now)
+
+    def _arrived(self, claim: dra.ResourceClaim) -> Outcome:
+        meta = claim.metadata
+        if meta.uid in self._seen:
+            return Outcome()
+        self._seen[meta.uid] = (meta.namespace, meta.name)
+        return self._pods.claim_appeared(meta.namespace, meta.name)
+
+
 class Trackers:
     """The watcher's memory of what it published, one tracker per topic it writes."""
 
@@ -92,6 +131,9 @@ class Trackers:
         self.replication_controllers = workloads.SelectorsOfPods("ReplicationController", self.pods)
         self.replica_sets = workloads.SelectorsOfPods("ReplicaSet", self.pods)
         self.stateful_sets = workloads.SelectorsOfPods("StatefulSet", self.pods)
+        self.claims_of_pods = ClaimsOfPods(self.claims, self.pods)
+        self.classes = dra.class_tracker()
+        self.taint_rules = dra.taint_rule_tracker()
 
 
 def _always(_obj: object) -> bool:
@@ -206,7 +248,6 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda api: [("resourceslices", client.ResourceV1Api(api).list_resource_slice)],
         lambda t: t.slices,
         _name,
-        counts=lambda s: bool(s.spec.node_name),  # node-local slices only
         api_group=DRA_GROUP,
         seed=_keyed_seed(lambda t: t.slices, ResourceSliceEvent, lambda e: e.name),
         seeded_from=topics.RESOURCE_SLICES,
@@ -215,9 +256,8 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         "resourceclaims",  # every scheduler's claims: their devices are taken
         dra.ResourceClaim,
         lambda api: [("resourceclaims", client.ResourceV1Api(api).list_resource_claim_for_all_namespaces)],
-        lambda t: t.claims,
+        lambda t: t.claims_of_pods,
         lambda claim: claim.metadata.uid,
-        counts=dra.is_allocated,
         api_group=DRA_GROUP,
         seed=_keyed_seed(lambda t: t.claims, AllocatedClaimEvent, lambda e: e.uid),
         seeded_from=topics.RESOURCE_CLAIMS,
@@ -258,6 +298,32 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda api: [("statefulsets", client.AppsV1Api(api).list_stateful_set_for_all_namespaces)],
         lambda t: t.stateful_sets,
         workloads.workload_key,
+    ),
+    WatchedKind[dra.DeviceClass](
+        "deviceclasses",  # their selectors and config take part in every allocation
+        dra.DeviceClass,
+        lambda api: [("deviceclasses", client.ResourceV1Api(api).list_device_class)],
+        lambda t: t.classes,
+        lambda device_class: device_class.metadata.name,
+        api_group=DRA_GROUP,
+        seed=_keyed_seed(lambda t: t.classes, DeviceClassEvent, lambda e: e.name),
+        seeded_from=topics.RESOURCE_CLASSES,
+    ),
+    WatchedKind[dra.DeviceTaintRule](
+        "devicetaintrules",  # their taints are added to the devices they select
+        dra.DeviceTaintRule,
+        lambda api: [
+            (
+                f"{DEVICE_TAINT_RULES}.{version}",
+                partial(CustomObjectsApi(api).list_cluster_custom_object, DRA_GROUP, version, DEVICE_TAINT_RULES),
+            )
+            for version in DEVICE_TAINT_RULE_VERSIONS
+        ],
+        lambda t: t.taint_rules,
+        lambda rule: rule.metadata.name,
+        api_group=DRA_GROUP,
+        seed=_keyed_seed(lambda t: t.taint_rules, DeviceTaintRuleEvent, lambda e: e.name),
+        seeded_from=topics.RESOURCE_TAINT_RULES,
     ),
 )
 # The compacted topics whose records seed the trackers at start, in the table's order.

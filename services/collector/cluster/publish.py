@@ -202,17 +202,15 @@ class EventPublishing:
                 log.warning("collector.claim_unreadable", extra={"fields": {"uid": event.uid, "error": str(exc)}})
                 return None
             if claim is None:
+                # decided all the same: the placer answers with kube-scheduler's reason, and the
+                # pod comes here again when its status names the claim, or at the next resync
                 log.info(
                     "collector.claim_waiting",
                     extra={"fields": {"pod": f"{event.namespace}/{event.name}", "claim": ref.pod_claim_name}},
                 )
-                return None
-            try:
-                claims.append(dra.resolved(ref, claim))
-            except dra.ClaimError as exc:
-                BAD_FIELDS.labels(field="resourceclaim").inc()
-                log.warning("collector.bad_claim", extra={"fields": {"uid": event.uid, "error": str(exc)}})
-                return None
+                claims.append(dra.waiting(event.namespace, event.name, ref))
+                continue
+            claims.append(dra.resolved(ref, claim))
         return msgspec.structs.replace(event, claims=tuple(claims))
 
     async def _read_claim(self, namespace: str, name: str) -> dra.ResourceClaim | None:

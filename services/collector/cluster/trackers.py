@@ -22,6 +22,7 @@ from schemas.events import (
     HyperNodeEvent,
     LifecyclePhase,
     NodeStatusEvent,
+    PendingPodEvent,
     PodLifecycleEvent,
     RunningMember,
     TopologyLevelsEvent,
@@ -81,6 +82,7 @@ class _KnownPod(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     node: str = ""
     bound: int | None = None  # digest of the bound event published; None: pending (ours)
     claims: tuple[str, ...] = ()  # names of the pending pod's DRA claims ("" while a template's is not made)
+    pending: PendingPodEvent | None = None  # a pending pod with claims: published again when one appears
 
 
 class PodTracker:
@@ -161,6 +163,16 @@ class PodTracker:
         meta = pod.metadata
         return self.selectors.default_selector(meta.namespace, meta.labels, controller_of(pod))
 
+    def claim_appeared(self, namespace: str, name: str) -> Outcome:
+        """A ResourceClaim now exists: the pending pods naming it are published again, so the placer,
+        which told them the claim was missing, decides them with it."""
+        waiting = [
+            Publication(topic=topics.PODS_PENDING.name, key=uid, event=known.pending)
+            for uid, known in sorted(self._known.items())
+            if known.pending is not None and known.namespace == namespace and name in known.claims
+        ]
+        return Outcome(publications=waiting)
+
     # --- Volcano PodGroups: they only feed the gangs ---
 
     def podgroup_observed(self, group: PodGroup, now: float) -> Outcome:
@@ -205,7 +217,14 @@ class PodTracker:
             pending, problems = tr.pending_event(pod, now, gang_member=membership is not None, selectors=self.selectors)
             self._pending[uid] = (pod, pending.default_spread_selector)
             gang = membership.gang if membership is not None else ""
-            self._known[uid] = _KnownPod(namespace=meta.namespace, name=meta.name, ours=True, gang=gang, claims=claims)
+            self._known[uid] = _KnownPod(
+                namespace=meta.namespace,
+                name=meta.name,
+                ours=True,
+                gang=gang,
+                claims=claims,
+                pending=pending if claims and membership is None else None,
+            )
             if membership is None:
                 publication = Publication(topic=topics.PODS_PENDING.name, key=uid, event=pending)
                 return Outcome(publications=[publication], problems=problems)

@@ -10,7 +10,8 @@
 - Volcano HyperNodes (the CRD, or a file instead) -> topology.network (key
   hypernode; a deletion is a deleted event, then a tombstone);
 - Kueue Topologies -> topology.levels (key Topology name; deleted the same way);
-- node-local ResourceSlices -> resources.slices (key slice name), and every allocated
+- ResourceSlices -> resources.slices (key slice name), DeviceClasses -> resources.classes
+  (key class name), DeviceTaintRules -> resources.taintrules (key rule name), and every allocated
   ResourceClaim, of any scheduler -> resources.claims (key claim uid; deleted or
   deallocated: a deleted event, then a tombstone);
 - namespaces -> namespaces (key name: their labels; deleted the same way); Services,
@@ -56,6 +57,8 @@ PUBLISHED_TOPICS = (
     topics.RESOURCE_SLICES,
     topics.RESOURCE_CLAIMS,
     topics.NAMESPACES,
+    topics.RESOURCE_CLASSES,
+    topics.RESOURCE_TAINT_RULES,
 )
 
 log = logging.getLogger(__name__)

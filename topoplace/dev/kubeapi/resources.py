@@ -256,6 +256,17 @@ STATEFULSETS = ResourceType(
     short_names=("sts",),
     categories=("all",),
 )
+# GA in resource.k8s.io/v1 (Kubernetes 1.37); v1beta2 and v1alpha3 before, one schema.
+DEVICETAINTRULES = ResourceType(
+    plural="devicetaintrules",
+    kind="DeviceTaintRule",
+    group=_DRA,
+    version="v1",
+    other_versions=("v1beta2", "v1alpha3"),
+    namespaced=False,
+    has_status=False,
+    field_labels=_META,
+)
 
 ALL: tuple[ResourceType, ...] = (
     PODS,
@@ -269,6 +280,7 @@ ALL: tuple[ResourceType, ...] = (
     RESOURCECLAIMS,
     RESOURCECLAIMTEMPLATES,
     DEVICECLASSES,
+    DEVICETAINTRULES,
     LEASES,
     NAMESPACES,
     SERVICES,
