@@ -75,6 +75,18 @@ MALFORMED: tuple[Malformed, ...] = (
         readers=frozenset({PLACER}),
     ),
     Malformed(
+        topic=topics.RESOURCE_CLASSES,
+        value=b'{"schema_version": 1, "name": "gpu", "spec": {"selectors": "all"}}',
+        names="spec.selectors",
+        readers=frozenset({PLACER}),
+    ),
+    Malformed(
+        topic=topics.RESOURCE_TAINT_RULES,
+        value=b'{"schema_version": 1, "name": "r", "deleted": "yes"}',
+        names="deleted",
+        readers=frozenset({PLACER}),
+    ),
+    Malformed(
         topic=topics.NAMESPACES,
         value=b'{"schema_version": 1, "name": "ns", "labels": {"team": 7}}',
         names="labels",

@@ -27,18 +27,14 @@ from engine.node.dra.requests import (
     Candidate,
     Features,
     RequestData,
+    TooManyResults,
     check_all_pools,
     claim_text,
     request_entries,
 )
 from engine.node.dra.result import Chosen, allocation_result
 
-MAX_STEPS = 20_000  # about a second of search in the worst case measured (90 devices)
-MAX_SOLUTIONS = 64
-
-
-class _TooMany(Exception):
-    """A claim would get more than 32 devices down this path (upstream's errAllocationResultMaxSizeExceeded)."""
+MAX_STEPS, MAX_SOLUTIONS = 20_000, 64  # about a second of search at worst (90 devices); solutions scored
 
 
 class AllocationInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -212,7 +208,7 @@ class _Search:
         if r >= len(self.claims[c].spec.devices.requests):
             try:
                 return self._one(c + 1, 0, 0, 0, sub_fixed=False)
-            except _TooMany:
+            except TooManyResults:
                 return False  # another path through earlier claims may need fewer devices
         entries = self.entries[(c, r)]
         if not sub_fixed and entries[0].sub_request:
@@ -223,7 +219,7 @@ class _Search:
         if d >= data.num_devices:
             return self._one(c, r + 1, 0, 0, sub_fixed=False)
         if len(self.results[c]) + data.num_devices - d > ALLOCATION_RESULTS_MAX_SIZE:
-            raise _TooMany()
+            raise TooManyResults()
         if data.all_devices is not None:
             return self._all_next(data, d, sub_fixed)
         fitting = self._fitting(data, self._first(c, d))
@@ -234,7 +230,7 @@ class _Search:
                 continue
             try:
                 done = self._one(c, r, s, d + 1, sub_fixed=sub_fixed)
-            except _TooMany:
+            except TooManyResults:
                 self._give_back(data, candidate)
                 raise
             if done:
@@ -314,13 +310,13 @@ class _Search:
             self.selected[(c, r)] = s  # the path's choice, read when a solution is kept
             try:
                 done = self._one(c, r, s, 0, sub_fixed=True)
-            except _TooMany:
+            except TooManyResults:
                 continue
             all_too_many = False
             if done:
                 return True
         if all_too_many:
-            raise _TooMany()
+            raise TooManyResults()
         return False
 
     def _all_next(self, data: RequestData, d: int, sub_fixed: bool) -> bool:

@@ -24,6 +24,10 @@ from engine.node.dra.pools import Pool
 ALLOCATION_RESULTS_MAX_SIZE = 32  # resource.k8s.io AllocationResultsMaxSize: devices of one claim
 
 
+class TooManyResults(Exception):
+    """A claim would get more than 32 devices down this path (upstream's errAllocationResultMaxSizeExceeded)."""
+
+
 class AllocationError(ValueError):
     """Allocation cannot proceed for a reason in the claims or the cluster's objects (not: no device fits)."""
 
