@@ -52,6 +52,7 @@ MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
 # The actor's own reads of every pod: the run's per-request limit is for the faults it times, not for a
 # full list on a loaded machine, which is the checker's evidence and may take longer.
 LIST_TIMEOUT = aiohttp.ClientTimeout(total=60)
+LIST_ATTEMPTS = 3
 
 
 ATTACKS = (
@@ -239,15 +240,27 @@ class HostileActor:
         self._foreign = await self._uids("hostile-foreign-")
         self._excluded = await self._uids("hostile-excluded-")
 
+    async def _pods(self, params: dict[str, str]) -> list[dict[str, Any]]:
+        """The pods a list returns, asked again when the API server (under the run's faults and load) does not
+        answer in time: the actor's evidence, not a fault it measures."""
+        for attempt in range(LIST_ATTEMPTS):
+            try:
+                async with self._session.get(
+                    "/api/v1/namespaces/default/pods", params=params, timeout=LIST_TIMEOUT
+                ) as r:
+                    items: list[dict[str, Any]] = (await r.json()).get("items") or [] if r.status == 200 else []
+                    return items
+            except (TimeoutError, aiohttp.ClientError):
+                if attempt == LIST_ATTEMPTS - 1:
+                    raise
+        return []
+
     async def _uids(self, prefix: str) -> dict[str, str]:
-        params = {"labelSelector": HOSTILE_LABEL}
-        async with self._session.get("/api/v1/namespaces/default/pods", params=params, timeout=LIST_TIMEOUT) as r:
-            items = (await r.json()).get("items") or [] if r.status == 200 else []
+        items = await self._pods({"labelSelector": HOSTILE_LABEL})
         return {p["metadata"]["name"]: p["metadata"]["uid"] for p in items if p["metadata"]["name"].startswith(prefix)}
 
     async def _bound_pods_of_ours(self) -> list[dict[str, Any]]:
-        async with self._session.get("/api/v1/namespaces/default/pods", timeout=LIST_TIMEOUT) as r:
-            items: list[dict[str, Any]] = (await r.json()).get("items") or [] if r.status == 200 else []
+        items = await self._pods({})
         return [
             p
             for p in items
