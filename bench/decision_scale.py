@@ -20,13 +20,14 @@ from __future__ import annotations
 import random
 import time
 from collections import deque
+from collections.abc import Sequence
 
 import msgspec
 import numpy as np
 
 from bench.realistic_cluster import gpu_pod, random_pod, realistic_nodes, with_pod, without_pod
 from bench.reference_loop import place_reference
-from engine import ClusterIndex, Decision, Engine, Mode, PodRequest, Snapshot
+from engine import ClusterIndex, Decision, Engine, Mode, NodeState, PodRequest, Snapshot
 
 
 class ScaleSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -70,8 +71,18 @@ def describe(a: Decision, b: Decision) -> str:
     return f"index {short(a)} vs reference {short(b)}"
 
 
-def _ms(started: float) -> float:
+def elapsed_ms(started: float) -> float:
     return 1000.0 * (time.perf_counter() - started)
+
+
+def cold_index(nodes: Sequence[NodeState]) -> tuple[Engine, ClusterIndex, float]:
+    """A fresh engine and its index of `nodes`, and the milliseconds the index took to build (a cold start)."""
+    engine = Engine()
+    started = time.perf_counter()
+    index = engine.new_index()
+    for node in nodes:
+        index.upsert(node)
+    return engine, index, elapsed_ms(started)
 
 
 def measure(settings: ScaleSettings, mode: Mode = Mode.DEFAULT) -> DecisionScaleRun:
@@ -94,22 +105,18 @@ def measure(settings: ScaleSettings, mode: Mode = Mode.DEFAULT) -> DecisionScale
     classes = 0
     for j in range(settings.cold):
         pod = pods[settings.warm + j]
-        placer = Engine()
-        started = time.perf_counter()
-        index = placer.new_index()
-        for node in nodes:
-            index.upsert(node)
-        build_ms.append(_ms(started))
+        placer, index, built = cold_index(nodes)
+        build_ms.append(built)
         classes = index.class_count()
         started = time.perf_counter()
         decision = placer.place_in(index, pod, mode)
-        cold_ms.append(_ms(started))
+        cold_ms.append(elapsed_ms(started))
         if j < settings.reference_cold:
             snapshot = Snapshot(nodes=tuple(nodes))
             reference_engine = Engine()
             started = time.perf_counter()
             reference = place_reference(reference_engine, snapshot, pod, mode)
-            reference_cold_ms.append(_ms(started))
+            reference_cold_ms.append(elapsed_ms(started))
             check(decision, reference)
 
     # Warm: one index, a stream of decisions, each applied to its node.
@@ -129,12 +136,12 @@ def measure(settings: ScaleSettings, mode: Mode = Mode.DEFAULT) -> DecisionScale
         pod = pods[j]
         started = time.perf_counter()
         decision = placer.place_in(index, pod, mode)
-        warm_ms.append(_ms(started))
+        warm_ms.append(elapsed_ms(started))
         if j % settings.reference_every == 0:
             snapshot = Snapshot(nodes=tuple(index.nodes()))
             started = time.perf_counter()
             reference = place_reference(placer, snapshot, pod, mode)
-            reference_ms.append(_ms(started))
+            reference_ms.append(elapsed_ms(started))
             check(decision, reference)
         _apply(index, decision, pod, live)
         unplaced += decision.node is None

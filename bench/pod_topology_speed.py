@@ -29,6 +29,7 @@ from collections import deque
 import msgspec
 import numpy as np
 
+from bench.decision_scale import cold_index, elapsed_ms
 from bench.realistic_cluster import GPU_TOLERATION, realistic_nodes
 from bench.results import Figure
 from engine import ClusterIndex, Decision, Engine, Mode, NodeState, PodRequest
@@ -193,10 +194,6 @@ def reference_answer(parts: DecisionParts, index: ClusterIndex, request: PodRequ
     return (None, 0.0) if best is None else (best[1], round(best[0], 6))
 
 
-def _ms(started: float) -> float:
-    return 1000.0 * (time.perf_counter() - started)
-
-
 def _join(index: ClusterIndex, name: str, pod: PlacedPod) -> None:
     node = index.node(name)
     index.upsert(msgspec.structs.replace(node, running=(*node.running, pod)))
@@ -215,15 +212,11 @@ def measure(settings: TopologySettings) -> TopologySpeedRun:
     build_ms: list[float] = []
     for j in range(settings.cold):
         kind, workload = shapes[settings.warm + j]
-        placer = Engine()
-        started = time.perf_counter()
-        index = placer.new_index()
-        for node in nodes:
-            index.upsert(node)
-        build_ms.append(_ms(started))
+        placer, index, built = cold_index(nodes)
+        build_ms.append(built)
         started = time.perf_counter()
         placer.place_in(index, stream_pod(f"cold-{j}", kind, workload), Mode.DEFAULT)
-        cold_ms.append(_ms(started))
+        cold_ms.append(elapsed_ms(started))
     placer = Engine()
     index = placer.new_index()
     for node in nodes:
@@ -240,11 +233,11 @@ def measure(settings: TopologySettings) -> TopologySpeedRun:
         pod = stream_pod(f"stream-{j:05d}", kind, workload)
         started = time.perf_counter()
         decision = placer.place_in(index, pod, Mode.DEFAULT)
-        warm_ms.append(_ms(started))
+        warm_ms.append(elapsed_ms(started))
         if j % settings.reference_every == 0:
             started = time.perf_counter()
             expected = reference_answer(placer._parts, index, pod)
-            reference_ms.append(_ms(started))
+            reference_ms.append(elapsed_ms(started))
             compared += 1
             if _answer(decision) != expected and len(mismatches) < 5:
                 mismatches.append(f"{kind}: index {_answer(decision)} vs reference {expected}")
