@@ -225,6 +225,17 @@ def test_a_snapshot_gives_the_nodes_devices_and_the_pods_hold_theirs(
     assert answer["devices"][0]["uuid"].startswith("GPU-")
 
 
+def test_a_snapshot_beside_the_cluster_is_read_strictly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    node = msgspec.to_builtins(fixture_node("h100-a", "dgx-h100"))
+    node["redy"] = node.pop("ready")
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text(json.dumps({"nodes": [node]}))
+    cluster = as_list(k8s_node("h100-a", **{"nvidia.com/gpu": "8"}))
+    code, answer, err = run(tmp_path, cluster, k8s_pod("new", gpus=2), "--snapshot", str(snapshot), capsys=capsys)
+    assert code == 2 and answer is None
+    assert "$.nodes[0].redy: unknown field (did you mean ready?)" in err
+
+
 def test_the_seal_note_is_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     held = json.dumps([{"index": 0, "uuid": "", "memory_mib": 0, "cores": 100}])
     running = k8s_pod("train", node="a", gpus=1, annotations={"topoplace.io/devices": held})

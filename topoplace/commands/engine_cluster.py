@@ -65,6 +65,7 @@ def _snapshot_nodes(path: str | None) -> tuple[NodeState, ...]:
 
     from engine import RequestError, Snapshot
     from engine.core.validate import validate_snapshot
+    from topoplace.strict_input import strict_convert
 
     try:
         raw = msgspec.json.decode(Path(path).read_bytes())
@@ -76,9 +77,9 @@ def _snapshot_nodes(path: str | None) -> tuple[NodeState, ...]:
     if isinstance(body, dict):
         body.pop("hypernodes", None)  # the network tree is not used for one pod
     try:
-        snapshot = msgspec.convert(body, type=Snapshot)
+        snapshot = strict_convert(body, Snapshot)  # read as `engine place --snapshot` reads it
         validate_snapshot(snapshot)
-    except (msgspec.ValidationError, RequestError) as exc:
+    except (ValueError, RequestError) as exc:
         raise ValueError(f"{path}: snapshot: {exc}") from None
     return snapshot.nodes
 
