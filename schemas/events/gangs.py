@@ -55,7 +55,7 @@ class RunningMember(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PendingGangEvent(Event, frozen=True, kw_only=True):
-    """A gang whose members are known: decided as one unit, all or nothing.
+    """A gang whose members are known: decided as one unit, never below its minimum.
 
     Published by the cluster watcher once at least `min_member` members exist
     (pending + running), from a Volcano PodGroup or Kueue's pod-group annotations.
@@ -78,7 +78,7 @@ class PendingGangEvent(Event, frozen=True, kw_only=True):
 
 
 class GangPlacementEvent(Event, frozen=True, kw_only=True):
-    """The placer's one decision for a whole gang: every member placed, or none (UNSCHEDULABLE)."""
+    """The placer's one decision for a whole gang: every member placed, its minimum, or none (UNSCHEDULABLE)."""
 
     max_bytes: ClassVar[int] = MAX_GANG_EVENT_BYTES
 
@@ -86,7 +86,9 @@ class GangPlacementEvent(Event, frozen=True, kw_only=True):
     name: str  # "<namespace>/<group name>"
     namespace: str
     outcome: PlacementOutcome
-    members: tuple[PlacementEvent, ...]  # one per pending member (all PLACED, or all UNSCHEDULABLE)
+    # One per pending member (all PLACED, or all UNSCHEDULABLE); placed at the gang's minimum,
+    # only the members placed (the rest stay pending, `reason` says so).
+    members: tuple[PlacementEvent, ...]
     hypernode: str = ""  # the lowest hypernode holding every member (running ones included)
     tier: int | None = None  # its tier
     reason: str = ""

@@ -3,7 +3,13 @@
 A gang arrives whole (`gangs.pending`). Its members are read against the view:
 a member the cluster reports bound, or that already holds a decision of ours,
 is *running* for the engine (never placed again; the rest stay near it); the
-others are placed together or not at all. The answer is one GangPlacementEvent
+others are placed together, or, when they do not all fit, at least the gang's
+minimum (minMember / minCount, counting the running members, and each subgroup
+policy's minSubGroups: the engine's minimum placement, as Volcano places a
+gang). The members left out then are not in the decision: they stay pending,
+and the collector sends the gang again once the placed ones are bound (its
+pending members changed), when they are placed near them, or parked until room
+appears if none fits. The answer is one GangPlacementEvent
 whose members are ordinary PlacementEvents, so the view, the binder and the
 decision ids treat a member like any single pod; each PLACED member is assumed
 in the view before anything is published.
@@ -76,6 +82,7 @@ def decide_gang(
             network=gang.network,
             sub_groups=gang.sub_groups,
             pods=tuple(pods),
+            minimum_placement=True,
         )
         decision = engine.place_gang(view.index(), view.network_tree(), request, mode, workload=workload)
     except RequestError as exc:
@@ -85,7 +92,8 @@ def decide_gang(
     if not decision.placed:
         return GangResult(placement=_unschedulable(gang, fresh, attempt, decision.reason, now))
     by_uid = {p.uid: p for p in decision.pods}
-    placements = [_member(m, by_uid[m.uid], attempt, now, view) for m in fresh]
+    # At its minimum (decision.partial): the members without a node wait, out of this decision.
+    placements = [_member(m, by_uid[m.uid], attempt, now, view) for m in fresh if by_uid[m.uid].node]
     for placement in placements:
         view.assume(placement)  # before anything is published: the next decision cannot reuse them
     placements += [_held_decision(view, m, now) for m in members if held[m.uid]]
@@ -154,6 +162,7 @@ def _gang_event(
         members=tuple(sorted(placements, key=lambda p: (p.name, p.uid))),
         hypernode=decision.hypernode or "",
         tier=decision.tier,
+        reason=decision.reason if decision.partial else "",
         decided_at=now,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from placer_builders import binding, lifecycle, pending, status, topology
 
 from engine import Engine
@@ -108,3 +109,51 @@ def test_later_members_stay_near_the_running_ones() -> None:
     assert gang is not None and gang.outcome is PlacementOutcome.PLACED
     assert [m.node for m in gang.members] == ["b2"]  # b1 is full; a1/a2 are under another ToR
     assert gang.hypernode == "tor-b"
+
+
+def _decider_on(view_events: list[object]) -> Decider:
+    decider = Decider()
+    for event in view_events:
+        decider.on_event(event)  # type: ignore[arg-type]
+    return decider
+
+
+def test_a_gang_whose_minimum_fits_is_placed_at_it_and_the_rest_wait_for_room() -> None:
+    """Volcano's minMember: 3 members of 4 GPUs, minimum 2, hard within one ToR of two 4-GPU nodes."""
+    hypernodes = [
+        HyperNodeEvent(name=tor, tier=1, members=tuple(HyperNodeMember(kind=MemberKind.NODE, name=m) for m in nodes))
+        for tor, nodes in (("tor-a", ("a1", "a2")), ("tor-b", ("b1",)))
+    ]
+    decider = _decider_on([*(topology(n, 4) for n in ("a1", "a2", "b1")), *(status(n) for n in ("a1", "a2", "b1"))])
+    for event in hypernodes:
+        decider.on_event(event)
+    gang = msgspec.structs.replace(_gang("p1", "p2", "p3"), min_member=2)
+    first = decider.on_gang(gang).placement
+    assert isinstance(first, GangPlacementEvent) and first.outcome is PlacementOutcome.PLACED
+    assert sorted((m.name, m.node) for m in first.members) == [("pod-p1", "a1"), ("pod-p2", "a2")]
+    assert "placed at its minimum" in first.reason
+    assert not decider.view.holdings_of("p3")  # left out: still pending, nothing held for it
+    # The placed members bind; the collector sends the gang again with them running.
+    for member in first.members:
+        decider.on_event(lifecycle(member.uid, LifecyclePhase.BOUND, member.node, (0, 1, 2, 3)))
+    running = tuple(RunningMember(uid=m.uid, name=m.name, node=m.node) for m in first.members)
+    rest = msgspec.structs.replace(_gang("p3", running=running), min_member=2)
+    waiting = decider.on_gang(rest).placement
+    assert isinstance(waiting, GangPlacementEvent) and waiting.outcome is PlacementOutcome.UNSCHEDULABLE
+    # Room appears inside the running members' ToR: the parked member is placed there, not on b1.
+    decider.on_event(topology("a3", 4))
+    decider.on_event(status("a3"))
+    grown = HyperNodeEvent(
+        name="tor-a", tier=1, members=tuple(HyperNodeMember(kind=MemberKind.NODE, name=m) for m in ("a1", "a2", "a3"))
+    )
+    retried = [f.placement for f in decider.on_event(grown) if isinstance(f.placement, GangPlacementEvent)]
+    assert len(retried) == 1 and retried[0].outcome is PlacementOutcome.PLACED
+    assert [(m.name, m.node) for m in retried[0].members] == [("pod-p3", "a3")]
+
+
+def test_a_gang_below_its_minimum_is_still_placed_whole_or_not_at_all() -> None:
+    view = _cluster()
+    gang = msgspec.structs.replace(_gang("p1", "p2", "p3"), min_member=3)
+    placement = decide_gang(view, gang, engine=Engine()).placement
+    assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
+    assert not any(view.holdings_of(uid) for uid in ("p1", "p2", "p3"))
