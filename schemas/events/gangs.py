@@ -58,7 +58,8 @@ class PendingGangEvent(Event, frozen=True, kw_only=True):
     """A gang whose members are known: decided as one unit, never below its minimum.
 
     Published by the cluster watcher once at least `min_member` members exist
-    (pending + running), from a Volcano PodGroup or Kueue's pod-group annotations.
+    (pending + running), from a Volcano PodGroup, Kueue's pod-group annotations, a Workload API
+    PodGroup or Workload, or a KAI PodGroup.
     """
 
     max_bytes: ClassVar[int] = MAX_GANG_EVENT_BYTES
@@ -70,7 +71,7 @@ class PendingGangEvent(Event, frozen=True, kw_only=True):
     sub_groups: tuple[SubGroupPolicy, ...] = ()
     members: tuple[PendingPodEvent, ...]  # pending, by name
     running: tuple[RunningMember, ...] = ()
-    source: str = ""  # "podgroup" (Volcano) or "kueue"
+    source: str = ""  # "podgroup" (Volcano), "kueue", "scheduling.k8s.io" (Workload API) or "kai"
     observed_at: float = 0.0
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from schemas.errors import FieldError
 from schemas.gangs import PodGroup
 from schemas.gangs_kai import KaiPodGroup
 from schemas.gangs_kube import KUBE_SCHEDULING_GROUP, KubePodGroup, Workload
@@ -119,19 +120,23 @@ def _key(namespace: str, name: str) -> str:
     return f"{namespace or 'default'}/{name}"
 
 
-class _WorkloadRef(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+class WorkloadRef(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    """A pod's `spec.workloadRef` (v1alpha1)."""
+
     name: str = ""
     pod_group: str = ""
     pod_group_replica_key: str = ""
 
 
-class _SchedulingGroup(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+class SchedulingGroup(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    """A pod's `spec.schedulingGroup` (v1alpha2 / v1beta1)."""
+
     pod_group_name: str = ""
 
 
 class _LinkSpec(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
-    scheduling_group: _SchedulingGroup | None = None
-    workload_ref: _WorkloadRef | None = None
+    scheduling_group: SchedulingGroup | None = None
+    workload_ref: WorkloadRef | None = None
 
 
 class _LinkPod(msgspec.Struct, frozen=True, kw_only=True):
@@ -146,15 +151,31 @@ class KubeLink(msgspec.Struct, frozen=True, kw_only=True):
     workload_group: str = ""
     replica_key: str = ""
 
+    @property
+    def group_name(self) -> str:
+        """The gang's name: the PodGroup's, or the Workload pod group's as `from_template` names it."""
+        if self.pod_group:
+            return self.pod_group
+        suffix = f"-{self.replica_key}" if self.replica_key else ""
+        return f"{self.workload}-{self.workload_group}{suffix}"
+
+
+def link_of(scheduling_group: SchedulingGroup | None, workload_ref: WorkloadRef | None) -> KubeLink | None:
+    """A pod's link to a `scheduling.k8s.io` gang from its spec, or None; FieldError names a bad field."""
+    if scheduling_group is not None and scheduling_group.pod_group_name:
+        return KubeLink(pod_group=scheduling_group.pod_group_name)
+    ref = workload_ref
+    if ref is not None and ref.name:
+        if not ref.pod_group:
+            raise FieldError("spec.workloadRef.podGroup", "must name the Workload's pod group")
+        return KubeLink(workload=ref.name, workload_group=ref.pod_group, replica_key=ref.pod_group_replica_key)
+    return None
+
 
 def kube_link(item: ClusterObject) -> KubeLink | None:
     """The pod's link to a `scheduling.k8s.io` gang, or None when it has none."""
     spec = _decoded(item, _LinkPod).spec
-    if spec.scheduling_group is not None and spec.scheduling_group.pod_group_name:
-        return KubeLink(pod_group=spec.scheduling_group.pod_group_name)
-    ref = spec.workload_ref
-    if ref is not None and ref.name:
-        if not ref.pod_group:
-            raise ClusterInputError(item.where, "spec.workloadRef.podGroup", "must name the Workload's pod group")
-        return KubeLink(workload=ref.name, workload_group=ref.pod_group, replica_key=ref.pod_group_replica_key)
-    return None
+    try:
+        return link_of(spec.scheduling_group, spec.workload_ref)
+    except FieldError as exc:
+        raise ClusterInputError(item.where, exc.field, exc.reason) from None

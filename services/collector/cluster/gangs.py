@@ -9,6 +9,12 @@ A pod of ours belongs to a gang when it names one:
 - Kueue: the label (or annotation) `kueue.x-k8s.io/pod-group-name`, with
   `kueue.x-k8s.io/pod-group-total-count` as the gang's minimum and the
   PodSet topology annotations as its network constraint.
+- Kubernetes' Workload API (`scheduling.k8s.io`): `spec.schedulingGroup.podGroupName`
+  names a PodGroup (v1alpha2 / v1beta1), `spec.workloadRef` a v1alpha1
+  Workload's pod group (workload_api.py gives their policies).
+- KAI: the annotation `pod-group-name` names a PodGroup (`scheduling.run.ai`,
+  kai.py gives its policy).
+A pod is read in that order: the Workload API, KAI, Volcano, Kueue.
 
 The GangTracker holds each gang's pending members (their events) and running
 members (uid, name, node) and publishes the gang once pending + running reach
@@ -22,6 +28,7 @@ import enum
 
 import msgspec
 
+from schemas.errors import FieldError
 from schemas.events import (
     GangRef,
     NetworkConstraint,
@@ -31,9 +38,11 @@ from schemas.events import (
     SubGroupPolicy,
     TopologyMode,
 )
+from schemas.gangs_kai import KAI_GROUP_ANNOTATION
 from services.collector.cluster import objects as obj
 from services.collector.cluster.pending_fields import bounded
 from services.collector.cluster.translate import Problem, label_selector, who
+from topoplace.cluster_objects.gangs import link_of
 
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
@@ -49,11 +58,18 @@ KUEUE_SLICE_POLICY = "slice"  # the name of the subgroup policy a Kueue slice be
 class GangSource(enum.StrEnum):
     PODGROUP = "podgroup"  # Volcano
     KUEUE = "kueue"
+    KUBE = "scheduling.k8s.io"  # a PodGroup, or a v1alpha1 Workload's pod group
+    KAI = "kai"
 
 
 class Membership(msgspec.Struct, frozen=True, kw_only=True):
     gang: str  # "<namespace>/<group>"
     source: GangSource
+    policy: str = ""  # where its policy is filed among its source's ("": under the gang's name)
+
+    @property
+    def policy_key(self) -> str:
+        return self.policy or self.gang
 
 
 class GangPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -65,7 +81,26 @@ class GangPolicy(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def membership_of(pod: obj.Pod) -> Membership | None:
+    return membership_read(pod)[0]
+
+
+def membership_read(pod: obj.Pod) -> tuple[Membership | None, list[Problem]]:
+    """The gang the pod joins (module docstring), and what of its link cannot be read."""
     meta = pod.metadata
+    try:
+        link = link_of(pod.spec.scheduling_group, pod.spec.workload_ref)
+    except FieldError as exc:
+        return None, [Problem(object=who(meta), field=exc.field, reason=f"{exc.reason}; not a gang member")]
+    if link is not None:
+        # a v1alpha1 pod group's policy is its Workload's template's, whatever the replica
+        policy = f"{meta.namespace}/{link.workload}:{link.workload_group}" if link.workload else ""
+        return Membership(gang=f"{meta.namespace}/{link.group_name}", source=GangSource.KUBE, policy=policy), []
+    if group := meta.annotations.get(KAI_GROUP_ANNOTATION):
+        return Membership(gang=f"{meta.namespace}/{group}", source=GangSource.KAI), []
+    return _volcano_or_kueue(meta), []
+
+
+def _volcano_or_kueue(meta: obj.ObjectMeta) -> Membership | None:
     group = meta.annotations.get(VOLCANO_GROUP_ANNOTATION) or meta.labels.get(VOLCANO_GROUP_LABEL)
     if group:
         return Membership(gang=f"{meta.namespace}/{group}", source=GangSource.PODGROUP)
@@ -166,23 +201,28 @@ def kueue_policy(pod: obj.Pod) -> tuple[GangPolicy, list[Problem]]:
 
 
 class _Gang:
-    __slots__ = ("namespace", "pending", "policy", "published", "running", "source")
+    __slots__ = ("namespace", "pending", "policy", "policy_key", "published", "running", "source")
 
-    def __init__(self, namespace: str, source: GangSource) -> None:
+    def __init__(self, namespace: str, membership: Membership) -> None:
         self.namespace = namespace
-        self.source = source
+        self.source = membership.source
+        self.policy_key = membership.policy_key
         self.pending: dict[str, PendingPodEvent] = {}
         self.running: dict[str, RunningMember] = {}
-        self.policy: GangPolicy | None = None  # Kueue: from the pods; Volcano: from the PodGroup
+        self.policy: GangPolicy | None = None  # Kueue: from the pods; the others: from their group objects
         self.published: tuple[frozenset[str], GangPolicy] | None = None
 
 
 class GangTracker:
-    """Gang members and Volcano PodGroups in; PendingGangEvents out (`flush`)."""
+    """Gang members and their groups' policies in; PendingGangEvents out (`flush`).
+
+    A policy is filed by its source and key: Volcano's, KAI's and scheduling.k8s.io PodGroups under
+    "<namespace>/<name>", a v1alpha1 Workload's pod group under "<namespace>/<workload>:<group>".
+    """
 
     def __init__(self) -> None:
         self._gangs: dict[str, _Gang] = {}
-        self._podgroups: dict[str, GangPolicy] = {}  # "<namespace>/<name>" -> its policy
+        self._podgroups: dict[tuple[GangSource, str], GangPolicy] = {}
         self._dirty: set[str] = set()
 
     def __len__(self) -> int:
@@ -190,8 +230,8 @@ class GangTracker:
 
     def _gang(self, membership: Membership, namespace: str) -> _Gang:
         gang = self._gangs.get(membership.gang)
-        if gang is None or gang.source is not membership.source:
-            gang = self._gangs[membership.gang] = _Gang(namespace, membership.source)
+        if gang is None or gang.source is not membership.source or gang.policy_key != membership.policy_key:
+            gang = self._gangs[membership.gang] = _Gang(namespace, membership)
         self._dirty.add(membership.gang)
         return gang
 
@@ -221,20 +261,24 @@ class GangTracker:
             del self._gangs[name]
             self._dirty.discard(name)
 
-    def podgroup(self, key: str, policy: GangPolicy) -> None:
-        if self._podgroups.get(key) != policy:
-            self._podgroups[key] = policy
-            self._dirty.add(key)
+    def _changed(self, source: GangSource, key: str) -> None:
+        self._dirty.update(n for n, g in self._gangs.items() if g.source is source and g.policy_key == key)
 
-    def podgroup_gone(self, key: str) -> None:
-        if self._podgroups.pop(key, None) is not None:
-            self._dirty.add(key)
+    def podgroup(self, key: str, policy: GangPolicy, source: GangSource = GangSource.PODGROUP) -> None:
+        if self._podgroups.get((source, key)) != policy:
+            self._podgroups[(source, key)] = policy
+            self._changed(source, key)
 
-    def podgroups_relisted(self, policies: dict[str, GangPolicy]) -> None:
-        for key in [k for k in self._podgroups if k not in policies]:
-            self.podgroup_gone(key)
+    def podgroup_gone(self, key: str, source: GangSource = GangSource.PODGROUP) -> None:
+        if self._podgroups.pop((source, key), None) is not None:
+            self._changed(source, key)
+
+    def podgroups_relisted(self, policies: dict[str, GangPolicy], source: GangSource = GangSource.PODGROUP) -> None:
+        """Every policy of one source: the ones not given are gone."""
+        for known_source, key in [k for k in self._podgroups if k[0] is source and k[1] not in policies]:
+            self.podgroup_gone(key, known_source)
         for key, policy in policies.items():
-            self.podgroup(key, policy)
+            self.podgroup(key, policy, source)
 
     def flush(self, now: float, *, force: bool = False) -> list[PendingGangEvent]:
         """The gangs to publish now: changed ones, or with `force` every one with pending members."""
@@ -243,7 +287,9 @@ class GangTracker:
         events: list[PendingGangEvent] = []
         for name in names:
             gang = self._gangs[name]
-            policy = self._podgroups.get(name) if gang.source is GangSource.PODGROUP else gang.policy
+            policy = (
+                gang.policy if gang.source is GangSource.KUEUE else self._podgroups.get((gang.source, gang.policy_key))
+            )
             if policy is None or not gang.pending or len(gang.pending) + len(gang.running) < policy.min_member:
                 gang.published = None  # waiting: for its PodGroup, or for more members
                 continue

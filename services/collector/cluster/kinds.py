@@ -35,10 +35,15 @@ from schemas.events import (
     ResourceSliceEvent,
     TopologyLevelsEvent,
 )
+from schemas.gangs_kai import KaiPodGroup
+from schemas.gangs_kube import KUBE_SCHEDULING_GROUP, KubePodGroup
+from schemas.gangs_kube import Workload as SchedulingWorkload
 from schemas.seal import DecisionKey
-from services.collector.cluster import dra, trackers, workloads
+from services.collector.cluster import dra, kai, trackers, workload_api, workloads
+from services.collector.cluster.kai import KAI_GROUP, KAI_PODGROUPS, KAI_VERSIONS
 from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
 from services.collector.cluster.trackers import KeyedTracker, Outcome, PodTracker
+from services.collector.cluster.workload_api import KUBE_PODGROUPS, PODGROUP_VERSIONS, WORKLOAD_VERSIONS, WORKLOADS
 from topoplace.informer import ListFunction
 
 T = TypeVar("T")
@@ -120,6 +125,8 @@ class Trackers:
     def __init__(self, scheduler_name: str, decision_key: DecisionKey | None) -> None:
         self.pods = PodTracker(scheduler_name, decision_key)
         self.podgroups = PodGroupsOfPods(self.pods)
+        self.workload_api = workload_api.WorkloadApiGangs(self.pods)  # scheduling.k8s.io Workloads, PodGroups
+        self.kai_podgroups = kai.KaiPodGroupsOfPods(self.pods)
         self.nodes = trackers.node_tracker()
         self.hypernodes = trackers.hypernode_tracker()
         self.topologies = trackers.topology_tracker()
@@ -225,6 +232,50 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda t: t.podgroups,
         lambda group: f"{group.metadata.namespace}/{group.metadata.name}",
         api_group=PODGROUP_GROUP,
+    ),
+    WatchedKind[SchedulingWorkload](
+        "workloads",  # scheduling.k8s.io: their pod groups' policies (v1alpha1), their templates
+        SchedulingWorkload,
+        lambda api: [
+            (
+                f"{WORKLOADS}.{version}",
+                partial(CustomObjectsApi(api).list_cluster_custom_object, KUBE_SCHEDULING_GROUP, version, WORKLOADS),
+            )
+            for version in WORKLOAD_VERSIONS
+        ],
+        lambda t: t.workload_api.workloads,
+        workload_api.object_key,
+        api_group=KUBE_SCHEDULING_GROUP,
+    ),
+    WatchedKind[KubePodGroup](
+        "scheduling-podgroups",  # scheduling.k8s.io PodGroups: the gangs' policies
+        KubePodGroup,
+        lambda api: [
+            (
+                f"{KUBE_PODGROUPS}.{version}",
+                partial(
+                    CustomObjectsApi(api).list_cluster_custom_object, KUBE_SCHEDULING_GROUP, version, KUBE_PODGROUPS
+                ),
+            )
+            for version in PODGROUP_VERSIONS
+        ],
+        lambda t: t.workload_api.podgroups,
+        workload_api.object_key,
+        api_group=KUBE_SCHEDULING_GROUP,
+    ),
+    WatchedKind[KaiPodGroup](
+        "kai-podgroups",  # KAI's PodGroups: the gangs' policies
+        KaiPodGroup,
+        lambda api: [
+            (
+                f"{KAI_PODGROUPS}.{version}",
+                partial(CustomObjectsApi(api).list_cluster_custom_object, KAI_GROUP, version, KAI_PODGROUPS),
+            )
+            for version in KAI_VERSIONS
+        ],
+        lambda t: t.kai_podgroups,
+        kai.podgroup_key,
+        api_group=KAI_GROUP,
     ),
     WatchedKind[Topology](
         "topologies",

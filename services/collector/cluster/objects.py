@@ -11,6 +11,8 @@ from typing import Any
 
 import msgspec
 
+from topoplace.cluster_objects.gangs import SchedulingGroup, WorkloadRef
+
 Quantity = str | int | float  # the API writes strings; hand-made objects sometimes carry numbers
 
 
@@ -58,6 +60,9 @@ class PodSpec(msgspec.Struct, kw_only=True, rename="camel"):
     tolerations: list[Any] = []
     topology_spread_constraints: list[Any] = []
     resource_claims: list[PodResourceClaim] = []  # DRA claims, by name or by template
+    # its scheduling.k8s.io gang, read as `engine place --cluster` reads it
+    scheduling_group: SchedulingGroup | None = None  # v1alpha2 / v1beta1
+    workload_ref: WorkloadRef | None = None  # v1alpha1
 
 
 class PodResourceClaim(msgspec.Struct, kw_only=True, rename="camel"):

@@ -202,7 +202,7 @@ class PodTracker:
         if tr.is_finished(pod):
             return self._gone(uid, now)  # a finished pod's devices are free
         ours = tr.is_ours(pod, self.scheduler_name)
-        membership = gangs.membership_of(pod)
+        membership, link_problems = gangs.membership_read(pod)
         known = self._known.get(uid)
         if tr.is_pending(pod):
             if not ours or tr.is_gated(pod):
@@ -215,6 +215,7 @@ class PodTracker:
                 # so do labels (running pods' anti-affinity and the spread selectors read them)
                 return Outcome()
             pending, problems = tr.pending_event(pod, now, gang_member=membership is not None, selectors=self.selectors)
+            problems += link_problems
             self._pending[uid] = (pod, pending.default_spread_selector)
             gang = membership.gang if membership is not None else ""
             self._known[uid] = _KnownPod(
@@ -259,6 +260,10 @@ class PodTracker:
             self.gangs.gone(known.gang, uid)
         event = tr.deleted_event(uid, known.namespace, known.name, known.node, now, ours=known.ours, gang=known.gang)
         return Outcome(publications=[Publication(topic=topics.PODS_LIFECYCLE.name, key=uid, event=event)])
+
+    def gangs_changed(self, outcome: Outcome, now: float) -> Outcome:
+        """After a change of the gangs' group objects (kai.py, workload_api.py): the gangs it changed."""
+        return self._flush(outcome, now, force=False)
 
     def _flush(self, outcome: Outcome, now: float, *, force: bool) -> Outcome:
         for gang in self.gangs.flush(now, force=force):

@@ -2,7 +2,8 @@
 
 - pods naming our scheduler without a node -> pods.pending (key pod uid), each
   published inside its own "pod.pending" span, so the placer continues that trace;
-- pods of ours in a gang (Volcano PodGroup, Kueue pod group) -> gangs.pending
+- pods of ours in a gang (Volcano PodGroup, Kueue pod group, Workload API PodGroup or
+  Workload, KAI PodGroup) -> gangs.pending
   (key gang name), the whole gang in one "gang.pending" span once it has its members;
 - every pod on a node, of any scheduler, and its end -> pods.lifecycle (key pod
   uid), with its effective requests and the devices of `topoplace.io/devices`;

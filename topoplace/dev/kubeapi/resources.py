@@ -142,6 +142,37 @@ PODGROUPS = ResourceType(
     custom=True,
     short_names=("pg", "podgroup-v1beta1"),
 )
+# Kubernetes' Workload API (built in, alpha: KEP-4671): Workloads and PodGroups of v1alpha2 (1.36),
+# the layout topoplace reads (podGroupTemplates, schedulingPolicy); v1alpha1's is kept as written.
+KUBE_WORKLOADS = ResourceType(
+    plural="workloads",
+    kind="Workload",
+    group="scheduling.k8s.io",
+    version="v1alpha2",
+    namespaced=True,
+    has_status=False,
+    field_labels=_META,
+)
+KUBE_PODGROUPS = ResourceType(
+    plural="podgroups",
+    kind="PodGroup",
+    group="scheduling.k8s.io",
+    version="v1alpha2",
+    namespaced=True,
+    has_status=True,
+    field_labels=_META,
+)
+# NVIDIA KAI scheduler's PodGroup CRD.
+KAI_PODGROUPS = ResourceType(
+    plural="podgroups",
+    kind="PodGroup",
+    group="scheduling.run.ai",
+    version="v2alpha2",
+    namespaced=True,
+    has_status=True,
+    field_labels=_META,
+    custom=True,
+)
 # Kueue serves Topology as v1beta2 (the storage version) and v1beta1, one schema.
 TOPOLOGIES = ResourceType(
     plural="topologies",
@@ -275,6 +306,9 @@ ALL: tuple[ResourceType, ...] = (
     EVENTS_V1,
     HYPERNODES,
     PODGROUPS,
+    KUBE_WORKLOADS,
+    KUBE_PODGROUPS,
+    KAI_PODGROUPS,
     TOPOLOGIES,
     RESOURCESLICES,
     RESOURCECLAIMS,
