@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 from cluster_fakes import CustomApi, RecordingPublisher, Sent
-from cluster_objects import pod, pod_json
+from cluster_objects import pod, pod_json, podgroup
 from kube_clients import client_for
 from kubernetes_asyncio import client
 
@@ -279,3 +279,18 @@ async def test_the_watcher_reads_workload_api_and_kai_gangs_and_skips_a_malforme
         await api.close()
     assert BAD_FIELDS.labels(field="spec.subGroups")._value.get() >= bad_fields + 1
     assert publisher.matching(gang_sent("ml/typo")) == [] and publisher.matching(gang_sent("ml/orphan")) == []
+
+
+def test_policies_are_filed_by_framework() -> None:
+    """A KAI PodGroup does not stand in for a Volcano one of the same name, and its relist keeps Volcano's."""
+    pods = PodTracker("topoplace")
+    kai = KaiPodGroupsOfPods(pods)
+    volcano = {gangs.VOLCANO_GROUP_ANNOTATION: "job"}
+    for i in range(2):
+        pods.observe(pod(f"w-{i}", namespace="ml", annotations=volcano), 1.0)
+    assert gang_events(kai.observe(msgspec.convert(kai_podgroup_json("job", {"minMember": 2}), KaiPodGroup), 2.0)) == []
+    out = gang_events(pods.podgroup_observed(podgroup("job", namespace="ml", min_member=2), 3.0))
+    assert [(g.name, g.source) for g in out] == [("ml/job", "podgroup")]
+    assert gang_events(kai.relisted([], 4.0)) == []  # the KAI PodGroup gone: Volcano's policy stays
+    again = gang_events(pods.observe(pod("w-2", namespace="ml", annotations=volcano), 5.0))
+    assert [(g.name, g.min_member, len(g.members)) for g in again] == [("ml/job", 2, 3)]

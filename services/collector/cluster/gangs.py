@@ -223,6 +223,7 @@ class GangTracker:
     def __init__(self) -> None:
         self._gangs: dict[str, _Gang] = {}
         self._podgroups: dict[tuple[GangSource, str], GangPolicy] = {}
+        self._gangs_of: dict[tuple[GangSource, str], set[str]] = {}  # a policy -> the gangs it governs
         self._dirty: set[str] = set()
 
     def __len__(self) -> int:
@@ -231,7 +232,10 @@ class GangTracker:
     def _gang(self, membership: Membership, namespace: str) -> _Gang:
         gang = self._gangs.get(membership.gang)
         if gang is None or gang.source is not membership.source or gang.policy_key != membership.policy_key:
+            if gang is not None:
+                self._forget(membership.gang, gang)
             gang = self._gangs[membership.gang] = _Gang(namespace, membership)
+            self._gangs_of.setdefault((gang.source, gang.policy_key), set()).add(membership.gang)
         self._dirty.add(membership.gang)
         return gang
 
@@ -259,10 +263,18 @@ class GangTracker:
             self._dirty.add(name)
         if not gang.pending and not gang.running:
             del self._gangs[name]
+            self._forget(name, gang)
             self._dirty.discard(name)
 
+    def _forget(self, name: str, gang: _Gang) -> None:
+        governed = self._gangs_of.get((gang.source, gang.policy_key))
+        if governed is not None:
+            governed.discard(name)
+            if not governed:
+                del self._gangs_of[(gang.source, gang.policy_key)]
+
     def _changed(self, source: GangSource, key: str) -> None:
-        self._dirty.update(n for n, g in self._gangs.items() if g.source is source and g.policy_key == key)
+        self._dirty.update(self._gangs_of.get((source, key), ()))
 
     def podgroup(self, key: str, policy: GangPolicy, source: GangSource = GangSource.PODGROUP) -> None:
         if self._podgroups.get((source, key)) != policy:
