@@ -43,12 +43,17 @@ class NodeSelector(_Kube, frozen=True, kw_only=True):
 
 
 class DeviceAttribute(_Kube, frozen=True, kw_only=True):
-    """Exactly one of the four values is set (the API validates that)."""
+    """Exactly one of the values is set (the API validates that): a scalar, or a non-empty list
+    (`ints`, `bools`, `strings`, `versions`: KEP-5491, feature gate DRAListTypeAttributes)."""
 
     int_value: int | None = msgspec.field(default=None, name="int")
     bool_value: bool | None = msgspec.field(default=None, name="bool")
     string: str | None = None
     version: str | None = None
+    ints: tuple[int, ...] | None = None
+    bools: tuple[bool, ...] | None = None
+    strings: tuple[str, ...] | None = None
+    versions: tuple[str, ...] | None = None
 
 
 class CapacityRequestPolicyRange(_Kube, frozen=True, kw_only=True):

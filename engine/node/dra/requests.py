@@ -40,6 +40,7 @@ class Features(msgspec.Struct, frozen=True, kw_only=True):
     DRAPartitionableDevices: bool = True
     DRADeviceTaints: bool = True
     DRAConsumableCapacity: bool = True
+    DRAListTypeAttributes: bool = False  # alpha (1.36): list attributes are not read without it
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):
