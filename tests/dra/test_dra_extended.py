@@ -13,11 +13,11 @@ from engine.node.dra import DeviceClass
 from engine.node.dra.extended import (
     EXTENDED_CLAIM_ANNOTATION,
     IMPLICIT_PREFIX,
-    ContainerResources,
     class_mapping,
     dra_backed,
     extended_claim,
 )
+from schemas.dra import ContainerRequests
 
 GPU = "nvidia.com/gpu"
 
@@ -65,9 +65,9 @@ def test_a_resource_is_backed_by_dra_on_a_node_that_does_not_publish_it(
 
 
 CONTAINERS = (
-    ContainerResources(name="setup", requests={GPU: "1"}),  # an init container: index 0
-    ContainerResources(name="main", requests={"cpu": "1", GPU: "2", "memory": "1Gi", IMPLICIT_PREFIX + "nic": "1"}),
-    ContainerResources(name="side", requests={"cpu": "1"}),
+    ContainerRequests(name="setup", requests={GPU: "1"}),  # an init container: index 0
+    ContainerRequests(name="main", requests={"cpu": "1", GPU: "2", "memory": "1Gi", IMPLICIT_PREFIX + "nic": "1"}),
+    ContainerRequests(name="side", requests={"cpu": "1"}),
 )
 
 
@@ -108,7 +108,7 @@ def test_only_the_resources_backed_on_the_node_are_asked_and_none_is_no_claim() 
 
 def test_the_claim_is_allocated_as_any_claim() -> None:
     mapping = class_mapping([klass("gpu", GPU)])
-    main = (ContainerResources(name="main", requests={GPU: "2"}),)
+    main = (ContainerRequests(name="main", requests={GPU: "2"}),)
     made = extended_claim("default", "trainer", "uid-1", main, (GPU,), mapping)
     assert made is not None
     devices = [device(f"gpu-{i}") for i in range(3)]

@@ -10,8 +10,8 @@ from typing import TypeVar
 import msgspec
 
 from engine.node.dra import DeviceClass, ResourceClaim, ResourceSlice
-from engine.node.dra.extended import ContainerResources
 from engine.node.dra.model import DeviceTaintRule
+from schemas.dra import ContainerRequests
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
 
 DRA_KINDS = frozenset({"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"})
@@ -107,13 +107,13 @@ class PodClaims(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     uid: str = ""
     refs: tuple[PodClaimRef, ...] = ()
-    containers: tuple[ContainerResources, ...] = ()  # init containers first: extended resources (KEP-5004)
+    containers: tuple[ContainerRequests, ...] = ()  # init containers first: extended resources (KEP-5004)
 
 
-def _containers(spec: _Spec) -> tuple[ContainerResources, ...]:
+def _containers(spec: _Spec) -> tuple[ContainerRequests, ...]:
     """Each container's requests, its limits where it gives none (the API server defaults them so)."""
     return tuple(
-        ContainerResources(
+        ContainerRequests(
             name=c.name,
             requests={k: str(v) for k, v in {**c.resources.limits, **c.resources.requests}.items()},
         )

@@ -32,18 +32,12 @@ from engine.node.dra.model import (
     ResourceClaim,
     ResourceClaimSpec,
 )
+from schemas.dra import ContainerRequests
 from schemas.quantity import QuantityError, parse_quantity
 
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 IN_MEMORY_NAME = "<extended-resources>"  # kube-scheduler's name for the claim before the API names it
-
-
-class ContainerResources(msgspec.Struct, frozen=True, kw_only=True):
-    """One container's resource requests (its limits where it gives no request), init containers first."""
-
-    name: str
-    requests: dict[str, str] = {}
 
 
 class ExtendedClaim(msgspec.Struct, frozen=True, kw_only=True):
@@ -89,7 +83,7 @@ def dra_backed(
     )
 
 
-def _request_name(index: int, container: ContainerResources, resource: str) -> str:
+def _request_name(index: int, container: ContainerRequests, resource: str) -> str:
     return f"container-{index}-request-{sorted(container.requests).index(resource)}"
 
 
@@ -97,7 +91,7 @@ def extended_claim(
     namespace: str,
     pod_name: str,
     pod_uid: str,
-    containers: tuple[ContainerResources, ...],
+    containers: tuple[ContainerRequests, ...],
     backed: Iterable[str],
     mapping: Mapping[str, str],
 ) -> ExtendedClaim | None:
