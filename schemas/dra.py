@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from schemas.dra_objects import AllocationResult, ResourceClaimSpec
+from schemas.dra_objects import AllocationResult, ContainerExtendedResourceRequest, ResourceClaimSpec
 
 AttributeValue = str | int | bool
 
@@ -85,16 +85,34 @@ class DeviceResult(msgspec.Struct, frozen=True, kw_only=True):
     device: str
 
 
+class ContainerRequests(msgspec.Struct, frozen=True, kw_only=True):
+    """One container's resource requests (its limits where it gives no request); init containers first."""
+
+    name: str
+    requests: dict[str, str] = {}  # resource name -> Kubernetes quantity
+
+
+class ExtendedClaimRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """The claim to create for a pod's extended resources backed by DRA (KEP-5004), as kube-scheduler
+    creates it (owned by the pod), and the pod's `status.extendedResourceClaimStatus` mappings."""
+
+    generate_name: str  # "<pod>-extended-resources-"
+    annotations: dict[str, str] = {}  # resource.kubernetes.io/extended-resource-claim: "true"
+    spec: ResourceClaimSpec
+    request_mappings: tuple[ContainerExtendedResourceRequest, ...] = ()
+
+
 class ClaimAllocation(msgspec.Struct, frozen=True, kw_only=True):
     """The devices the placer chose for one ResourceClaim."""
 
     namespace: str
-    name: str
+    name: str  # "" for a claim still to be created (`extended`)
     uid: str
     results: tuple[DeviceResult, ...]
     # status.allocation whole as the structured allocator made it (results with shareID,
     # consumedCapacity and tolerations, config with its source); None: results only
     allocation: AllocationResult | None = None
+    extended: ExtendedClaimRequest | None = None  # set: the binder creates the claim first (KEP-5004)
 
 
 DeviceKey = tuple[str, str, str]  # (driver, pool, device): a device's identity in the cluster

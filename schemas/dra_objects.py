@@ -24,7 +24,9 @@ class ObjectMeta(_Kube, frozen=True, kw_only=True):
     namespace: str = ""
     uid: str = ""
     labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
     deletion_timestamp: str | None = None
+    creation_timestamp: str | None = None  # RFC 3339: orders DeviceClasses naming one extended resource
 
 
 class NodeSelectorRequirement(_Kube, frozen=True, kw_only=True):
@@ -43,12 +45,17 @@ class NodeSelector(_Kube, frozen=True, kw_only=True):
 
 
 class DeviceAttribute(_Kube, frozen=True, kw_only=True):
-    """Exactly one of the four values is set (the API validates that)."""
+    """Exactly one of the values is set (the API validates that): a scalar, or a non-empty list
+    (`ints`, `bools`, `strings`, `versions`: KEP-5491, feature gate DRAListTypeAttributes)."""
 
     int_value: int | None = msgspec.field(default=None, name="int")
     bool_value: bool | None = msgspec.field(default=None, name="bool")
     string: str | None = None
     version: str | None = None
+    ints: tuple[int, ...] | None = None
+    bools: tuple[bool, ...] | None = None
+    strings: tuple[str, ...] | None = None
+    versions: tuple[str, ...] | None = None
 
 
 class CapacityRequestPolicyRange(_Kube, frozen=True, kw_only=True):
@@ -161,6 +168,7 @@ class DeviceClassConfiguration(_Kube, frozen=True, kw_only=True):
 class DeviceClassSpec(_Kube, frozen=True, kw_only=True):
     selectors: tuple[DeviceSelector, ...] = ()
     config: tuple[DeviceClassConfiguration, ...] = ()
+    extended_resource_name: str | None = None  # KEP-5004: pods asking this resource the old way get these devices
 
 
 class DeviceClass(_Kube, frozen=True, kw_only=True):
@@ -271,3 +279,18 @@ class DeviceTaintRuleSpec(_Kube, frozen=True, kw_only=True):
 class DeviceTaintRule(_Kube, frozen=True, kw_only=True):
     metadata: ObjectMeta
     spec: DeviceTaintRuleSpec
+
+
+class ContainerExtendedResourceRequest(_Kube, frozen=True, kw_only=True):
+    """core/v1: which request of the pod's extended-resource claim serves a container's extended resource."""
+
+    container_name: str
+    resource_name: str
+    request_name: str
+
+
+class PodExtendedResourceClaimStatus(_Kube, frozen=True, kw_only=True):
+    """core/v1 pod `status.extendedResourceClaimStatus` (KEP-5004), as kube-scheduler writes it."""
+
+    resource_claim_name: str
+    request_mappings: tuple[ContainerExtendedResourceRequest, ...] = ()

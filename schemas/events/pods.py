@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import msgspec
 
-from schemas.dra import PodClaim
+from schemas.dra import ContainerRequests, PodClaim
 from schemas.events.base import MAX_POD_EVENT_BYTES, Event
 from schemas.kube import Affinity, LabelSelector, PodAffinities, Toleration, TopologySpreadConstraint
 
@@ -46,6 +46,9 @@ class PendingPodEvent(Event, frozen=True, kw_only=True):
     affinity: Affinity | None = None
     tolerations: tuple[Toleration, ...] = ()
     claims: tuple[PodClaim, ...] = ()  # DRA: the pod's ResourceClaims, with their requests
+    # Each container's requests (init containers first) when one asks an extended resource: a DeviceClass
+    # may serve it through DRA on a node whose device plugin does not publish it (KEP-5004).
+    containers: tuple[ContainerRequests, ...] = ()
     # InterPodAffinity and PodTopologySpread: its podAffinity / podAntiAffinity (None: neither), its
     # topologySpreadConstraints, and kube-scheduler's DefaultSelector for it (the selectors of the
     # Services and the controller it belongs to; None: empty, so no cluster-default constraints).

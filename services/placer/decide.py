@@ -43,6 +43,7 @@ from schemas.events import (
 from services.placer.claims import place_claims
 from services.placer.decide_gang import GangResult, decide_gang
 from services.placer.dra_allocation import place_allocated, read_whole
+from services.placer.dra_extended import place_extended
 from services.placer.parking import GangTicket, Growth, ParkingLot, Ticket, TraceHeaders
 from services.placer.requests import decision_id as decision_id
 from services.placer.requests import held_placement, request_error_text
@@ -115,14 +116,16 @@ def decide(
         if unready:  # kube-scheduler's reason; the pod comes again once its claim exists
             decision = Decision(node=None, reason=unready)
         elif read_whole(pending.claims):
-            nodes = view.index().nodes()
-            decision, claims = place_allocated(
-                request, pending.claims, view.dra_cluster(), nodes, place_one, engine.dra_programs
-            )
+            cluster, nodes, programs = view.dra_cluster(), view.index().nodes(), engine.dra_programs
+            decision, claims = place_allocated(request, pending.claims, cluster, nodes, place_one, programs)
         elif pending.claims:
             decision, claims = place_claims(request, pending.claims, view.slices(), place_one, view.allocated_claims())
         else:
             decision, claims = place_one(request), ()
+        if decision.node is None and not unready:  # its extended resources may be DRA's to serve (KEP-5004)
+            decision, claims = place_extended(
+                (decision, claims), request, pending, view, place_one, engine.dra_programs
+            )
     except RequestError as exc:
         reason = f"invalid request: {request_error_text(exc)}"
         return DecideResult(placement=_unschedulable(pending, attempt, reason, 0, now))

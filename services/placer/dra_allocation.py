@@ -42,10 +42,11 @@ from engine.node.dra import (
     allocated_devices,
     consumed_capacity,
 )
+from engine.node.dra.extended import ExtendedClaim
 from engine.node.dra.model import DeviceTaintRule, ObjectMeta, ResourceClaimSpec, ResourceClaimStatus
 from engine.node.dra.taint_rules import with_taint_rules
 from engine.node.dra.topology import link_score
-from schemas.dra import ClaimAllocation, DeviceKey, DeviceResult, PodClaim
+from schemas.dra import ClaimAllocation, DeviceKey, DeviceResult, ExtendedClaimRequest, PodClaim
 from schemas.events import AllocatedClaimEvent, DeviceAssignment, ResourceSliceEvent
 from schemas.kube import (
     NODE_NAME_FIELD,
@@ -201,17 +202,19 @@ def place_allocated(
     nodes: Iterable[NodeState],
     place: Callable[[PodRequest], Decision],
     programs: CelPrograms,
+    extra: ExtendedClaim | None = None,
 ) -> tuple[Decision, tuple[ClaimAllocation, ...]]:
     """The engine's decision among the nodes where the claims can be allocated, and each claim's
-    allocation there (none when unplaced). Raises RequestError for claims that cannot be read
-    (a missing DeviceClass, a broken selector), naming the node and the field."""
+    allocation there (none when unplaced). `extra`: the claim to create for the pod's extended
+    resources (KEP-5004), allocated after its own. Raises RequestError for claims that cannot be
+    read (a missing DeviceClass, a broken selector), naming the node and the field."""
     own = frozenset(c.claim_uid for c in claims if c.claim_uid)
     given = _held(cluster, own)
     pinned = _pinned(claims, cluster)
     pinned_nodes = {e.node for e in pinned.values()}
     pending = [
         c for c, p in zip(engine_claims(base.namespace, claims), claims, strict=True) if p.claim_uid not in pinned
-    ]
+    ] + ([extra.claim] if extra is not None else [])
     by_name = {n.name: n for n in nodes if not pinned_nodes or n.name in pinned_nodes}
     of_node = _slices_by_node(given)
     feasible = [name for name in sorted(by_name) if _try(by_name[name], pending, of_node(name), programs) is not None]
@@ -231,6 +234,8 @@ def place_allocated(
         held = pinned.get(claim.claim_uid)
         allocation = held.allocation if held is not None else next(fresh)
         out.append(_claim_allocation(base.namespace, claim, allocation, held))
+    if extra is not None:
+        out.append(_extended_allocation(base.namespace, extra, next(fresh)))
     devices = _gpus(node, on_node.slices, out)
     return msgspec.structs.replace(decision, devices=(*decision.devices, *devices)), tuple(out)
 
@@ -254,6 +259,23 @@ def _claim_allocation(
             for r in allocation.devices.results
         ),
         allocation=allocation,
+    )
+
+
+def _extended_allocation(namespace: str, made: ExtendedClaim, allocation: AllocationResult) -> ClaimAllocation:
+    """The claim the binder creates for the pod's extended resources, with its allocation."""
+    results = tuple(
+        DeviceResult(request=r.request, driver=r.driver, pool=r.pool, device=r.device)
+        for r in allocation.devices.results
+    )
+    request = ExtendedClaimRequest(
+        generate_name=made.generate_name,
+        annotations=dict(made.claim.metadata.annotations),
+        spec=made.claim.spec,
+        request_mappings=made.request_mappings,
+    )
+    return ClaimAllocation(
+        namespace=namespace, name="", uid="", results=results, allocation=allocation, extended=request
     )
 
 

@@ -7,7 +7,7 @@ backoff queue and queueing hints are the model):
 - a parked pod is *queued* again only by an event that could help it (`Growth`
   against the pod's `RetryHint`): a node added, opened, relabelled or untainted
   helps every pod; freed devices help pods that ask for devices; a changed
-  ResourceSlice helps pods with claims; a pod leaving a node helps pods that
+  ResourceSlice helps pods with claims or asking an extended resource (KEP-5004); a pod leaving a node helps pods that
   lacked its host resources (cpu, memory, a pod slot); a pod coming, leaving or
   changing on a node helps pods with pod (anti-)affinity or spread, or held by
   running pods' anti-affinity;
@@ -96,7 +96,9 @@ def retry_hint(pending: PendingPodEvent, reason: str) -> RetryHint:
     lacked = _INSUFFICIENT.findall(reason)
     host = TOO_MANY_PODS in reason or any("/" not in name for name in lacked) or (bool(lacked) and not asks_devices)
     pods = pending.affinities is not None or bool(pending.topology_spread_constraints) or "affinity" in reason
-    return RetryHint(devices=asks_devices, claims=bool(pending.claims), host=host, pods=pods)
+    # a pod asking an extended resource (its containers carried) may be served by DRA's slices (KEP-5004)
+    claims = bool(pending.claims) or bool(pending.containers)
+    return RetryHint(devices=asks_devices, claims=claims, host=host, pods=pods)
 
 
 def _nonzero(quantity: str) -> bool:

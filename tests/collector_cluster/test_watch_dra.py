@@ -222,3 +222,15 @@ def test_a_pending_pod_goes_out_again_when_a_claim_it_names_first_appears() -> N
     assert claims.observe(team_claim, 3.0).publications == []  # an update of it is no arrival
     other = msgspec.convert({**CLAIM, "metadata": {"name": "other", "namespace": "default", "uid": "o"}}, ResourceClaim)
     assert claims.observe(other, 4.0).publications == []  # no pod names it
+
+
+def test_a_list_attribute_travels_in_the_slice_whole_and_is_no_problem() -> None:
+    body = msgspec.json.decode(msgspec.json.encode(SLICE))
+    body["spec"]["devices"][0]["attributes"]["resource.kubernetes.io/numaNode"] = {"ints": [0, 1]}
+    event = slice_tracker().observe(msgspec.convert(body, ResourceSlice), 5.0)
+    (publication,) = event.publications
+    assert isinstance(publication.event, ResourceSliceEvent)
+    assert "resource.kubernetes.io/numaNode" not in publication.event.devices[0].attributes
+    assert publication.event.spec is not None
+    assert publication.event.spec.devices[0].attributes["resource.kubernetes.io/numaNode"].ints == (0, 1)
+    assert [p.field for p in event.problems] == ["spec.devices[gpu-0].attributes[odd]"]

@@ -371,3 +371,20 @@ def test_topology_levels_event() -> None:
     )
     event, problems = tr.topology_levels_event(topology("t", ["cloud/rack", ""]), 4.0)
     assert event.levels == ("cloud/rack",) and [p.field for p in problems] == ["spec.levels[1].nodeLabel"]
+
+
+def test_a_pod_asking_an_extended_resource_carries_each_containers_requests() -> None:
+    from schemas.dra import ContainerRequests
+
+    asking = pod(
+        "p",
+        init_containers=[container("setup", limits={"nvidia.com/gpu": "1"})],
+        containers=[container("main", requests={"cpu": "1"}, limits={"nvidia.com/gpu": "2", "cpu": "2"})],
+    )
+    event, _ = tr.pending_event(asking, 1.0)
+    assert event.containers == (
+        ContainerRequests(name="setup", requests={"nvidia.com/gpu": "1"}),
+        ContainerRequests(name="main", requests={"nvidia.com/gpu": "2", "cpu": "1"}),  # a request wins over a limit
+    )
+    plain, _ = tr.pending_event(pod("q", containers=[container("main", requests={"cpu": "1"})]), 1.0)
+    assert plain.containers == ()  # nothing a DeviceClass could serve: not carried

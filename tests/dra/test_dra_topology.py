@@ -45,3 +45,18 @@ def test_a_gpu_and_a_nic_of_one_pcie_root_come_before_the_links() -> None:
     assert picked(run([claim(requests)], slices, classes)) == [[("gpu", "gpu-0"), ("nic", "nic-0")]]  # upstream
     chosen = picked(run([claim(requests)], slices, classes, score=link_score(_node(), slices)))
     assert chosen == [[("gpu", "gpu-1"), ("nic", "nic-0")]]
+
+
+def test_a_device_with_a_list_of_pcie_roots_is_aligned_with_a_device_on_any_of_them() -> None:
+    root = "resource.kubernetes.io/pcieRoot"
+    gpus = [device(f"gpu-{i}", attributes={**attrs(uuid=f"GPU-{i}"), root: {"string": f"pci{i}"}}) for i in range(4)]
+    near = {root: {"strings": ["pci2", "pci3"]}}
+    cpu = slice_([device("cpu-0", attributes=near)], driver="cpu.example.com", pool="c")
+    slices = [slice_(gpus), cpu]
+    classes = [
+        device_class("gpu", ('device.driver == "gpu.example.com"',)),
+        device_class("cpu", ('device.driver == "cpu.example.com"',)),
+    ]
+    requests = [exact("gpu"), exact("cpu", 1, "cpu")]
+    chosen = picked(run([claim(requests)], slices, classes, score=link_score(_node(), slices)))
+    assert chosen == [[("gpu", "gpu-2"), ("cpu", "cpu-0")]]

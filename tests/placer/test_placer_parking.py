@@ -136,3 +136,15 @@ def test_every_parked_pod_is_retried_after_five_minutes_without_any_event() -> N
         decider.tick()
     assert sorted(engine.calls) == [f"p{i:04d}" for i in range(500)]
     assert {int(uid[1:]) % 3 for uid in engine.calls[:RETRY_BUDGET]} == {2}  # higher priority first
+
+
+def test_a_pod_asking_an_extended_resource_is_retried_when_a_slice_changes() -> None:
+    from schemas.dra import ContainerRequests
+
+    containers = (ContainerRequests(name="main", requests={"nvidia.com/gpu": "2"}),)
+    asking = msgspec.structs.replace(pending("g", 2), containers=containers)  # a DeviceClass may serve it
+    decider, engine, clock = _setup([asking])
+    clock.advance(MAX_BACKOFF_S)
+    device = DraDevice(name="gpu-0", uuid="GPU-a-0", attributes={})
+    decider.on_event(ResourceSliceEvent(name="a-gpus", node="a", driver="gpu.nvidia.com", pool="a", devices=(device,)))
+    assert engine.calls == ["g"]

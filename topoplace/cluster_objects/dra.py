@@ -11,6 +11,7 @@ import msgspec
 
 from engine.node.dra import DeviceClass, ResourceClaim, ResourceSlice
 from engine.node.dra.model import DeviceTaintRule
+from schemas.dra import ContainerRequests
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
 
 DRA_KINDS = frozenset({"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"})
@@ -69,8 +70,20 @@ class _Status(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
     resource_claim_name: str | None = None
 
 
+class _Resources(msgspec.Struct, frozen=True, kw_only=True):
+    requests: dict[str, str | int | float] = {}
+    limits: dict[str, str | int | float] = {}
+
+
+class _Container(msgspec.Struct, frozen=True, kw_only=True):
+    name: str = ""
+    resources: _Resources = _Resources()
+
+
 class _Spec(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
     resource_claims: tuple[_Source, ...] = ()
+    init_containers: tuple[_Container, ...] = ()
+    containers: tuple[_Container, ...] = ()
 
 
 class _PodStatus(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
@@ -80,6 +93,7 @@ class _PodStatus(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
 class _Meta(msgspec.Struct, frozen=True, kw_only=True):
     name: str = ""
     namespace: str = "default"
+    uid: str = ""
 
 
 class _Pod(msgspec.Struct, frozen=True, kw_only=True):
@@ -91,7 +105,20 @@ class _Pod(msgspec.Struct, frozen=True, kw_only=True):
 class PodClaims(msgspec.Struct, frozen=True, kw_only=True):
     namespace: str
     name: str
+    uid: str = ""
     refs: tuple[PodClaimRef, ...] = ()
+    containers: tuple[ContainerRequests, ...] = ()  # init containers first: extended resources (KEP-5004)
+
+
+def _containers(spec: _Spec) -> tuple[ContainerRequests, ...]:
+    """Each container's requests, its limits where it gives none (the API server defaults them so)."""
+    return tuple(
+        ContainerRequests(
+            name=c.name,
+            requests={k: str(v) for k, v in {**c.resources.limits, **c.resources.requests}.items()},
+        )
+        for c in (*spec.init_containers, *spec.containers)
+    )
 
 
 def pod_claims(paths: Sequence[str]) -> PodClaims:
@@ -113,5 +140,11 @@ def pod_claims(paths: Sequence[str]) -> PodClaims:
                 )
                 for s in pod.spec.resource_claims
             )
-            return PodClaims(namespace=pod.metadata.namespace or "default", name=pod.metadata.name, refs=refs)
+            return PodClaims(
+                namespace=pod.metadata.namespace or "default",
+                name=pod.metadata.name,
+                uid=pod.metadata.uid,
+                refs=refs,
+                containers=_containers(pod.spec),
+            )
     return PodClaims(namespace="default", name="")

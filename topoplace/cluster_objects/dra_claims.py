@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from engine import Decision, NodeState
+from engine import Decision, NodeState, NodeVerdict
 from engine.node.dra import (
     AllocationError,
     AllocationInput,
@@ -96,13 +96,16 @@ def place_claims(
     nodes: Sequence[NodeState],
     programs: CelPrograms,
     features: Features | None = None,
+    extra: Sequence[ResourceClaim] = (),
 ) -> ClaimsOutcome:
     """The node the pod's claims can be allocated on (the engine's choice first), and their allocations.
+    `extra`: claims the scheduler makes for the pod (its extended resources backed by DRA), after its own.
 
     Raises ValueError (an AllocationError) when allocation cannot proceed: a missing class, a broken selector."""
-    claims = _resolve(pod, dra)
-    if isinstance(claims, str):
-        return ClaimsOutcome(node=None, reason=claims)
+    resolved = _resolve(pod, dra)
+    if isinstance(resolved, str):
+        return ClaimsOutcome(node=None, reason=resolved)
+    claims = [*resolved, *extra]
     if decision.node is None:
         return ClaimsOutcome(node=None, reason=decision.reason)
     given = AllocationInput(
@@ -132,3 +135,18 @@ def place_claims(
         )
         return ClaimsOutcome(node=name, claims=answers)
     return ClaimsOutcome(node=None, reason=reason)
+
+
+def decided_with(decision: Decision, outcome: ClaimsOutcome) -> tuple[Decision, list[dict[str, Any]]]:
+    """The engine's decision as the claims leave it: on the node they were allocated on, or on none."""
+    if outcome.node == decision.node:
+        return decision, list(outcome.claims)
+    others = [v for v in decision.alternatives if v.node != outcome.node]
+    if decision.node is not None:  # the engine's choice cannot hold the claims
+        others.insert(0, NodeVerdict(node=decision.node, fits=False, reasons=(outcome.reason or CANNOT_ALLOCATE,)))
+    if outcome.node is None:
+        failed = msgspec.structs.replace(decision, node=None, devices=(), alternatives=tuple(others))
+        return msgspec.structs.replace(failed, reason=outcome.reason), []
+    score = next((v.score for v in decision.alternatives if v.node == outcome.node), 0.0)
+    moved = msgspec.structs.replace(decision, node=outcome.node, score=score, alternatives=tuple(others))
+    return moved, list(outcome.claims)

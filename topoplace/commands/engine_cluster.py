@@ -11,7 +11,8 @@ with every node listed, by name. A pod that fits nowhere as things are may fit b
 `victims` the lower-priority pods to evict first, `nominated` true, and `preemption` says why each
 victim (`victims[].why`), the candidate nodes best first, the message it had without eviction, and
 for a device pod what counting devices alone would have evicted there (`count_only`).
-A pod with spec.resourceClaims also gets
+A pod asking an extended resource only DRA serves on a node (KEP-5004) is placed through the claim
+kube-scheduler would make for it (engine_extended.py). A pod with spec.resourceClaims also gets
 `"claims": [{"namespace", "name", "allocation": {...status.allocation...}}]`, its claims
 allocated as kube-scheduler's structured allocator does on the chosen node (or the next
 fitting one); when none can hold them, node is null with kube-scheduler's reason.
@@ -35,6 +36,7 @@ from topoplace.commands.exit_codes import BAD_INPUT, NO_PLACE, OK
 if TYPE_CHECKING:
     from engine import Decision, NodeState, PodRequest, Snapshot
     from engine.decide.preempt import Preemptor
+    from engine.node.dra import Features
     from topoplace.cluster_objects.cluster import ClusterRead
 
 
@@ -130,6 +132,7 @@ def place_on_cluster(args: argparse.Namespace) -> int:
     from engine.decide.preempt.nominated import with_nominated
     from topoplace.cluster_objects.cluster import read_cluster, read_pods
     from topoplace.cluster_objects.priority import Priorities, read_preemptor
+    from topoplace.commands.engine_extended import place_extended
 
     try:
         gates = parse_feature_gates(args.feature_gates)
@@ -154,10 +157,13 @@ def place_on_cluster(args: argparse.Namespace) -> int:
         )
         decision = place(snapshot, pod, Mode(args.mode), explain=True)
         placed, claims = _with_claims(decision, cluster, args.pods, gates)
+        if decision.node is None:  # its extended resources may be DRA's to serve (KEP-5004)
+            via_dra = place_extended(decision, snapshot, pod, cluster, args.pods, gates, Mode(args.mode))
+            placed, claims = via_dra if via_dra is not None else (placed, claims)
         answer = answer_of(placed)
         if claims is not None:
             answer["claims"] = claims
-        if decision.node is None:
+        if decision.node is None and placed.node is None:
             answer = _preempted(answer, cluster, snapshot, preemptor, args)
         elif placed.node is None:  # only the claims failed: kube's DRA filter is unresolvable by eviction
             answer["reason"] = f"{answer['reason']} {_not_helpful(len(snapshot.nodes))}"
@@ -220,32 +226,23 @@ def _with_claims(
     decision: Decision, cluster: ClusterRead, pod_paths: list[str], gates: dict[str, bool]
 ) -> tuple[Decision, list[dict[str, Any]] | None]:
     """The decision with the pod's ResourceClaims allocated (None: the pod names no claim)."""
-    import msgspec
-
-    from engine import NodeVerdict
-    from engine.node.dra import CelPrograms, Features
+    from engine.node.dra import CelPrograms
     from topoplace.cluster_objects.dra import pod_claims
-    from topoplace.cluster_objects.dra_claims import place_claims
+    from topoplace.cluster_objects.dra_claims import decided_with, place_claims
 
     pod = pod_claims(pod_paths)
     if not pod.refs:
         return decision, None
-    features = Features(**{g: v for g, v in gates.items() if g in dra_gates()})
+    features = dra_features(gates)
     outcome = place_claims(decision, pod, cluster.dra, cluster.snapshot.nodes, CelPrograms(), features)
-    if outcome.node == decision.node:
-        return decision, list(outcome.claims)
-    others = [v for v in decision.alternatives if v.node != outcome.node]
-    if decision.node is not None:  # the engine's choice cannot hold the claims
-        others.insert(
-            0, NodeVerdict(node=decision.node, fits=False, reasons=(outcome.reason or "cannot allocate all claims",))
-        )
-    if outcome.node is None:
-        return msgspec.structs.replace(
-            decision, node=None, devices=(), alternatives=tuple(others), reason=outcome.reason
-        ), []
-    score = next((v.score for v in decision.alternatives if v.node == outcome.node), 0.0)
-    moved = msgspec.structs.replace(decision, node=outcome.node, score=score, alternatives=tuple(others))
-    return moved, list(outcome.claims)
+    return decided_with(decision, outcome)
+
+
+def dra_features(gates: dict[str, bool]) -> Features:
+    """The allocator's features: the DRA gates given, the others as in the newest release."""
+    from engine.node.dra import Features
+
+    return Features(**{g: v for g, v in gates.items() if g in dra_gates()})
 
 
 def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ import msgspec
 
 from engine.node.dra.capacity import Amounts, ShareLedger, share_id
 from engine.node.dra.cel_programs import CelPrograms, SelectorError, shown
-from engine.node.dra.constraints import AttributeKey, Constraint, lookup_attribute, taint_prevents
+from engine.node.dra.constraints import AttributeValues, Constraint, taint_prevents
 from engine.node.dra.counters import CounterLedger
 from engine.node.dra.model import AllocationResult, DeviceClass, DeviceId, NodeView, ResourceClaim, ResourceSlice
 from engine.node.dra.pools import gather_pools, node_matches
@@ -88,7 +88,7 @@ class _Search:
         self.matches: dict[tuple[DeviceId, int, int, int], bool] = {}
         self.position: dict[DeviceId, int] = {}  # a candidate's place in the search order
         self.open: dict[tuple[int, int, int], list[tuple[int, Candidate, bool]]] = {}
-        self.attributes: dict[tuple[int, str], AttributeKey | None] = {}  # (position, attribute) -> value
+        self.attributes: dict[tuple[int, str], AttributeValues | None] = {}  # (position, attribute) -> value
         self.shares = ShareLedger(given.consumed)  # what shared devices' allocations consume
         self.steps = 0
         self.best: tuple[float, list[list[Chosen]], dict[tuple[int, int], int]] | None = None
@@ -115,7 +115,7 @@ class _Search:
                     raise AllocationError(
                         f"claim {claim_text(claim)}, constraint #{i}: empty constraint (unsupported constraint type?)"
                     )
-                constraints.append(Constraint(spec))
+                constraints.append(Constraint(spec, self.given.features.DRAListTypeAttributes))
             self.constraints.append(constraints)
 
     def _all_devices(self, data: RequestData, claim: ResourceClaim) -> None:
@@ -163,16 +163,14 @@ class _Search:
 
     def _selectors_match(self, data: RequestData, candidate: Candidate, *, from_class: bool) -> bool:
         selectors = data.device_class.spec.selectors if from_class else data.selectors
-        whose = (
-            f"class {data.device_class.metadata.name}"
-            if from_class
-            else f"claim {claim_text(self.claims[data.claim_index])}"
-        )
+        claim = claim_text(self.claims[data.claim_index])
+        whose = f"class {data.device_class.metadata.name}" if from_class else f"claim {claim}"
+        lists = self.given.features.DRAListTypeAttributes
         for i, selector in enumerate(selectors):
             assert selector.cel is not None  # checked when the requests were read
             expression = selector.cel.expression
             try:
-                if not self.programs.selects(expression, candidate.driver, candidate.device):
+                if not self.programs.selects(expression, candidate.driver, candidate.device, lists):
                     return False
             except SelectorError as exc:
                 device = "/".join(candidate.id)
@@ -248,7 +246,7 @@ class _Search:
         for position, candidate, errs in self._open(data):
             if position < start or self._taken_now(data, candidate):
                 continue
-            if errs or all(k.admits_value(self._attribute(position, candidate, k.attribute)) for k in constraints):
+            if errs or all(k.admits_value(self._attribute(position, candidate, k)) for k in constraints):
                 out.append(candidate)
         return out
 
@@ -276,10 +274,10 @@ class _Search:
             return data.claim_index in self.allocating.get(candidate.id, ())
         return not self._shared(candidate) and bool(self.allocating.get(candidate.id))
 
-    def _attribute(self, position: int, candidate: Candidate, name: str) -> AttributeKey | None:
-        key = (position, name)
+    def _attribute(self, position: int, candidate: Candidate, constraint: Constraint) -> AttributeValues | None:
+        key = (position, constraint.attribute)
         if key not in self.attributes:
-            self.attributes[key] = lookup_attribute(candidate.device, candidate.driver, name)
+            self.attributes[key] = constraint.value_of(candidate.device, candidate.driver)
         return self.attributes[key]
 
     def _enough(self, data: RequestData, fitting: list[Candidate], needed: int) -> bool:
@@ -289,7 +287,7 @@ class _Search:
             return False
         for constraint in self.constraints[data.claim_index]:
             if constraint.distinct and constraint.applies(data.request, data.sub_request):
-                values = {lookup_attribute(f.device, f.driver, constraint.attribute) for f in fitting}
+                values = {constraint.value_of(f.device, f.driver) for f in fitting}
                 if len(values) < needed:
                     return False
         return True

@@ -3,6 +3,7 @@
     quantity("1Gi"), isQuantity(s), q.compareTo(o), q.isGreaterThan(o), q.isLessThan(o),
     q.add(o), q.sub(o), q.sign(), q.isInteger(), q.asInteger(), q.asApproximateFloat()
     semver("1.2.3"), isSemver(s), v.major(), v.minor(), v.patch(), v.compareTo(o), ...
+    x.includes(v): v in the list x, or the scalar x == v (DRAListTypeAttributes)
     strings (cel-go's ext.Strings): lowerAscii, upperAscii, trim, split, join, replace,
     substring, charAt, indexOf, lastIndexOf; regex: find, findAll; lists: sum, min, max, isSorted
 
@@ -229,6 +230,14 @@ def equal(a: Any, b: Any) -> Any:
     return bool_eq(a, b)
 
 
+def includes(attribute: Any, value: Any) -> Any:
+    """KEP-5491's helper: a list attribute holds the value, or a scalar attribute equals it."""
+    if isinstance(attribute, list):
+        found = [equal(item, value) for item in attribute]
+        return celtypes.BoolType(any(isinstance(f, celtypes.BoolType) and bool(f) for f in found))
+    return equal(attribute, value)
+
+
 def not_equal(a: Any, b: Any) -> Any:
     same = equal(a, b)
     return same if isinstance(same, CELEvalError) else celtypes.BoolType(not same)
@@ -238,6 +247,7 @@ FUNCTIONS: Mapping[str, Callable[..., Any]] = MappingProxyType(
     {
         "_==_": equal,
         "_!=_": not_equal,
+        "includes": includes,
         "quantity": make_quantity,
         "isQuantity": _is(make_quantity),
         "semver": make_semver,

@@ -3,7 +3,8 @@
 The environment is the one `k8s.io/dynamic-resource-allocation/cel` declares:
 
     device.driver                       the device's driver
-    device.attributes["<domain>"].<id>  int, bool, string, or a semver for a version attribute
+    device.attributes["<domain>"].<id>  int, bool, string, or a semver for a version attribute;
+                                        a list of them for a list attribute (DRAListTypeAttributes)
     device.capacity["<domain>"].<id>    a quantity
 
 An attribute without a domain belongs to the driver's. Looking up a domain the device
@@ -13,7 +14,10 @@ mapper does. Bounds as the API applies them: at most 10 KiB of expression
 and an estimated cost of at most 1,000,000 (CELSelectorExpressionMaxCost): a
 comprehension's body costs once per element of its range (a literal list's length, or
 64 for a range read from the device). An expression that fails to compile, is too
-large, or errs on a device is a SelectorError with the expression.
+large, or errs on a device is a SelectorError with the expression. `cel.bind` is
+expanded before the cost is estimated (cel_bind); `x.includes(v)` is true when the
+list `x` holds `v` or the scalar `x` equals it (KEP-5491's helper for selectors that
+read an attribute that is a scalar on some devices and a list on others).
 
 `CelPrograms` compiles each expression once; its table is the caller's (an Engine's memo).
 """
@@ -31,6 +35,7 @@ from celpy.evaluation import CELEvalError
 from lark import Token, Tree
 
 from engine.core.memo import BoundedCache
+from engine.node.dra.cel_bind import BindError, expand_binds
 from engine.node.dra.cel_library import FUNCTIONS, CelLibraryError, Quantity, make_quantity, make_semver
 from engine.node.dra.model import Device
 
@@ -131,6 +136,10 @@ def compile_selector(expression: str) -> CompiledSelector:
         return CompiledSelector(expression=expression, error=f"compilation failed: {str(exc).splitlines()[0]}")
     except RecursionError:
         return CompiledSelector(expression=expression, error=f"nested more than {MAX_NESTING} deep")
+    try:
+        ast = expand_binds(ast)
+    except BindError as exc:
+        return CompiledSelector(expression=expression, error=f"compilation failed: {exc}")
     depth = tree_depth(ast)
     if depth > MAX_TREE_DEPTH:
         error = f"its parse tree is {depth} levels deep, more than {MAX_TREE_DEPTH} (nested or chained too far)"
@@ -141,7 +150,27 @@ def compile_selector(expression: str) -> CompiledSelector:
     return CompiledSelector(expression=expression, program=env.program(ast, functions=dict(FUNCTIONS)))
 
 
-def _attribute_value(name: str, attribute: Any) -> Any:
+def _version(name: str, text: str) -> Any:
+    try:
+        return make_semver(text)
+    except CelLibraryError as exc:
+        raise SelectorError(f"attribute {name}: parse semantic version: {exc}") from None
+
+
+def _list_value(name: str, attribute: Any) -> Any:
+    """A list attribute as a CEL list; None for none (the attribute is then left out)."""
+    if attribute.ints:
+        return celtypes.ListType([celtypes.IntType(v) for v in attribute.ints])
+    if attribute.bools:
+        return celtypes.ListType([celtypes.BoolType(v) for v in attribute.bools])
+    if attribute.strings:
+        return celtypes.ListType([celtypes.StringType(v) for v in attribute.strings])
+    if attribute.versions:
+        return celtypes.ListType([_version(name, v) for v in attribute.versions])
+    return None
+
+
+def _attribute_value(name: str, attribute: Any, lists: bool) -> Any:
     if attribute.int_value is not None:
         return celtypes.IntType(attribute.int_value)
     if attribute.bool_value is not None:
@@ -149,10 +178,9 @@ def _attribute_value(name: str, attribute: Any) -> Any:
     if attribute.string is not None:
         return celtypes.StringType(attribute.string)
     if attribute.version is not None:
-        try:
-            return make_semver(attribute.version)
-        except CelLibraryError as exc:
-            raise SelectorError(f"attribute {name}: parse semantic version: {exc}") from None
+        return _version(name, attribute.version)
+    if _list_value(name, attribute) is not None:
+        return _list_value(name, attribute) if lists else None
     raise SelectorError(f"attribute {name}: unsupported attribute value")
 
 
@@ -166,9 +194,12 @@ def _by_domain(driver: str, values: Mapping[str, Any]) -> _DefaultMap:
     return _DefaultMap({celtypes.StringType(d): celtypes.MapType(v) for d, v in domains.items()})
 
 
-def device_activation(driver: str, device: Device) -> dict[str, Any]:
-    """The `device` variable for one device; SelectorError when an attribute cannot be read."""
-    attributes = {name: _attribute_value(name, a) for name, a in device.attributes.items()}
+def device_activation(driver: str, device: Device, lists: bool = True) -> dict[str, Any]:
+    """The `device` variable for one device; SelectorError when an attribute cannot be read.
+
+    Without `lists` (the DRAListTypeAttributes gate off) a list attribute is left out."""
+    values = {name: _attribute_value(name, a, lists) for name, a in device.attributes.items()}
+    attributes = {name: value for name, value in values.items() if value is not None}
     try:
         capacity: dict[str, Quantity] = {name: make_quantity(c.value) for name, c in device.capacity.items()}
     except CelLibraryError as exc:
@@ -217,10 +248,10 @@ class CelPrograms:
     def __init__(
         self,
         table: BoundedCache[str, CompiledSelector] | None = None,
-        results: BoundedCache[tuple[str, str, int], tuple[Device, bool]] | None = None,
+        results: BoundedCache[tuple[str, str, int, bool], tuple[Device, bool]] | None = None,
     ) -> None:
         self._table: BoundedCache[str, CompiledSelector] = table if table is not None else BoundedCache(1024)
-        self._results: BoundedCache[tuple[str, str, int], tuple[Device, bool]] = (
+        self._results: BoundedCache[tuple[str, str, int, bool], tuple[Device, bool]] = (
             results if results is not None else BoundedCache(65536, recency=False)
         )
 
@@ -231,12 +262,14 @@ class CelPrograms:
             self._table.put(expression, found)
         return found
 
-    def selects(self, expression: str, driver: str, device: Device) -> bool:
-        """Whether the selector selects the device; SelectorError as `evaluate` (errors are not kept)."""
-        key = (expression, driver, id(device))
+    def selects(self, expression: str, driver: str, device: Device, lists: bool = True) -> bool:
+        """Whether the selector selects the device; SelectorError as `evaluate` (errors are not kept).
+
+        `lists`: whether list attributes are read (the DRAListTypeAttributes gate)."""
+        key = (expression, driver, id(device), lists)
         kept = self._results.get(key)
         if kept is not None and kept[0] is device:
             return kept[1]
-        result = evaluate(self.get(expression), device_activation(driver, device))
+        result = evaluate(self.get(expression), device_activation(driver, device, lists))
         self._results.put(key, (device, result))
         return result

@@ -40,6 +40,8 @@ class Features(msgspec.Struct, frozen=True, kw_only=True):
     DRAPartitionableDevices: bool = True
     DRADeviceTaints: bool = True
     DRAConsumableCapacity: bool = True
+    DRAListTypeAttributes: bool = False  # alpha (1.36): list attributes are not read without it
+    DRAExtendedResource: bool = True  # beta (1.36): extended resources backed by DRA (KEP-5004)
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):

@@ -5,7 +5,8 @@ attribute of the driver's domain, as NVIDIA's DRA driver publishes it). The scor
 a set is the sum of its pairs' link scores (NVLinks and PCIe path, as the engine
 scores GPU pairs); devices the node agent does not know add nothing. Ahead of the links,
 each pair of devices of different drivers on one PCIe root (`resource.kubernetes.io/pcieRoot`:
-a GPU and its NIC) counts PCIE_ALIGNED. Without topology or roots every set scores 0 and the
+a GPU and its NIC; a list attribute, as KEP-5491 lets a CPU publish its roots: sharing one)
+counts PCIE_ALIGNED. Without topology or roots every set scores 0 and the
 first valid allocation stands.
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterable
 from itertools import combinations
 
 from engine.core.model import NodeState
+from engine.node.dra.constraints import AttributeValues, attribute_values
 from engine.node.dra.model import DeviceId, ResourceSlice
 from engine.node.vendors.nvidia.links import pair_score
 from schemas.topology import Device
@@ -40,7 +42,7 @@ def link_score(node: NodeState, slices: Iterable[ResourceSlice]) -> Callable[[li
     by_uuid = {d.uuid: d for d in node.devices}
     links = {(link.src, link.dst): link for link in node.links}
     joined: dict[DeviceId, Device] = {}
-    roots: dict[DeviceId, str] = {}
+    roots: dict[DeviceId, AttributeValues] = {}
     for s in slices:
         for device in s.spec.devices:
             key = (s.spec.driver, s.spec.pool.name, device.name)
@@ -48,8 +50,9 @@ def link_score(node: NodeState, slices: Iterable[ResourceSlice]) -> Callable[[li
             if uuid is not None and uuid in by_uuid:
                 joined[key] = by_uuid[uuid]
             root = device.attributes.get(PCIE_ROOT)
-            if root is not None and root.string:
-                roots[key] = root.string
+            values = attribute_values(root) if root is not None else None
+            if values:
+                roots[key] = values
 
     if not joined and not roots:
         return None
@@ -58,7 +61,7 @@ def link_score(node: NodeState, slices: Iterable[ResourceSlice]) -> Callable[[li
         known = [joined[d] for d in chosen if d in joined]
         linked = float(sum(pair_score(a, b, links).score for a, b in combinations(known, 2)))
         rooted = [d for d in chosen if d in roots]
-        aligned = sum(1 for a, b in combinations(rooted, 2) if a[0] != b[0] and roots[a] == roots[b])
+        aligned = sum(1 for a, b in combinations(rooted, 2) if a[0] != b[0] and not roots[a].isdisjoint(roots[b]))
         return aligned * PCIE_ALIGNED + linked
 
     return score

@@ -91,12 +91,14 @@ def slice_event(obj: ResourceSlice, now: float) -> tuple[ResourceSliceEvent, lis
         attributes: dict[str, AttributeValue] = {}
         for name, value in device.attributes.items():
             parsed = _attribute_value(value)
+            if parsed is None and any(v for v in (value.ints, value.bools, value.strings, value.versions)):
+                continue  # a list attribute (KEP-5491): the allocator reads it from the slice whole (`spec`)
             if parsed is None:
                 problems.append(
                     Problem(
                         object=obj.metadata.name,
                         field=f"spec.devices[{device.name}].attributes[{name}]",
-                        reason="no string, int, bool or version value",
+                        reason="no string, int, bool or version value, nor a list of them",
                     )
                 )
                 continue

@@ -22,7 +22,9 @@ from engine.node.vendors.metax import qos as metax_qos
 from engine.node.vendors.metax import request as metax_request
 from schemas import gangs as gang_keys
 from schemas import hami
+from schemas.dra import ContainerRequests
 from schemas.events import PendingPodEvent
+from services.collector.cluster.objects import Pod
 
 # Annotations of a pending pod, by who reads them from PodRequest.annotations.
 PENDING_ANNOTATIONS: Mapping[str, str] = {
@@ -97,3 +99,28 @@ def bounded(event: PendingPodEvent) -> tuple[PendingPodEvent, str | None]:
         "or the scheduling annotations it sets"
     )
     return unpublishable(event, reason), reason
+
+
+def _extended(name: str) -> bool:
+    """An extended resource name (domain-qualified, outside kubernetes.io): a DeviceClass may serve it."""
+    domain, sep, _ = name.partition("/")
+    if not sep:
+        return False
+    if domain == "deviceclass.resource.kubernetes.io":  # a class's implicit name
+        return True
+    return domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
+
+
+def container_requests(pod: Pod) -> tuple[ContainerRequests, ...]:
+    """Each container's requests, init containers first, when one asks an extended resource (else none:
+    the placer needs them only to name the requests of a DRA-backed claim, KEP-5004). A limit stands
+    for a missing request, as the API server defaults it."""
+    containers = (*pod.spec.init_containers, *pod.spec.containers)
+    out = tuple(
+        ContainerRequests(
+            name=c.name,
+            requests={k: str(v) for k, v in {**c.resources.limits, **c.resources.requests}.items()},
+        )
+        for c in containers
+    )
+    return out if any(_extended(name) for c in out for name in c.requests) else ()

@@ -210,6 +210,7 @@ def pending_event(
         affinity=affinity,
         tolerations=tolerations,
         claims=claim_refs(pod),
+        containers=pending_fields.container_requests(pod),
     )
     event, topology_problems = pod_topology.with_pending_topology(event, pod, selectors)
     problems += constraint_problems + [Problem(object=who(meta), field=f, reason=r) for f, r in topology_problems]
