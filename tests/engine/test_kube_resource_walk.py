@@ -191,3 +191,20 @@ def test_the_index_counts_nodes_with_a_prefer_no_schedule_taint_through_changes(
     index.remove("b")
     index.remove("b")
     assert index.soft_tainted == 0
+
+
+def test_a_node_holding_the_pods_image_beats_its_class_mates_before_it_by_name() -> None:
+    """Equal amounts and zone, one class: ImageLocality's points differ within it, so the walk does not
+    stop at the class's first node."""
+    nodes = [
+        NodeState(
+            name=name,
+            labels={HOSTNAME: name, ZONE: "A"},
+            allocatable={"cpu": "16", "memory": "64Gi", "pods": "110"},
+            images=images,
+        )
+        for name, images in (("a", ()), ("b", ()), ("c", (IMAGE,)))
+    ]
+    pod = incoming(labels={"app": "web"}, requests={"cpu": "1"}, images=IMAGE.names)
+    assert answer(Engine(), nodes, pod, explain=False)[0] == "c"
+    assert answer(Engine(), nodes, pod, explain=False) == answer(Engine(), nodes, pod, explain=True)
