@@ -23,10 +23,12 @@ from collections.abc import Iterable, Iterator, Sequence
 import msgspec
 
 from engine.cluster.pods import PodTopologyIndex
+from engine.cluster.resource_classes import ResourceClasses
 from engine.core.memo import IdentityCache, Interner
 from engine.core.model import Allocation, NodeState, Snapshot
 from engine.node.fragmentation import node_cpu
 from schemas import hami
+from schemas.kube import PREFER_NO_SCHEDULE
 from schemas.topology import Device
 
 CLASS_LOG_BOUND = 200_000  # classes logged before the log starts over (rankings then rebuild)
@@ -104,6 +106,10 @@ def _read_annotations(node: NodeState, reads: NodeReads) -> dict[str, str]:
     return kept
 
 
+def _soft_tainted(node: NodeState | None) -> bool:
+    return node is not None and any(t.effect == PREFER_NO_SCHEDULE for t in node.taints)
+
+
 def _share(a: Allocation) -> tuple[int, int, int, str, str]:
     return (a.index, a.memory_mib, a.cores, a.qos, a.app_class)
 
@@ -131,6 +137,8 @@ class ClusterIndex:
         self.node_log: list[str] = []
         self.node_log_epoch = 0
         self.pods = PodTopologyIndex()  # running pods by labels and domain (InterPodAffinity, PodTopologySpread)
+        self.resources = ResourceClasses()  # nodes by what kube's resource scores read (and zone, region)
+        self.soft_tainted = 0  # nodes with a PreferNoSchedule taint (TaintToleration then normalises)
         for node in nodes:
             self.upsert(node)
 
@@ -142,8 +150,10 @@ class ClusterIndex:
         if before is node:
             return
         self._nodes[name] = node
+        self.soft_tainted += _soft_tainted(node) - _soft_tainted(before)
         self._log_node(name)
         self.pods.sync(node)
+        self.resources.upsert(node)
         new_class = self.device_classes.class_of(node, self.reads)
         if before is None:
             bisect.insort(self._names, name)
@@ -172,10 +182,13 @@ class ClusterIndex:
         self.node_log.append(name)
 
     def remove(self, name: str) -> None:
-        if self._nodes.pop(name, None) is None:
+        before = self._nodes.pop(name, None)
+        if before is None:
             return
+        self.soft_tainted -= _soft_tainted(before)
         self._log_node(name)
         self.pods.drop(name)
+        self.resources.remove(name)
         self._leave(self._class.pop(name), name)
         del self._names[bisect.bisect_left(self._names, name)]
 

@@ -220,4 +220,5 @@ class Engine:
         self._parts.slots.clear()
         self._parts.facts.clear()
         self._parts.feasible.clear()
+        self._parts.resource_rankings.clear()
         self._last_index = None

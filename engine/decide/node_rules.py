@@ -22,7 +22,6 @@ from engine.decide.kube.node_scores import NodeScores
 from engine.decide.kube.pod_topology import pod_topology_rules
 from engine.decide.kube.ports import UsedPorts
 from engine.decide.kube.resources import parse_requests
-from schemas.kube import PREFER_NO_SCHEDULE
 
 NOT_READY = "node(s) were not ready"
 # A preferred affinity term weighs 1..100; an untolerated PreferNoSchedule taint costs as much as the
@@ -141,9 +140,7 @@ class PodRules:
         """NodeAffinity and TaintToleration are normalised when the pod has preferred terms or a node of
         the cluster a PreferNoSchedule taint the pod does not tolerate (else they score 0 and 100 alike)."""
         # any such taint at all (cheaper than asking which the pod tolerates; tolerated, they normalise to 100)
-        tainted = index is not None and any(
-            t.effect == PREFER_NO_SCHEDULE for n in index.nodes() if n.taints for t in n.taints
-        )
+        tainted = index is not None and index.soft_tainted > 0
         return NodeScores(
             self.facts.requests,
             request.images,

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from engine.decide.gang.slots import SlotTables
 from engine.decide.kube.feasible import FeasibleTables
+from engine.decide.kube.resource_ranking import ResourceRankings
 from engine.decide.node_rules import NodeFactsTable
 from engine.decide.ranking import ClassAnswers
 from engine.node.answer import NodeAnswers
@@ -22,3 +23,4 @@ class DecisionParts:
     facts: NodeFactsTable
     slots: SlotTables
     feasible: FeasibleTables = field(default_factory=FeasibleTables)  # nodes passing a pod's base rules
+    resource_rankings: ResourceRankings = field(default_factory=ResourceRankings)  # by kube's resource scores

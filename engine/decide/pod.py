@@ -42,7 +42,7 @@ from engine.decide.ranking import (
     fast_ranking,
     groups_of,
 )
-from engine.decide.scored import best_by_name, prepare_from_domains
+from engine.decide.scored import best_by_resources, prepare_from_domains
 from engine.node.answer import NodeFit
 from schemas.events import DeviceAssignment
 
@@ -71,16 +71,16 @@ def place_indexed(
         request, parts.vendors.share_resources, parts.facts, index, device_led=pod_claim.plugin is not None
     )
     groups: list[Group] = []
+    simple = not (explain or allowed is not None or runners_up or rules.only_node is not None)
     from_domains = False
     if rules.scores_by_pods:  # scores normalised over the feasible nodes: from their domains, or every node
-        simple = not (explain or allowed is not None or runners_up or rules.only_node is not None)
         from_domains = simple and prepare_from_domains(parts, index, pod_claim, rules, mode)
         if not from_domains:
             groups = groups_of(parts.classes, index, pod_claim, mode)
             rules.prepare_scores(feasible_names(index, groups, rules, allowed))
     ranked = None if explain or groups else fast_ranking(parts.classes, index, pod_claim, mode)
-    if from_domains and pod_claim.plugin is None:
-        best = best_by_name(index, rules)
+    if pod_claim.plugin is None and simple and not groups and rules.node_scores is not None:
+        best = best_by_resources(parts, index, rules)  # kube's scores by resource class, best first
     elif ranked is None:
         groups = groups or groups_of(parts.classes, index, pod_claim, mode)
         best = best_of_groups(index, groups, rules, allowed)

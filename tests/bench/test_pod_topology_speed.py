@@ -17,11 +17,12 @@ def test_a_small_run_gives_the_references_answers_and_every_figure() -> None:
     assert run.compared == 25
     assert run.mismatches == ()
     assert run.running_pods == 600
-    assert len(run.warm_ms) == 25 and len(run.cold_ms) == 1
+    assert len(run.warm_ms) == len(run.warm_cpu_ms) == 25 and len(run.cold_ms) == 1
     assert set(run.warm_kinds) == set(pts.KINDS)
     figures = {f.name: f for f in pts.figures(run)}
     assert set(figures) == {
         "pod_topology.warm_p99_ms",
+        "pod_topology.warm_cpu_p99_ms",
         "pod_topology.warm_p50_ms",
         "pod_topology.cold_p99_ms",
         "pod_topology.reference_ratio",

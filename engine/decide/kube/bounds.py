@@ -16,6 +16,7 @@ decision asks every node, as before.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from engine.cluster.pods import PodTopologyIndex
 from engine.decide.kube.feasible import BaseFeasible
@@ -108,7 +109,18 @@ def _other_key(keys: list[str], pods: PodTopologyIndex) -> tuple[bool, str | Non
     return True, next(iter(others), None)
 
 
-def spread_points(spread: PodTopologySpread, feasible: Feasible) -> tuple[Callable[[str], int], int] | None:
+class PluginPoints(NamedTuple):
+    """One plugin's normalised score of each feasible node, the highest, the nodes with their own count
+    (matching pods of their own under a hostname term or constraint), and the score of a feasible node
+    without one from its domain labels (None: they lack the key the score reads beside the hostname)."""
+
+    of_node: Callable[[str], int]
+    highest: int
+    own: frozenset[str]
+    of_domain: Callable[[Mapping[str, str]], int | None]
+
+
+def spread_points(spread: PodTopologySpread, feasible: Feasible) -> PluginPoints | None:
     """Each feasible node's PodTopologySpread score, and the highest (None: a shape not covered)."""
     pods = spread.pods
     covered, key = _other_key([c.key for c in spread.soft], pods)
@@ -126,20 +138,50 @@ def spread_points(spread: PodTopologySpread, feasible: Feasible) -> tuple[Callab
     raws = [score.raw(name, labels) for name, labels in classes]
     low, high = min(raws, default=0), max(raws, default=0)
     labels_of = pods.labels_of
-    return (lambda name: spread_score(score.raw(name, labels_of(name)), low, high)), spread_score(low, low, high)
+
+    def of_domain(labels: Mapping[str, str]) -> int | None:
+        if key is None:
+            return spread_score(score.raw("", {HOSTNAME: ""}), low, high)
+        value = labels.get(key)
+        if value is None or value not in values:
+            return None  # no feasible node there, or a key the class does not carry: no bound from it
+        return spread_score(score.raw("", {key: value, HOSTNAME: ""}), low, high)
+
+    return PluginPoints(
+        lambda name: spread_score(score.raw(name, labels_of(name)), low, high),
+        spread_score(low, low, high),
+        frozenset(own),
+        of_domain,
+    )
 
 
 def affinity_points(
     scores: Mapping[str, Mapping[str, int]], pods: PodTopologyIndex, feasible: Feasible
-) -> tuple[Callable[[str], int], int] | None:
+) -> PluginPoints | None:
     """Each feasible node's InterPodAffinity score, and the highest (None: a shape not covered)."""
     covered, key = _other_key(list(scores), pods)
     if not covered:
         return None
-    classes = _classes(feasible, key, set(scores.get(HOSTNAME, ())), pods)
+    own = set(scores.get(HOSTNAME, ()))
+    classes = _classes(feasible, key, own, pods)
     if classes is None:
         return None
     raws = [raw_score(scores, labels) for _, labels in classes]
     low, high = min(raws, default=0), max(raws, default=0)
     labels_of = pods.labels_of
-    return (lambda name: affinity_score(raw_score(scores, labels_of(name)), low, high)), affinity_score(high, low, high)
+
+    def of_domain(labels: Mapping[str, str]) -> int | None:
+        if key is None:
+            return affinity_score(raw_score(scores, {HOSTNAME: ""}), low, high)
+        value = labels.get(key)
+        if value is None:
+            return None
+        return affinity_score(raw_score(scores, {key: value, HOSTNAME: ""}), low, high)
+
+    hosts = pods.domains(HOSTNAME)  # the terms count hostname values: the nodes carrying them
+    return PluginPoints(
+        lambda name: affinity_score(raw_score(scores, labels_of(name)), low, high),
+        affinity_score(high, low, high),
+        frozenset(n for value in own for n in hosts.get(value, ())),
+        of_domain,
+    )

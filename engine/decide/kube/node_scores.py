@@ -101,17 +101,27 @@ class NodeScores:
         """The node's weighted points: up to `ceiling`."""
         total = NODE_AFFINITY_WEIGHT * self.affinity_points.get(facts.name, 0)
         total += TAINT_TOLERATION_WEIGHT * (self.taint_points.get(facts.name, MAX_NODE_SCORE) - MAX_NODE_SCORE)
-        allocatable = facts.allocatable
-        if allocatable is not None:
-            nonzero = facts.nonzero_requested if facts.nonzero_requested is not None else facts.requested
-            total += NODE_RESOURCES_FIT_WEIGHT * fit_score(
-                self.strategy, self.nonzero, allocatable, facts.requested, nonzero
-            )
-            if self.balanced:
-                total += BALANCED_ALLOCATION_WEIGHT * balanced_score(self.requests, allocatable, facts.requested)
+        total += self.resource_points(facts)
         if self.images and facts.image_sizes:
             total += IMAGE_LOCALITY_WEIGHT * self._image_locality().score(facts.image_sizes)
         return float(total)
+
+    def resource_points(self, facts: NodeFacts) -> int:
+        """NodeResourcesFit's and BalancedAllocation's weighted points: up to `resource_ceiling`, and read
+        only from the node's allocatable, requested and non-zero requested amounts."""
+        allocatable = facts.allocatable
+        if allocatable is None:
+            return 0
+        nonzero = facts.nonzero_requested if facts.nonzero_requested is not None else facts.requested
+        fit = fit_score(self.strategy, self.nonzero, allocatable, facts.requested, nonzero)
+        total = NODE_RESOURCES_FIT_WEIGHT * fit
+        if self.balanced:
+            total += BALANCED_ALLOCATION_WEIGHT * balanced_score(self.requests, allocatable, facts.requested)
+        return total
+
+    @property
+    def resource_ceiling(self) -> float:
+        return float(MAX_NODE_SCORE * (NODE_RESOURCES_FIT_WEIGHT + BALANCED_ALLOCATION_WEIGHT * self.balanced))
 
     def _image_locality(self) -> ImageLocality:
         """Counted once per pod, over every node of the cluster (kube's spread factor)."""

@@ -13,12 +13,12 @@ running pods have no pod (anti-)affinity, builds nothing here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from engine.cluster.index import ClusterIndex
 from engine.core.model import NodeState, PodRequest
 from engine.decide.kube.affinity import NodeAffinityRules
-from engine.decide.kube.bounds import Feasible, affinity_points, blocked_domains, spread_points
+from engine.decide.kube.bounds import Feasible, PluginPoints, affinity_points, blocked_domains, spread_points
 from engine.decide.kube.feasible import BaseFeasible
 from engine.decide.kube.interpod import InterPodAffinity, normalized, raw_score
 from engine.decide.kube.spread import Constraint, PodTopologySpread
@@ -58,6 +58,9 @@ class PodTopologyRules:
         self.scores = bool(self._affinity_scores) or (self.spread is not None and bool(self.spread.soft))
         self.points: dict[str, float] = {}
         self._lazy: tuple[PointOf | None, PointOf | None] | None = None  # (affinity, spread) from `prepare_fast`
+        self._plugins: tuple[PluginPoints | None, PluginPoints | None] = (None, None)  # from `prepare_fast`
+        self.ceiling = 0.0  # the most points a feasible node can have (after `prepare_fast`)
+        self.own: frozenset[str] = frozenset()  # nodes whose points read their own pods, not only domains
 
     def _included(self, constraint: Constraint, name: str) -> bool:
         """The constraint's nodeAffinityPolicy and nodeTaintsPolicy (Honor: the node must pass them)."""
@@ -95,8 +98,23 @@ class PodTopologyRules:
                 return None
             ceiling += POD_TOPOLOGY_SPREAD_WEIGHT * spread[1]
         self._lazy = (affinity[0] if affinity else None, spread[0] if spread else None)
+        self._plugins = (affinity, spread)
+        self.own = frozenset().union(*(p.own for p in self._plugins if p is not None))
         self.points = {}
-        return self.scale * ceiling
+        self.ceiling = self.scale * ceiling
+        return self.ceiling
+
+    def domain_points(self, domain: Mapping[str, str]) -> float:
+        """The points of a feasible node not in `own` whose labels include `domain` (after `prepare_fast`;
+        `ceiling` where the domain does not tell them): every such node has exactly these."""
+        total = 0
+        for plugin, weight in zip(self._plugins, (INTER_POD_AFFINITY_WEIGHT, POD_TOPOLOGY_SPREAD_WEIGHT), strict=True):
+            if plugin is not None:
+                points = plugin.of_domain(domain)
+                if points is None:
+                    return self.ceiling
+                total += weight * points
+        return self.scale * total
 
     def point(self, name: str) -> float:
         """The feasible node's weighted points (after `prepare_fast` or `prepare_every`)."""
