@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import deploy_manifests as manifests
+import msgspec
 import pytest
 import yaml
 from deploy_kube_calls import Permission
@@ -119,3 +120,16 @@ def test_the_shipped_node_policy_is_the_measured_best() -> None:
     assert config["data"]["TOPOPLACE_NODE_POLICY"] == best  # type: ignore[index]
     compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
     assert compose["services"]["placer"]["environment"]["TOPOPLACE_NODE_POLICY"] == best
+
+
+def test_the_demo_cluster_has_the_node_count_the_docs_give_and_compose_runs() -> None:
+    from topoplace.dev.demo.cluster import default_cluster
+
+    nodes = [(n.name, n.fixture) for n in default_cluster().nodes]
+    fleet = msgspec.json.decode((ROOT / "deploy" / "compose" / "fleet.json").read_bytes())
+    assert [(m["node"], m["source"]) for m in fleet["members"]] == nodes
+    for doc in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
+        for count in re.findall(r"(\d+) simulated (?:GPU )?nodes", doc.read_text()):
+            assert int(count) == len(nodes), (
+                f"{doc.name} says {count} simulated nodes; the demo cluster has {len(nodes)}"
+            )
