@@ -51,20 +51,38 @@ def tier_refusal(
             "planned no layout keeps each subgroup inside its limit and every member's rules"
         )
         return TierRefusal(tier=tier, tier_name=tier_name(tree, tier), reason=reason)
-    with_room = tier_candidates(tree, tier, Pin(), totals, need)
+    pinned = pin.lca is not None or pin.domain is not None or pin.within is not None
+    with_room = tier_candidates(tree, tier, Pin(), totals, need) if pinned else []  # else: none, as candidates
     if with_room:
         held = pin.domain or pin.lca
         inside = f"inside {held}, where the running members are" if held else "inside a domain its tierName allows"
         reason = f"{len(with_room)} hypernode(s) have room for all {pending} pending member(s), none of them {inside}"
         return TierRefusal(tier=tier, tier_name=tier_name(tree, tier), reason=reason)
+    best_room, best = _most_room(tree, tier, totals, need)
+    where = WHOLE_CLUSTER if best == tree.virtual_top else f"one hypernode ({best})"
+    reason = f"at most {best_room} of {pending} pending member(s) fit in {where}"
+    return TierRefusal(tier=tier, tier_name=tier_name(tree, tier), reason=reason)
+
+
+def _most_room(
+    tree: NetworkTree, tier: int, totals: dict[bytes, tuple[int, ...]], need: dict[bytes, int]
+) -> tuple[int, str]:
+    """The most pending members one hypernode of the tier holds, and the first such hypernode by name."""
+    ids = tree.hypernode_ids_at(tier)
+    if not ids:
+        return 0, ""
+    if len(need) == 1:  # one shape (the common gang): the largest column value, found at C speed
+        ((key, n),) = need.items()
+        column = totals[key]
+        most = max(map(column.__getitem__, ids))
+        first = next(i for i in ids if column[i] == most)
+        return min(most, n), tree.hypernodes[first]
     best_room, best = -1, ""
-    for i in tree.hypernode_ids_at(tier):  # name order: the first of the best is named
+    for i in ids:  # name order: the first of the best is named
         room = sum(min(totals[key][i], n) for key, n in need.items())
         if room > best_room:
             best_room, best = room, tree.hypernodes[i]
-    where = WHOLE_CLUSTER if best == tree.virtual_top else f"one hypernode ({best})"
-    reason = f"at most {max(best_room, 0)} of {pending} pending member(s) fit in {where}"
-    return TierRefusal(tier=tier, tier_name=tier_name(tree, tier), reason=reason)
+    return best_room, best
 
 
 def refusals_text(refusals: Sequence[TierRefusal]) -> str:
