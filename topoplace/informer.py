@@ -21,7 +21,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 import aiohttp
@@ -95,6 +95,8 @@ class Informer(Generic[T]):
         self.listed = asyncio.Event()  # set once the first list was handed over
         self.lists = 0
         self._failures = 0
+        # Why the latest call to the API server failed; None once a list or a watch is answered again.
+        self.failing: str | None = None
 
     def _selector(self) -> dict[str, str]:
         return {"field_selector": self._field_selector} if self._field_selector else {}
@@ -129,11 +131,13 @@ class Informer(Generic[T]):
         if resp.status == 404:
             if self._not_served_retry is None:
                 raise ResourceMissing(self.resource)
+            self.failing = None  # answered: the resource is not served, which is allowed
             await self._handed_over([], resync)
             log.info("informer.not_served", extra={"fields": {"resource": self.resource}})
             raise _NotServed()
         if resp.status >= 400:
             raise ApiException(status=resp.status, reason=status_message(body, resp.status))
+        self.failing = None
         listing = msgspec.json.decode(body, type=ObjectList)
         await self._handed_over([obj for raw in listing.items if (obj := self._decode(raw)) is not None], resync)
         return listing.metadata.resource_version
@@ -177,6 +181,7 @@ class Informer(Generic[T]):
             if resp.status >= 400:
                 body = await resp.read()
                 raise ApiException(status=resp.status, reason=status_message(body, resp.status))
+            self.failing = None
             deadline = time.monotonic() + remaining
             async for line in resp.content:
                 if not line.strip():
@@ -232,6 +237,7 @@ class Informer(Generic[T]):
         # Full jitter, so several replicas do not come back together on a recovering server.
         delay = random.random() * min(MAX_BACKOFF_SECONDS, self._retry_delay * 2.0**self._failures)
         self._failures += 1
+        self.failing = f"{call} {self.resource}: {type(exc).__name__}: {exc}"
         log.warning(
             "informer.api_error",
             extra={
@@ -244,6 +250,18 @@ class Informer(Generic[T]):
             },
         )
         await asyncio.sleep(delay)  # backoff against a failing API server, not synchronisation
+
+
+def api_server_unavailable(informers: Sequence[Informer[Any]]) -> Callable[[], str | None]:
+    """For `ServiceRun.unavailable`: the API server, named, while an informer's latest call to it failed."""
+
+    def unavailable() -> str | None:
+        for informer in informers:
+            if informer.failing is not None:
+                return f"the API server: {informer.failing}"
+        return None
+
+    return unavailable
 
 
 class _NotServed(Exception):

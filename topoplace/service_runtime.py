@@ -97,6 +97,9 @@ class ServiceRun(msgspec.Struct, frozen=True, kw_only=True):
     stages: tuple[Stage, ...] = ()
     work: Work | None = None
     working: Callable[[], None] = lambda: None  # every gate passed: the work starts now
+    # A dependency besides Kafka that does not answer now (the API server), named with why; the
+    # service is not ready meanwhile. None: everything answers.
+    unavailable: Callable[[], str | None] = lambda: None
     closing: Callable[[], Awaitable[None]] = _nothing  # after the streams stopped: flush what is in flight
 
 
@@ -130,8 +133,13 @@ async def run_service(spec: ServiceSpec) -> None:
     current: list[_Body] = []  # the body that runs now
 
     def not_ready_reason() -> str:
+        # What fails now comes first: a body started over after the API server went away may
+        # already say it is still away, while the last problem only says why it started over.
+        away = current[-1].run_spec.unavailable() if current else None
+        if away is not None:
+            return away
         if supervisor.problem is not None:
-            return f"Kafka: {supervisor.problem} (reconnecting)"
+            return f"{supervisor.problem} (reconnecting)"
         return current[-1].waiting_reason() if current else "connecting to Kafka"
 
     try:
@@ -206,6 +214,8 @@ class _Body:
         return gates
 
     def ready(self) -> bool:
+        if self.run_spec.unavailable() is not None:
+            return False
         if not all(gate.passed.is_set() for gate, _ in self._gates() if gate.ready):
             return False
         work = self.run_spec.work

@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
+import aiohttp
 import msgspec
 from aiokafka.errors import (
     KafkaConnectionError,
@@ -29,6 +30,7 @@ from aiokafka.errors import (
     RequestTimedOutError,
     UnknownError,
 )
+from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client import Counter
 
 from topoplace.kafka.admin import BrokerError
@@ -70,6 +72,23 @@ def is_transient_outage(exc: BaseException) -> bool:
     # Refused or reset connections, timeouts (TimeoutError is an OSError); a topic missing
     # from a broker that came back empty (the restarted body creates it again).
     return isinstance(exc, OSError | BrokerError | TopicMissingError | BrokerRecovered | StartOver)
+
+
+def failed_dependency(exc: BaseException) -> str | None:
+    """What a transient failure says is away: Kafka, the API server, or None when it does not say.
+
+    Kafka is reached through aiokafka, the API server through aiohttp: an aiohttp client error is
+    the API server's. A plain OSError may be either's. A StartOver is judged by its cause."""
+    if isinstance(exc, BaseExceptionGroup):
+        named = {failed_dependency(e) for e in exc.exceptions}
+        return named.pop() if len(named) == 1 else None
+    if isinstance(exc, KafkaError | BrokerError | TopicMissingError | BrokerRecovered):
+        return "Kafka"
+    if isinstance(exc, aiohttp.ClientError | ApiException):
+        return "the API server"
+    if isinstance(exc, StartOver) and exc.__cause__ is not None:
+        return failed_dependency(exc.__cause__)
+    return None
 
 
 class StartOver(Exception):  # noqa: N818 - an event, not a failure: the body starts over on purpose
@@ -130,7 +149,8 @@ class Supervisor:
         self.service = service
         self.stop = stop
         self.backoff = backoff or Backoff()
-        self.problem: str | None = None  # the last transient failure, until the body runs again
+        # The last transient failure, led by what is away when it says ("Kafka: ..."), until the body runs again.
+        self.problem: str | None = None
         self.restarts = 0
 
     async def run(self, loop: str, body: Callable[[], Awaitable[None]]) -> None:
@@ -149,7 +169,8 @@ class Supervisor:
                 delay = self.backoff.delay(attempt)
                 attempt += 1
                 self.restarts += 1
-                self.problem = f"{loop}: {type(exc).__name__}: {exc}"
+                dependency = failed_dependency(exc)
+                self.problem = (f"{dependency}: " if dependency else "") + f"{loop}: {type(exc).__name__}: {exc}"
                 LOOP_RESTARTS.labels(service=self.service, loop=loop).inc()
                 log.warning(
                     "service.kafka_loop_restart",

@@ -46,7 +46,7 @@ from services.binder.reporting import PodReporter
 from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
 from topoplace import kube, telemetry
 from topoplace.config import Settings
-from topoplace.informer import Informer
+from topoplace.informer import Informer, api_server_unavailable
 from topoplace.kafka.bootstrap import check_kafka_setting
 from topoplace.kafka.producer import EventProducer
 from topoplace.kafka.records import Received
@@ -269,6 +269,7 @@ def _binder_run(
         ),
         working=lambda: log.info("binder.ledger_ready", extra={"fields": {"pods": ledger.pod_count()}}),
         closing=closing,
+        unavailable=api_server_unavailable(watches),  # a binder that cannot reach it cannot bind
     )
 
 

@@ -345,6 +345,20 @@ def test_a_gang_that_cannot_fit_exits_1_with_every_member_unplaced(
     assert answer["placed"] is False
     assert all(p["node"] is None for p in answer["pods"])
     assert "no hypernode of tier <= 1" in answer["reason"]
+    assert answer["refused_tiers"] == [
+        {"tier": 1, "tier_name": "leaf", "reason": "at most 2 of 4 pending member(s) fit in one hypernode (tor-2)"}
+    ]
+    head, histogram = answer["reason"].rsplit(" nodes are available: ", 1)
+    nodes = int(head.rsplit("0/", 1)[1])
+    assert sum(int(entry.split(" ", 1)[0]) for entry in histogram.rstrip(".").split(", ")) == nodes
+
+
+def test_a_gang_placed_above_the_lowest_tier_says_why_not_lower(capsys: pytest.CaptureFixture[str]) -> None:
+    path = Path(__file__).resolve().parents[2] / "examples" / "gang-volcano.json"
+    assert main(["engine", "place", "--snapshot", str(path), "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "gang ml/llm-train in spine-1 (tier 2)" in out
+    assert "not tier 1 (leaf): at most 2 of 4 pending member(s) fit in one hypernode (tor-2)" in out
 
 
 def test_a_snapshot_with_both_a_request_and_a_gang_is_refused(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 
 import pytest
@@ -129,3 +130,66 @@ def test_an_unschedulable_pod_says_why() -> None:
     assert story is not None
     assert "unschedulable: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu." in story_lines(story)
     assert pod_story("team", "other", [pending], [], []) is None
+
+
+async def publish_stamped(bootstrap: str, topic: topics.Topic, key: str, event: object, timestamp_ms: int) -> None:
+    """One event with the producer timestamp given, as a placer whose decision is that old left it."""
+    from aiokafka import AIOKafkaProducer
+
+    from topoplace.kafka.wire import encode_event
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(
+            topic.name,
+            encode_event(event),  # type: ignore[arg-type]
+            key=key.encode(),
+            timestamp_ms=timestamp_ms,
+        )
+    finally:
+        await producer.stop()
+
+
+def test_decisions_older_than_since_are_not_read(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name, uid = f"old-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+    two_hours_ago = time.time() - 7200
+    old = placement(name, uid, "d-two-hours-ago", at=two_hours_ago)
+    asyncio.run(publish_stamped(kafka_bootstrap, topics.PLACEMENTS, "node-a", old, int(two_hours_ago * 1000)))
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", kafka_bootstrap)
+    assert main(["explain", f"team/{name}"]) == 1
+    out = capsys.readouterr().out
+    assert "no decision for pod team/" in out and "in the last 3600 s" in out and "--since" in out
+    assert main(["explain", f"team/{name}", "--since", "10800"]) == 0
+    assert "decision d-two-hours-ago" in capsys.readouterr().out
+
+
+def test_at_most_the_last_messages_of_each_partition_are_read(
+    fresh_broker: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name, uid = f"early-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+    later = [(topics.PLACEMENTS, "node-a", placement(f"later-{i}", str(i), f"d-{i}", at=5.0)) for i in range(4)]
+    asyncio.run(publish(fresh_broker, (topics.PLACEMENTS, "node-a", placement(name, uid, "d-early", at=4.0)), *later))
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", fresh_broker)
+    assert main(["explain", f"team/{name}", "--last", "4"]) == 1
+    assert main(["explain", f"team/{name}", "--last", "5"]) == 0
+    assert "decision d-early" in capsys.readouterr().out
+
+
+def test_the_binders_answer_is_read_from_the_decision_on(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An answer older than the decision (by more than the clocks may disagree) is not this decision's."""
+    name, uid = f"answered-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+    now = time.time()
+    asyncio.run(publish(kafka_bootstrap, (topics.PLACEMENTS, uid, placement(name, uid, f"d-{uid}", at=now))))
+    stale = binding(uid, f"d-{uid}", BindingOutcome.CONFLICT, "from a clock an hour behind")
+    asyncio.run(publish_stamped(kafka_bootstrap, topics.BINDINGS, uid, stale, int((now - 3000) * 1000)))
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", kafka_bootstrap)
+    assert main(["explain", f"team/{name}"]) == 0
+    assert "binding: no answer from the binder yet" in capsys.readouterr().out
+    asyncio.run(publish(kafka_bootstrap, (topics.BINDINGS, uid, binding(uid, f"d-{uid}", BindingOutcome.BOUND))))
+    assert main(["explain", f"team/{name}"]) == 0
+    assert "binding: bound on node-a" in capsys.readouterr().out

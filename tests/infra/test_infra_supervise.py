@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import random
 
+import aiohttp
 import pytest
 from aiokafka.errors import KafkaConnectionError, UnknownError
 from infra_helpers import metric
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from topoplace.config import ConfigError, Settings
 from topoplace.kafka.bootstrap import kafka_bootstrap
@@ -15,7 +17,9 @@ from topoplace.kafka.broker_kind import TopicMissingError
 from topoplace.supervise import (
     Backoff,
     BrokerRecovered,
+    StartOver,
     Supervisor,
+    failed_dependency,
     is_transient_kafka_error,
     is_transient_outage,
     raise_when_recovered,
@@ -39,7 +43,7 @@ async def test_transient_failures_restart_the_body_until_it_returns() -> None:
     await asyncio.wait_for(supervisor.run("body", body), WAIT)
     assert runs == 4
     assert supervisor.restarts == 3
-    assert supervisor.problem is not None and supervisor.problem.startswith("body: TopicMissingError")
+    assert supervisor.problem is not None and supervisor.problem.startswith("Kafka: body: TopicMissingError")
     assert metric("topoplace_loop_restarts_total", service="test-supervise-a", loop="body") == 3
 
 
@@ -128,3 +132,43 @@ async def test_no_kafka_and_no_embedded_broker_is_a_configuration_error() -> Non
 async def test_the_embedded_broker_runs_when_asked_for() -> None:
     async with kafka_bootstrap(Settings(embedded_broker=True)) as bootstrap:
         assert bootstrap.startswith("127.0.0.1:")
+
+
+def _lease_lost_from(cause: BaseException) -> StartOver:
+    try:
+        raise StartOver("Lease default/topoplace-binder: renew failed") from cause
+    except StartOver as exc:
+        return exc
+
+
+@pytest.mark.parametrize(
+    ("failure", "dependency"),
+    [
+        (KafkaConnectionError("refused"), "Kafka"),
+        (TopicMissingError("pods.pending"), "Kafka"),
+        (BrokerRecovered("back"), "Kafka"),
+        (aiohttp.ClientConnectionError("api refused"), "the API server"),
+        (ApiException(status=503), "the API server"),
+        (_lease_lost_from(aiohttp.ClientConnectionError("api refused")), "the API server"),
+        (StartOver("not renewed within 10s"), None),
+        (ConnectionRefusedError("either"), None),
+        (ExceptionGroup("loops", [KafkaConnectionError("a"), UnknownError()]), "Kafka"),
+        (ExceptionGroup("loops", [KafkaConnectionError("a"), aiohttp.ClientConnectionError("b")]), None),
+    ],
+)
+def test_a_failure_names_the_dependency_that_is_away(failure: BaseException, dependency: str | None) -> None:
+    assert failed_dependency(failure) == dependency
+
+
+async def test_the_supervisors_problem_names_the_api_server_not_kafka() -> None:
+    stop = asyncio.Event()
+    supervisor = Supervisor("test", stop=stop, backoff=FAST)
+    problems: list[str | None] = []
+
+    async def body() -> None:
+        problems.append(supervisor.problem)
+        if len(problems) == 1:
+            raise aiohttp.ClientOSError("Cannot connect to host api:6443")  # an OSError: an outage
+
+    await asyncio.wait_for(supervisor.run("streams", body), WAIT)
+    assert problems == [None, "the API server: streams: ClientOSError: Cannot connect to host api:6443"]

@@ -191,6 +191,9 @@ def _print_gang(answer: dict[str, Any], console: Console) -> None:
         console.print(f"[bold green]gang {answer['gang']}[/] in {answer['hypernode']} (tier {answer['tier']})")
     else:
         console.print(f"[bold red]gang {answer['gang']} unschedulable[/]: {answer['reason']}")
+    for refused in answer["refused_tiers"]:  # why it is not lower
+        name = f" ({refused['tier_name']})" if refused["tier_name"] else ""
+        console.print(f"[yellow]not tier {refused['tier']}{name}[/]: {refused['reason']}")
     table = Table()
     for column in ("pod", "node", "devices", "score"):
         table.add_column(column)

@@ -10,6 +10,7 @@ tiers.py     the constraint's limit, where running members pin the gang, a tier'
 plan.py      members laid out inside one candidate hypernode
 nested.py    a subgroup's children laid out inside the domain it takes (nested subgroups)
 answer.py    the answer from the best plan, or why none fits
+refusals.py  why each tier below was refused, and every node's reason in kube's count
 """
 
 from engine.decide.gang.place import place_gang

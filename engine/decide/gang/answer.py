@@ -114,16 +114,20 @@ def decision_of(
 def why_not(
     index: ClusterIndex,
     gang: GangRequest,
-    misses: list[str],
+    node_reasons: list[str],
     hard: bool,
     max_tier: int,
     best_slots: int,
     need: dict[bytes, int],
+    refused: str = "",
 ) -> str:
-    """The gang's reason: how many members the best domain holds, and kube-scheduler's per-node counts."""
+    """The gang's reason: how many members the best domain holds, why each tier was refused, and
+    kube-scheduler's count of every node's reasons."""
     total = sum(need.values())
     where = f"no hypernode of tier <= {max_tier}" if hard else "no part of the network tree"
     head = f"gang {gang.name}: {where} holds its {total} pending member(s) (at most {best_slots} fit in one)"
     if gang.sub_groups:
         head += ", each subgroup inside its own limit"
-    return f"{head}; {fit_error_message(len(index), misses)}" if misses else head
+    if refused:
+        head += f"; {refused}"
+    return f"{head}; {fit_error_message(len(index), node_reasons)}" if node_reasons else head

@@ -39,7 +39,8 @@ from engine.decide.gang.answer import decision_of, placed_decision, why_not
 from engine.decide.gang.joint import JointRules, ShapeFacts
 from engine.decide.gang.plan import MAX_PLANNED, Layout, Plan, UnitLimit, plan_in
 from engine.decide.gang.ranks import member_key
-from engine.decide.gang.request import GangDecision, GangRequest
+from engine.decide.gang.refusals import below_the_running, node_reasons, refusals_text, tier_refusal
+from engine.decide.gang.request import GangDecision, GangRequest, TierRefusal
 from engine.decide.gang.slots import node_slots, shapes_of
 from engine.decide.gang.subgroups import Unit, descendants, leaves, units_of
 from engine.decide.gang.tiers import (
@@ -105,16 +106,21 @@ def place_gang(
     if best is None and gang.minimum_placement and least < len(pending):
         best = walk.run(least=least, min_sub_groups=tuple(p.min_sub_groups for p in gang.sub_groups))
         short = f"gang {gang.name}: placed at its minimum; the other pending member(s) wait for room"
+    refused = tuple(walk.refused)
     if best is not None:
-        return placed_decision(
+        decision = placed_decision(
             gang, tree, index, shapes, best, fits, running, walk.planned, unit_of=unit_of, partial=short
         )
+        below = tuple(r for r in refused if decision.tier is None or r.tier < decision.tier)
+        return msgspec.structs.replace(decision, refused_tiers=below)
     allowed_tiers = [t for t in tree.tiers if not mode_hard or t <= max_tier]
     best_slots = max((most_slots(tree, t, totals, need) for t in allowed_tiers), default=0)
-    reason = why_not(index, gang, misses, mode_hard, max_tier, best_slots, need)
-    return decision_of(
+    reasons = node_reasons(index, tree, per_node[shapes[0].key], misses, max_tier if mode_hard else None)
+    reason = why_not(index, gang, reasons, mode_hard, max_tier, best_slots, need, refusals_text(refused))
+    decision = decision_of(
         gang, tree, index, pending, {}, running, placed=False, reason=reason, planned=walk.planned, unit_of=unit_of
     )
+    return msgspec.structs.replace(decision, refused_tiers=refused)
 
 
 def _unit_limit(tree: NetworkTree, unit: Unit) -> UnitLimit:
@@ -142,6 +148,7 @@ class _Walk:
         self.totals, self.need, self.layout, self.units = totals, need, layout, units
         self.planned = 0
         self.child_limits: dict[str, UnitLimit] = {}  # nested subgroups' own limits, by unit name
+        self.refused: list[TierRefusal] = []  # the whole gang's walk: each tier it went past, and why
 
     def run(self, *, least: int, min_sub_groups: tuple[int, ...] = ()) -> Plan | None:
         """The best plan of the lowest tier that has one: the whole gang (`least` 0), or at least `least`."""
@@ -150,6 +157,8 @@ class _Walk:
             if self.hard and tier > self.max_tier:
                 break
             if pin.lca is not None and tier < tree.tier_of(pin.lca):
+                if not least:
+                    self.refused.append(below_the_running(tree, tier, pin.lca))
                 continue
             if least:
                 candidates = minimum_candidates(tree, tier, pin, self.totals, self.need, least)
@@ -170,4 +179,7 @@ class _Walk:
                     plans.append(plan)
             if plans:
                 return min(plans, key=lambda p: (-p.placed, -p.score, p.free_after, p.hypernode))
+            if not least:
+                planned = min(len(candidates), MAX_PLANNED)
+                self.refused.append(tier_refusal(tree, tier, pin, self.totals, self.need, candidates, planned))
         return None

@@ -36,6 +36,14 @@ class MemberPlacement(msgspec.Struct, frozen=True, kw_only=True):
     sub_group: str = ""  # "<policy>/<values>" or "<policy>/slice-<n>"; "": the gang's own
 
 
+class TierRefusal(msgspec.Struct, frozen=True, kw_only=True):
+    """A tier the walk went past, and why none of its hypernodes took the whole gang."""
+
+    tier: int
+    tier_name: str = ""  # its hypernodes' tierName; "the whole cluster" for the tree's virtual top
+    reason: str
+
+
 class GangDecision(msgspec.Struct, frozen=True, kw_only=True):
     gang: str
     placed: bool
@@ -45,3 +53,4 @@ class GangDecision(msgspec.Struct, frozen=True, kw_only=True):
     reason: str = ""
     hypernodes_planned: int = 0  # candidates planned in full (the rest were pruned by their slots)
     partial: bool = False  # placed at its minimum: some pending members wait (node None; `reason` says why)
+    refused_tiers: tuple[TierRefusal, ...] = ()  # tiers below its own (unplaced: every one walked), lowest first

@@ -25,6 +25,7 @@ from engine.node.registry import Vendors
 from engine.node.vendor import RequestError
 
 SLOT_BOUND = 16_384
+NO_ROOM = "node(s) had no room for a member"  # when nothing more precise is known
 # Labels that differ per member by construction: left out of a shape, as the rank labels are (a member
 # per shape would leave each node to one member).
 POD_NAME_LABELS = frozenset(("statefulset.kubernetes.io/pod-name",))
@@ -94,6 +95,20 @@ class Shape:
             room = allocatable.get(resource, 0) - facts.requested.get(resource, 0)
             slots = min(slots, max(0, room // amount))
         return slots
+
+    def resource_misses(self, node: NodeState) -> tuple[str, ...]:
+        """kube-scheduler's NodeResourcesFit reasons for a node whose free resources take no member."""
+        if node.allocatable is None:
+            return ()
+        facts = self.rules.nodes.of(node)
+        allocatable = facts.allocatable or {}
+        misses = []
+        if allocatable.get("pods", 0) - pods_on_node(facts.requested, facts.pod_count) * 1000 < 1000:
+            misses.append("Too many pods")
+        for resource, amount in sorted(self.resources.items()):
+            if resource != "pods" and allocatable.get(resource, 0) - facts.requested.get(resource, 0) < amount:
+                misses.append(f"Insufficient {resource}")
+        return tuple(misses)
 
 
 class Fits(msgspec.Struct, frozen=True, kw_only=True):
@@ -203,15 +218,19 @@ def _slots_of(index: ClusterIndex, shape: Shape, node: NodeState, cap: int) -> N
     if failure is not None:
         return NodeSlots(node, (), tuple(failure))
     room = shape.resource_slots(node, cap)
-    answered = shape.class_fits(index, index.class_id(node.name), node, room) if room else Fits(fits=())
-    return NodeSlots(node, answered.fits, (answered.miss,) if answered.miss and not answered.fits else ())
+    if not room:  # every node that takes no member says why, so that kube's count covers every node
+        return NodeSlots(node, (), shape.resource_misses(node) or (NO_ROOM,))
+    answered = shape.class_fits(index, index.class_id(node.name), node, room)
+    if answered.fits:
+        return NodeSlots(node, answered.fits, ())
+    return NodeSlots(node, (), (answered.miss or NO_ROOM,))
 
 
 def node_slots(
     tables: SlotTables, index: ClusterIndex, tree: NetworkTree, shapes: list[Shape], joint: JointRules | None = None
 ) -> tuple[dict[bytes, list[int]], dict[tuple[bytes, str], tuple[NodeFit, ...]], list[str]]:
     """Per shape, the members each tree node takes (in tree order), the fits behind them, and for the
-    first shape every node's reason when it takes none (kube-scheduler's summaries); `joint` cuts a node's
+    first shape the reasons of every cluster node that takes none (kube-scheduler's summaries); `joint` cuts a node's
     slots to the members' per-node caps (one per node for hostname anti-affinity)."""
     per_node: dict[bytes, list[int]] = {}
     fits: dict[tuple[bytes, str], tuple[NodeFit, ...]] = {}
@@ -229,10 +248,8 @@ def node_slots(
         values: list[int] = []
         append = values.append
         for name, node, key, hit in zip(tree.nodes, nodes, keys, found, strict=True):
-            if node is None:
+            if node is None:  # a name the tree holds but the cluster does not: no node to count
                 append(0)
-                if number == 0:
-                    misses.append("node(s) were not found")
                 continue
             if hit is None or hit.node is not node:
                 hit = _slots_of(index, shape, node, cap)
