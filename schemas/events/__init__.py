@@ -12,6 +12,7 @@ One module per family of topics; every name is re-exported here, so
     pods.py          pods.pending, pods.lifecycle (and DeviceAssignment)
     namespaces.py    namespaces
     resources.py     resources.slices, resources.claims (DRA)
+    storage.py       storage.claims, storage.volumes, storage.classes
     gangs.py         gangs.pending, gangs.placements
     decisions.py     placements, bindings
     dead_letters.py  <topic>.dlq
@@ -54,6 +55,7 @@ from schemas.events.resources import (
     DeviceTaintRuleEvent,
     ResourceSliceEvent,
 )
+from schemas.events.storage import PersistentVolumeEvent, StorageClassEvent, VolumeClaimEvent
 
 __all__ = [
     "MAX_ALTERNATIVES",
@@ -86,12 +88,15 @@ __all__ = [
     "NodeTopologyEvent",
     "PendingGangEvent",
     "PendingPodEvent",
+    "PersistentVolumeEvent",
     "PlacementEvent",
     "PlacementOutcome",
     "PodLifecycleEvent",
     "ResourceSliceEvent",
     "RunningMember",
+    "StorageClassEvent",
     "SubGroupPolicy",
     "TopologyLevelsEvent",
     "TopologyMode",
+    "VolumeClaimEvent",
 ]

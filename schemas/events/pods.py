@@ -52,6 +52,7 @@ class PendingPodEvent(Event, frozen=True, kw_only=True):
     affinities: PodAffinities | None = None
     topology_spread_constraints: tuple[TopologySpreadConstraint, ...] = ()
     default_spread_selector: LabelSelector | None = None
+    volume_claims: tuple[str, ...] = ()  # names of its PersistentVolumeClaims (persistentVolumeClaim, ephemeral)
     unpublishable: str = ""  # why the pod could not be published whole (then nothing else is carried)
 
 
@@ -94,4 +95,5 @@ class PodLifecycleEvent(Event, frozen=True, kw_only=True):
     labels: dict[str, str] = {}
     affinities: PodAffinities | None = None
     terminating: bool = False
+    volume_claims: tuple[str, ...] = ()  # names of the PersistentVolumeClaims it mounts (ReadWriteOncePod in use)
     observed_at: float = 0.0

@@ -67,7 +67,7 @@ def decide_gang(
         reason = f"invalid gang: DRA ResourceClaims of gang members are not supported ({', '.join(claiming)})"
         return GangResult(placement=_unschedulable(gang, fresh, attempt, reason, now))
     try:
-        pods = [pod_request(m, node_policy=node_policy) for m in fresh]
+        pods = [pod_request(m, node_policy=node_policy, volumes=view.storage.rules_for(m)) for m in fresh]
         pods += [pod_request(m, node_policy=node_policy, node_name=held[m.uid][0].node) for m in members if held[m.uid]]
         pods += [PodRequest(uid=r.uid, name=r.name, namespace=gang.namespace, node_name=r.node) for r in gang.running]
         request = GangRequest(

@@ -64,6 +64,7 @@ class Growth(enum.Flag):
     CLAIMS = enum.auto()  # a DRA ResourceSlice added or changed
     HOST = enum.auto()  # a pod's requests left a node: cpu, memory, a pod slot
     PODS = enum.auto()  # a pod came to, left or changed on a node (its labels, pod affinity): affinity, spread
+    VOLUMES = enum.auto()  # a PersistentVolumeClaim, PersistentVolume or StorageClass changed
 
 
 class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,6 +74,7 @@ class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
     claims: bool = False
     host: bool = False  # its reason names a host resource it lacked
     pods: bool = False  # it has pod (anti-)affinity or spread constraints, or running pods' anti-affinity held it
+    volumes: bool = False  # it mounts PersistentVolumeClaims
 
     def helped_by(self, growth: Growth) -> bool:
         return bool(
@@ -81,6 +83,7 @@ class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
             or (growth & Growth.CLAIMS and self.claims)
             or (growth & Growth.HOST and self.host)
             or (growth & Growth.PODS and self.pods)
+            or (growth & Growth.VOLUMES and self.volumes)
         )
 
 
@@ -96,7 +99,9 @@ def retry_hint(pending: PendingPodEvent, reason: str) -> RetryHint:
     lacked = _INSUFFICIENT.findall(reason)
     host = TOO_MANY_PODS in reason or any("/" not in name for name in lacked) or (bool(lacked) and not asks_devices)
     pods = pending.affinities is not None or bool(pending.topology_spread_constraints) or "affinity" in reason
-    return RetryHint(devices=asks_devices, claims=bool(pending.claims), host=host, pods=pods)
+    return RetryHint(
+        devices=asks_devices, claims=bool(pending.claims), host=host, pods=pods, volumes=bool(pending.volume_claims)
+    )
 
 
 def _nonzero(quantity: str) -> bool:

@@ -31,15 +31,19 @@ from schemas.events import (
     LifecyclePhase,
     NamespaceEvent,
     NodeStatusEvent,
+    PersistentVolumeEvent,
     PodLifecycleEvent,
     ResourceSliceEvent,
+    StorageClassEvent,
     TopologyLevelsEvent,
+    VolumeClaimEvent,
 )
 from schemas.seal import DecisionKey
-from services.collector.cluster import dra, trackers, workloads
+from services.collector.cluster import dra, storage, trackers, workloads
 from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
 from services.collector.cluster.trackers import KeyedTracker, Outcome, PodTracker
 from topoplace.informer import ListFunction
+from topoplace.kube_storage import ClaimObject, StorageClassObject, VolumeObject
 
 T = TypeVar("T")
 E = TypeVar("E", bound=Event)
@@ -134,6 +138,9 @@ class Trackers:
         self.claims_of_pods = ClaimsOfPods(self.claims, self.pods)
         self.classes = dra.class_tracker()
         self.taint_rules = dra.taint_rule_tracker()
+        self.volume_claims = storage.claim_tracker()
+        self.volumes = storage.volume_tracker()
+        self.storage_classes = storage.class_tracker()
 
 
 def _always(_obj: object) -> bool:
@@ -324,6 +331,33 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         api_group=DRA_GROUP,
         seed=_keyed_seed(lambda t: t.taint_rules, DeviceTaintRuleEvent, lambda e: e.name),
         seeded_from=topics.RESOURCE_TAINT_RULES,
+    ),
+    WatchedKind[ClaimObject](
+        "persistentvolumeclaims",
+        ClaimObject,
+        lambda api: [("persistentvolumeclaims", client.CoreV1Api(api).list_persistent_volume_claim_for_all_namespaces)],
+        lambda t: t.volume_claims,
+        storage.claim_key,
+        seed=_keyed_seed(lambda t: t.volume_claims, VolumeClaimEvent, lambda e: e.claim.key),
+        seeded_from=topics.STORAGE_CLAIMS,
+    ),
+    WatchedKind[VolumeObject](
+        "persistentvolumes",
+        VolumeObject,
+        lambda api: [("persistentvolumes", client.CoreV1Api(api).list_persistent_volume)],
+        lambda t: t.volumes,
+        lambda volume: volume.metadata.name,
+        seed=_keyed_seed(lambda t: t.volumes, PersistentVolumeEvent, lambda e: e.volume.name),
+        seeded_from=topics.STORAGE_VOLUMES,
+    ),
+    WatchedKind[StorageClassObject](
+        "storageclasses",
+        StorageClassObject,
+        lambda api: [("storageclasses", client.StorageV1Api(api).list_storage_class)],
+        lambda t: t.storage_classes,
+        lambda storage_class: storage_class.metadata.name,
+        seed=_keyed_seed(lambda t: t.storage_classes, StorageClassEvent, lambda e: e.storage_class.name),
+        seeded_from=topics.STORAGE_CLASSES,
     ),
 )
 # The compacted topics whose records seed the trackers at start, in the table's order.

@@ -11,6 +11,8 @@ from typing import Any
 
 import msgspec
 
+from topoplace.kube_storage import PodVolume
+
 Quantity = str | int | float  # the API writes strings; hand-made objects sometimes carry numbers
 
 
@@ -58,6 +60,7 @@ class PodSpec(msgspec.Struct, kw_only=True, rename="camel"):
     tolerations: list[Any] = []
     topology_spread_constraints: list[Any] = []
     resource_claims: list[PodResourceClaim] = []  # DRA claims, by name or by template
+    volumes: list[PodVolume] = []  # only those naming a PersistentVolumeClaim (or an ephemeral one) are read
 
 
 class PodResourceClaim(msgspec.Struct, kw_only=True, rename="camel"):

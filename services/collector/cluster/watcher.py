@@ -17,6 +17,8 @@
 - namespaces -> namespaces (key name: their labels; deleted the same way); Services,
   ReplicationControllers, ReplicaSets and StatefulSets only feed the pending pods'
   DefaultSelector (workloads.py).
+- PersistentVolumeClaims, PersistentVolumes and StorageClasses -> storage.claims (key
+  <namespace>/<name>), storage.volumes, storage.classes (key name); deleted the same way.
 
 Wiring only: what is watched is the table of kinds.py (one row per kind); the
 translation and the memory of what was published live in translate / gangs /
@@ -59,6 +61,9 @@ PUBLISHED_TOPICS = (
     topics.NAMESPACES,
     topics.RESOURCE_CLASSES,
     topics.RESOURCE_TAINT_RULES,
+    topics.STORAGE_CLAIMS,
+    topics.STORAGE_VOLUMES,
+    topics.STORAGE_CLASSES,
 )
 
 log = logging.getLogger(__name__)

@@ -191,6 +191,36 @@ DEVICECLASSES = ResourceType(
     has_status=False,
     field_labels=_META,
 )
+PERSISTENTVOLUMECLAIMS = ResourceType(
+    plural="persistentvolumeclaims",
+    kind="PersistentVolumeClaim",
+    group="",
+    version="v1",
+    namespaced=True,
+    has_status=True,
+    field_labels=_META,
+    short_names=("pvc",),
+)
+PERSISTENTVOLUMES = ResourceType(
+    plural="persistentvolumes",
+    kind="PersistentVolume",
+    group="",
+    version="v1",
+    namespaced=False,
+    has_status=True,
+    field_labels=_META,
+    short_names=("pv",),
+)
+STORAGECLASSES = ResourceType(
+    plural="storageclasses",
+    kind="StorageClass",
+    group="storage.k8s.io",
+    version="v1",
+    namespaced=False,
+    has_status=False,
+    field_labels=_META,
+    short_names=("sc",),
+)
 
 LEASES = ResourceType(
     plural="leases",
@@ -281,6 +311,9 @@ ALL: tuple[ResourceType, ...] = (
     RESOURCECLAIMTEMPLATES,
     DEVICECLASSES,
     DEVICETAINTRULES,
+    PERSISTENTVOLUMECLAIMS,
+    PERSISTENTVOLUMES,
+    STORAGECLASSES,
     LEASES,
     NAMESPACES,
     SERVICES,

@@ -1,0 +1,40 @@
+"""Events about storage: storage.claims, storage.volumes, storage.classes (what the volume filters read)."""
+
+from __future__ import annotations
+
+from schemas.events.base import Event
+from schemas.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
+
+# --- storage.claims (compacted, key = <namespace>/<name>) -------------------------------------
+
+
+class VolumeClaimEvent(Event, frozen=True, kw_only=True):
+    """One PersistentVolumeClaim: its class, its request, the volume it is bound to, its selected node."""
+
+    claim: PersistentVolumeClaim
+    deleted: bool = False
+    observed_at: float = 0.0
+
+
+# --- storage.volumes (compacted, key = PersistentVolume name) ---------------------------------
+
+
+class PersistentVolumeEvent(Event, frozen=True, kw_only=True):
+    """One PersistentVolume: its class, capacity, access modes, node affinity, zone labels, claim."""
+
+    volume: PersistentVolume
+    deleted: bool = False
+    observed_at: float = 0.0
+
+
+# --- storage.classes (compacted, key = StorageClass name) -------------------------------------
+
+
+class StorageClassEvent(Event, frozen=True, kw_only=True):
+    """One StorageClass: its provisioner, binding mode and allowed topologies; whether it is marked default."""
+
+    storage_class: StorageClass
+    default: bool = False  # annotated storageclass.kubernetes.io/is-default-class: "true"
+    created_at: str = ""  # creationTimestamp: the newest of several defaults is the default
+    deleted: bool = False
+    observed_at: float = 0.0
