@@ -58,11 +58,25 @@ class ClaimSpec(msgspec.Struct, kw_only=True, rename="camel"):
     resources: StorageRequests = msgspec.field(default_factory=StorageRequests)
 
 
+class ObjectPhase(msgspec.Struct, kw_only=True):
+    phase: str = ""  # Pending, Available, Bound, Released, Lost
+
+
 class ClaimObject(msgspec.Struct, kw_only=True):
     """A PersistentVolumeClaim (core/v1), the fields read."""
 
     metadata: StorageMeta = msgspec.field(default_factory=StorageMeta)
     spec: ClaimSpec = msgspec.field(default_factory=ClaimSpec)
+    status: ObjectPhase = msgspec.field(default_factory=ObjectPhase)
+
+    @property
+    def key(self) -> str:
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
+    @property
+    def bound(self) -> bool:
+        """Bound to its volume, as the PersistentVolume controller says once binding is complete."""
+        return bool(self.spec.volume_name) and self.status.phase == "Bound"
 
 
 class ClaimRef(msgspec.Struct, kw_only=True):
