@@ -48,7 +48,7 @@ def volume_body(name: str, zone: str, **spec: Any) -> dict[str, Any]:
             "nodeAffinity": affinity,
             **spec,
         },
-    }  # fmt: skip
+    }
 
 
 def class_body(name: str, *, default: bool = False) -> dict[str, Any]:

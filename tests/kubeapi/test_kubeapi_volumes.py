@@ -130,3 +130,21 @@ async def test_the_provisioner_is_an_option_of_the_server() -> None:
         server.store.create(resources.PERSISTENTVOLUMECLAIMS, body, namespace="a")
         assert server.store.list(resources.PERSISTENTVOLUMES)[0] == []
         assert "status" not in server.store.get(resources.PERSISTENTVOLUMECLAIMS, "data", "a")
+
+
+def test_a_claim_made_with_its_volume_name_is_bound_to_that_volume() -> None:
+    store = cluster(provisioner="kubernetes.io/no-provisioner")
+    store.create(
+        resources.PERSISTENTVOLUMES,
+        {"metadata": {"name": "pv-far"}, "spec": {"storageClassName": "fast", "capacity": {"storage": "10Gi"}}},
+    )
+    body = {
+        "metadata": {"name": "data", "namespace": "team-a"},
+        "spec": {"storageClassName": "fast", "volumeName": "pv-far"},
+    }
+    created = store.create(resources.PERSISTENTVOLUMECLAIMS, body, namespace="team-a")
+
+    bound = store.get(resources.PERSISTENTVOLUMECLAIMS, "data", "team-a")
+    volume = store.get(resources.PERSISTENTVOLUMES, "pv-far")
+    assert bound["status"]["phase"] == "Bound" and volume["status"]["phase"] == "Bound"
+    assert volume["spec"]["claimRef"]["uid"] == created["metadata"]["uid"]

@@ -43,6 +43,9 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 class VolumeProvisioner:
     """Provisions claims and binds claims to the volumes that name them (see the module's text)."""
 
+    def __init__(self) -> None:
+        self._binding: set[str] = set()  # uids of claims being bound now: their own changes are ours
+
     def install(self, store: ObjectStore) -> None:
         store.add_controller(self)
 
@@ -59,10 +62,15 @@ class VolumeProvisioner:
 
     def _claim_changed(self, store: ObjectStore, claim: Object) -> None:
         meta, spec = claim["metadata"], claim.get("spec") or {}
+        if meta.get("uid") in self._binding:
+            return
         if not (claim.get("status") or {}).get("phase"):
             _set_phase(store, resources.PERSISTENTVOLUMECLAIMS, claim, "Pending")  # its change comes back here
             return
-        if spec.get("volumeName") or meta.get("deletionTimestamp"):
+        if meta.get("deletionTimestamp"):
+            return
+        if spec.get("volumeName"):
+            self._claim_names_volume(store, claim, spec["volumeName"])
             return
         class_name = spec.get("storageClassName")
         if not class_name:
@@ -112,6 +120,27 @@ class VolumeProvisioner:
         }
         store.create(resources.PERSISTENTVOLUMES, body)  # its change binds the claim (_volume_changed)
 
+    def _claim_names_volume(self, store: ObjectStore, claim: Object, volume_name: str) -> None:
+        """A claim made with `spec.volumeName` (pre-bound by its author): the volume is bound to it."""
+        if (claim.get("status") or {}).get("phase") == "Bound":
+            return
+        try:
+            volume = store.get(resources.PERSISTENTVOLUMES, volume_name)
+        except ApiError:
+            return  # stays Pending until the volume exists
+        ref = (volume.get("spec") or {}).get("claimRef") or {}
+        meta = claim["metadata"]
+        if ref.get("name") and (ref.get("name"), ref.get("namespace") or "default") != (
+            meta["name"],
+            meta["namespace"],
+        ):
+            return  # the volume is another claim's
+        if ref.get("uid") != meta["uid"]:
+            spec = {**(volume.get("spec") or {}), "claimRef": _claim_ref(claim)}
+            store.replace(resources.PERSISTENTVOLUMES, volume_name, {**volume, "spec": spec})  # binds the claim
+        else:
+            self._volume_changed(store, volume)
+
     def _volume_changed(self, store: ObjectStore, volume: Object) -> None:
         ref = (volume.get("spec") or {}).get("claimRef") or {}
         if not ref.get("name"):
@@ -130,8 +159,12 @@ class VolumeProvisioner:
         bound_elsewhere = (claim.get("spec") or {}).get("volumeName") not in (None, "", volume_name)
         if bound_elsewhere:
             return
-        if (claim.get("status") or {}).get("phase") != "Bound":
-            _bind_claim(store, claim, volume)
+        if (claim.get("status") or {}).get("phase") != "Bound" and claim["metadata"]["uid"] not in self._binding:
+            self._binding.add(claim["metadata"]["uid"])
+            try:
+                _bind_claim(store, claim, volume)
+            finally:
+                self._binding.discard(claim["metadata"]["uid"])
         if (volume.get("status") or {}).get("phase") != "Bound":
             _set_phase(store, resources.PERSISTENTVOLUMES, volume, "Bound")
 
