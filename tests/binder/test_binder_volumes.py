@@ -12,13 +12,19 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import msgspec
 import pytest
-from binder_support import WatchedCluster, placement_for
+from binder_support import RecordingProducer, WatchedCluster, placement_for
 from kube_clients import client_for
 from kubernetes_asyncio import client
+from opentelemetry import context as otel_context
 
-from schemas.events import BindingOutcome
+from schemas.events import BindingEvent, BindingOutcome
 from services.binder.apply import PodBinder
+from services.binder.conditions import ConditionWriter
+from services.binder.handler import BindingSteps, PlacementHandler
+from services.binder.kube_events import EventRecorder
+from services.binder.reporting import PodReporter
 from services.binder.service import volume_binder
 from services.binder.volume_binding import SCHEDULER_ERROR
 from services.binder.volume_watch import StorageWatch, watch_storage
@@ -26,6 +32,11 @@ from topoplace.dev.kubeapi import KubeApiServer, resources
 
 ZONE = "topology.kubernetes.io/zone"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    event: Any
+    trace_context: otel_context.Context = msgspec.field(default_factory=otel_context.Context)
 
 
 class Storage:
@@ -261,3 +272,31 @@ async def test_the_kube_client_talks_to_the_storage_api(kube_api: KubeApiServer)
         assert listed.items == []
     finally:
         await api.close()
+
+
+async def test_through_the_handler_the_pod_gets_kubes_scheduler_error_condition_and_event(
+    no_provisioner: tuple[KubeApiServer, client.CoreV1Api, WatchedCluster, Storage],
+) -> None:
+    kube_api, core, watched, storage = no_provisioner
+    await cluster(kube_api, watched)
+    claim(kube_api)
+    pod = await pod_with_claim(kube_api, watched)
+    await storage.sees(claim_and_class_seen(storage))
+    events = EventRecorder(core, component="topoplace")
+    reporter = PodReporter(events, ConditionWriter(core), watch=watched.cluster)
+    binder = binder_for(kube_api, core, watched, storage, timeout=0.5)
+    producer = RecordingProducer()
+    steps = BindingSteps(ledger=watched.ledger, binder=binder, reporter=reporter, cluster=watched.cluster)
+
+    await PlacementHandler(steps=steps, producer=producer)(Message(event=placement_for(pod, "n-z1", devices=())))
+    await reporter.drain()
+    await events.close()
+
+    (sent,) = producer.sent
+    assert isinstance(sent.event, BindingEvent) and sent.event.outcome is BindingOutcome.FAILED
+    stored = kube_api.store.get(resources.PODS, pod["metadata"]["name"], "default")
+    (condition,) = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"]
+    message = 'running PreBind plugin "VolumeBinding": binding volumes: context deadline exceeded'
+    assert (condition["status"], condition["reason"], condition["message"]) == ("False", SCHEDULER_ERROR, message)
+    items, _ = kube_api.store.list("events", "default")
+    assert [e["message"] for e in items if e["reason"] == "FailedScheduling"] == [message]
