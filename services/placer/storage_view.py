@@ -8,6 +8,7 @@ The catalog the engine reads is rebuilt only after a storage event changed it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 import msgspec
@@ -30,7 +31,10 @@ V = TypeVar("V")
 class StorageView:
     """Every PersistentVolumeClaim, PersistentVolume and StorageClass known, as the engine's VolumeCatalog."""
 
-    def __init__(self) -> None:
+    def __init__(self, holds: Callable[[str], bool] = lambda uid: False) -> None:
+        """`holds(uid)`: the pod holds a placement now (assumed or bound), as the pod ledger says."""
+        self._holds = holds
+        self._decided: dict[str, tuple[str, ...]] = {}  # pod uid -> claims of a pod placed, not yet seen bound
         self._claims: dict[str, PersistentVolumeClaim] = {}  # by namespace/name
         self._volumes: dict[str, PersistentVolume] = {}
         self._classes: dict[str, StorageClassEvent] = {}
@@ -72,7 +76,13 @@ class StorageView:
 
     # --- pods on nodes: the claims they use (ReadWriteOncePod) ---
 
+    def decided(self, pending: PendingPodEvent) -> None:
+        """The pod was placed (assumed): its claims count as in use until the cluster reports it."""
+        if pending.volume_claims:
+            self._decided[pending.uid] = tuple(f"{pending.namespace}/{name}" for name in pending.volume_claims)
+
     def apply_lifecycle(self, event: PodLifecycleEvent) -> None:
+        self._decided.pop(event.uid, None)  # bound (its own claims now) or deleted
         before = self._pod_claims.get(event.uid, ())
         if event.phase is LifecyclePhase.BOUND and event.volume_claims:
             after = tuple(f"{event.namespace}/{name}" for name in event.volume_claims)
@@ -103,4 +113,12 @@ class StorageView:
         """The pod's claims resolved against the cluster; None for a pod that mounts none."""
         if not pending.volume_claims:
             return None
-        return resolve_volumes(pending.namespace, pending.volume_claims, self.catalog())
+        catalog = self.catalog()
+        # ReadWriteOncePod: a claim of a pod placed but not yet bound is in use too (kube counts assumed pods)
+        stale = [uid for uid in self._decided if not self._holds(uid)]  # its decision was dropped
+        for uid in stale:
+            del self._decided[uid]
+        assumed = {key for uid, keys in self._decided.items() if uid != pending.uid for key in keys}
+        if assumed - catalog.claims_in_use:
+            catalog = msgspec.structs.replace(catalog, claims_in_use=catalog.claims_in_use | assumed)
+        return resolve_volumes(pending.namespace, pending.volume_claims, catalog)

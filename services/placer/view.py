@@ -83,7 +83,8 @@ class ClusterView(PodLedger):
         self._namespaces_changed = False
         self._classes: dict[str, DeviceClass] = {}  # DRA DeviceClasses by name
         self._taint_rules: dict[str, DeviceTaintRule] = {}  # DRA DeviceTaintRules by name
-        self.storage = StorageView()  # PersistentVolumeClaims, PersistentVolumes, StorageClasses
+        # PersistentVolumeClaims, PersistentVolumes, StorageClasses; the claims of pods placed and not yet bound
+        self.storage = StorageView(holds=lambda uid: bool(self.holdings_of(uid)))
         self._index: ClusterIndex = engine.new_index(cpu=cpu_in_index)
         self._tree: tuple[tuple[int, int], NetworkTree] | None = None
         self._labels_epoch = 0  # grows when a node's labels (or the node set) change: the tree depends on them

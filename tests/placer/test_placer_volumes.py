@@ -137,3 +137,16 @@ def test_a_storage_tombstone_undoes_its_object() -> None:
     decider.on_tombstone(topics.STORAGE_CLAIMS.name, "default/data")
     placement = decider.on_pending(with_claims(pending("p1", 1), "data")).placement
     assert placement is not None and 'persistentvolumeclaim "data" not found' in placement.reason
+
+
+def test_a_read_write_once_pod_claim_of_a_pod_placed_but_not_yet_bound_is_in_use() -> None:
+    decider, _ = zonal_cluster()
+    decider.on_event(volume("pv-z1", "z1", claimed_by="default/solo"))
+    decider.on_event(claim("solo", volume="pv-z1", modes=("ReadWriteOncePod",)))
+    first = decider.on_pending(with_claims(pending("p1", 1), "solo")).placement
+    assert first is not None and first.outcome is PlacementOutcome.PLACED
+
+    second = decider.on_pending(with_claims(pending("p2", 1), "solo")).placement
+
+    assert second is not None and second.outcome is PlacementOutcome.UNSCHEDULABLE
+    assert "ReadWriteOncePod" in second.reason
