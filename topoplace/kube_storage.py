@@ -163,6 +163,26 @@ class PodVolume(msgspec.Struct, kw_only=True, rename="camel"):
     ephemeral: dict[str, Any] | None = None
 
 
+class PodVolumesMeta(msgspec.Struct, kw_only=True):
+    name: str = ""
+    namespace: str = "default"
+    uid: str = ""
+
+
+class PodVolumesSpec(msgspec.Struct, kw_only=True):
+    volumes: tuple[PodVolume, ...] = ()
+
+
+class PodVolumesObject(msgspec.Struct, kw_only=True):
+    """A Pod, only what names its claims."""
+
+    metadata: PodVolumesMeta = msgspec.field(default_factory=PodVolumesMeta)
+    spec: PodVolumesSpec = msgspec.field(default_factory=PodVolumesSpec)
+
+    def claim_names(self) -> tuple[str, ...]:
+        return pod_claim_names(self.metadata.name, self.spec.volumes)
+
+
 def storage_bytes(field: str, text: str | int | float | None) -> int:
     """A storage quantity in bytes (absent: 0). StorageFieldError naming `field`."""
     if text is None:

@@ -26,6 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import msgspec
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -34,8 +35,11 @@ from schemas.events import BindingOutcome, PlacementEvent
 from schemas.volumes import SELECTED_NODE
 from services.binder.enforcers.base import ApiCall, Enforcer, NotBound
 from services.binder.volume_watch import StorageWatch
+from topoplace.kube_storage import PodVolumesObject
 
 log = logging.getLogger(__name__)
+
+_pod_volumes = msgspec.json.Decoder(PodVolumesObject)
 
 MERGE_PATCH = "application/merge-patch+json"
 BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
@@ -70,9 +74,8 @@ class VolumeBinder(Enforcer):
     async def before_binding(self, placement: PlacementEvent, call: ApiCall) -> NotBound | None:
         """None when the pod mounts no claim, or every claim is bound on the placement's node."""
         names = self._pod_claims(placement.uid)
-        if names is None:
-            reason = "the binder's watch does not have the pod's spec yet: its volumes cannot be checked"
-            return NotBound(outcome=BindingOutcome.FAILED, reason=reason)
+        if names is None:  # the watch lags behind the pod: its spec is read from the server
+            names = await self._read_claims(placement, call)
         if not names:
             return None
         labels = self._node_labels(placement.node)
@@ -101,6 +104,22 @@ class VolumeBinder(Enforcer):
             reason = f"{PREBIND}: binding volumes: provisioning failed for PVC {', '.join(given_up)}"
             return NotBound(outcome=BindingOutcome.FAILED, reason=reason, condition=SCHEDULER_ERROR)
         return self._check(placement, names, labels)  # what was bound must fit the node too
+
+    async def _read_claims(self, placement: PlacementEvent, call: ApiCall) -> tuple[str, ...]:
+        """The pod's claim names as the server has them; none for a pod gone or replaced under its name
+        (its Binding's uid precondition then refuses it, as for any pod)."""
+        read = functools.partial(
+            self._core.read_namespaced_pod, placement.name, placement.namespace, _preload_content=False
+        )
+        try:
+            pod = _pod_volumes.decode(await call("read pod", read))
+        except ApiException as exc:
+            if exc.status == 404:
+                return ()
+            raise
+        if pod.metadata.uid != placement.uid:
+            return ()
+        return pod.claim_names()
 
     def _check(self, placement: PlacementEvent, names: tuple[str, ...], labels: Mapping[str, str]) -> NotBound | None:
         rules = resolve_volumes(placement.namespace, names, self._storage.catalog())

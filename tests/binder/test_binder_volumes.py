@@ -26,7 +26,7 @@ from services.binder.handler import BindingSteps, PlacementHandler
 from services.binder.kube_events import EventRecorder
 from services.binder.reporting import PodReporter
 from services.binder.service import volume_binder
-from services.binder.volume_binding import SCHEDULER_ERROR
+from services.binder.volume_binding import SCHEDULER_ERROR, VolumeBinder
 from services.binder.volume_watch import StorageWatch, watch_storage
 from topoplace.dev.kubeapi import KubeApiServer, resources
 
@@ -300,3 +300,25 @@ async def test_through_the_handler_the_pod_gets_kubes_scheduler_error_condition_
     assert (condition["status"], condition["reason"], condition["message"]) == ("False", SCHEDULER_ERROR, message)
     items, _ = kube_api.store.list("events", "default")
     assert [e["message"] for e in items if e["reason"] == "FailedScheduling"] == [message]
+
+
+async def test_a_pod_the_watch_has_not_seen_yet_has_its_claims_read_from_the_server(
+    kube_api: KubeApiServer, core: client.CoreV1Api, watched: WatchedCluster, storage: Storage, make_pod: Any
+) -> None:
+    await cluster(kube_api, watched)
+    claim(kube_api)
+    pod = await pod_with_claim(kube_api, watched)
+    plain = make_pod()  # mounts nothing: bound as before, whatever the watch knows
+    await storage.sees(claim_and_class_seen(storage))
+    lagging = VolumeBinder(
+        core,
+        storage.watch,
+        pod_claims=lambda uid: None,  # the binder's pod watch lags behind both pods
+        node_labels=lambda node: {ZONE: "z1"},
+    )
+    binder = PodBinder(core, volumes=lagging)
+
+    result = await binder.bind(placement_for(pod, "n-z1", devices=()))
+    assert result.outcome is BindingOutcome.BOUND, result.reason
+    assert kube_api.store.get(resources.PERSISTENTVOLUMECLAIMS, "data", "default")["status"]["phase"] == "Bound"
+    assert (await binder.bind(placement_for(plain, "n-z1", devices=()))).outcome is BindingOutcome.BOUND

@@ -25,19 +25,6 @@ DEFAULT_CLASS_ANNOTATION = ks.DEFAULT_CLASS_ANNOTATION
 T = TypeVar("T")
 
 
-class _PodMeta(msgspec.Struct, kw_only=True):
-    name: str = ""
-
-
-class _PodSpec(msgspec.Struct, kw_only=True):
-    volumes: tuple[ks.PodVolume, ...] = ()
-
-
-class _Pod(msgspec.Struct, kw_only=True):
-    metadata: _PodMeta = msgspec.field(default_factory=_PodMeta)
-    spec: _PodSpec = msgspec.field(default_factory=_PodSpec)
-
-
 def _decoded(item: ClusterObject, kind: type[T]) -> T:
     try:
         return msgspec.convert(item.body, kind)
@@ -47,8 +34,7 @@ def _decoded(item: ClusterObject, kind: type[T]) -> T:
 
 def pod_claim_names(item: ClusterObject) -> tuple[str, ...]:
     """The claims a Pod object mounts, in the order of its volumes."""
-    pod = _decoded(item, _Pod)
-    return ks.pod_claim_names(pod.metadata.name, pod.spec.volumes)
+    return _decoded(item, ks.PodVolumesObject).claim_names()
 
 
 def catalog_of(items: Iterable[ClusterObject], claims_in_use: Iterable[str] = ()) -> VolumeCatalog:
