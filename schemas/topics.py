@@ -159,6 +159,13 @@ STORAGE_CLASSES = Topic(
     compacted=True,
     description="Every StorageClass: provisioner, binding mode, allowed topologies, default (cluster watcher).",
 )
+STORAGE_CSINODES = Topic(
+    name="storage.csinodes",
+    event=events.CsiNodeEvent,
+    key="CSINode name (its node's)",
+    compacted=True,
+    description="Every CSINode: the volumes each CSI driver may attach to its node (cluster watcher).",
+)
 PODS_PENDING = Topic(
     name="pods.pending",
     event=events.PendingPodEvent,
@@ -216,6 +223,7 @@ ALL: tuple[Topic, ...] = (
     STORAGE_CLAIMS,
     STORAGE_VOLUMES,
     STORAGE_CLASSES,
+    STORAGE_CSINODES,
     PODS_PENDING,
     GANGS_PENDING,
     PODS_LIFECYCLE,

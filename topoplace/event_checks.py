@@ -27,6 +27,7 @@ from engine.core.validate import validate_node
 from schemas import topics
 from schemas.errors import FieldError
 from schemas.events import (
+    CsiNodeEvent,
     DeviceClassEvent,
     DeviceTaintRuleEvent,
     DeviceUsageEvent,
@@ -139,6 +140,12 @@ def check_storage_named(key: str | None, event: Event) -> None:
         _keyed_by("storage_class.name", key, event.storage_class.name)
 
 
+def check_csi_node(key: str | None, event: Event) -> None:
+    """A CSINode is keyed by its name, its node's."""
+    assert isinstance(event, CsiNodeEvent)
+    _keyed_by("node", key, event.node)
+
+
 EDGE_CHECKS: Mapping[str, EventCheck] = {
     topics.TOPOLOGY_NODES.name: check_topology,
     topics.USAGE_DEVICES.name: check_usage,
@@ -153,6 +160,7 @@ EDGE_CHECKS: Mapping[str, EventCheck] = {
     topics.STORAGE_CLAIMS.name: check_volume_claim,
     topics.STORAGE_VOLUMES.name: check_storage_named,
     topics.STORAGE_CLASSES.name: check_storage_named,
+    topics.STORAGE_CSINODES.name: check_csi_node,
 }
 
 

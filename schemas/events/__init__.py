@@ -12,7 +12,7 @@ One module per family of topics; every name is re-exported here, so
     pods.py          pods.pending, pods.lifecycle (and DeviceAssignment)
     namespaces.py    namespaces
     resources.py     resources.slices, resources.claims (DRA)
-    storage.py       storage.claims, storage.volumes, storage.classes
+    storage.py       storage.claims, storage.volumes, storage.classes, storage.csinodes
     gangs.py         gangs.pending, gangs.placements
     decisions.py     placements, bindings
     dead_letters.py  <topic>.dlq
@@ -55,7 +55,7 @@ from schemas.events.resources import (
     DeviceTaintRuleEvent,
     ResourceSliceEvent,
 )
-from schemas.events.storage import PersistentVolumeEvent, StorageClassEvent, VolumeClaimEvent
+from schemas.events.storage import CsiNodeEvent, PersistentVolumeEvent, StorageClassEvent, VolumeClaimEvent
 
 __all__ = [
     "MAX_ALTERNATIVES",
@@ -69,6 +69,7 @@ __all__ = [
     "Alternative",
     "BindingEvent",
     "BindingOutcome",
+    "CsiNodeEvent",
     "DeadLetterEvent",
     "DeviceAssignment",
     "DeviceUsage",

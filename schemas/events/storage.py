@@ -1,6 +1,11 @@
-"""Events about storage: storage.claims, storage.volumes, storage.classes (what the volume filters read)."""
+"""Events about storage: storage.claims, storage.volumes, storage.classes, storage.csinodes (what the volume
+filters read)."""
 
 from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
 
 from schemas.events.base import Event
 from schemas.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
@@ -36,5 +41,19 @@ class StorageClassEvent(Event, frozen=True, kw_only=True):
     storage_class: StorageClass
     default: bool = False  # annotated storageclass.kubernetes.io/is-default-class: "true"
     created_at: str = ""  # creationTimestamp: the newest of several defaults is the default
+    deleted: bool = False
+    observed_at: float = 0.0
+
+
+# --- storage.csinodes (compacted, key = node name) --------------------------------------------
+
+
+class CsiNodeEvent(Event, frozen=True, kw_only=True):
+    """One CSINode (named as its node): how many volumes each CSI driver may attach there (NodeVolumeLimits).
+
+    A driver without `allocatable.count` is absent (it takes any number)."""
+
+    node: str
+    limits: dict[str, Annotated[int, msgspec.Meta(ge=0)]] = {}
     deleted: bool = False
     observed_at: float = 0.0

@@ -134,7 +134,7 @@ def decide(
     placement = _placed(view, pending, decision, claims, attempt, now)
     # Recorded before anything is published, so the next decision cannot reuse these devices.
     view.assume(placement)
-    view.storage.decided(pending)  # its ReadWriteOncePod claims are in use from now on
+    view.storage.decided(pending, placement.node)  # its claims are in use (ReadWriteOncePod), attached there
     return DecideResult(placement=placement)
 
 

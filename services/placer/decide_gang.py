@@ -88,8 +88,8 @@ def decide_gang(
     placements = [_member(m, by_uid[m.uid], attempt, now, view) for m in fresh]
     for placement in placements:
         view.assume(placement)  # before anything is published: the next decision cannot reuse them
-    for member in fresh:
-        view.storage.decided(member)  # its ReadWriteOncePod claims are in use from now on
+    for member, placement in zip(fresh, placements, strict=True):
+        view.storage.decided(member, placement.node)  # its claims are in use (ReadWriteOncePod), attached there
     placements += [_held_decision(view, m, now) for m in members if held[m.uid]]
     return GangResult(placement=_gang_event(gang, placements, decision, now))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from schemas import topics
 from schemas.events import (
     BindingEvent,
+    CsiNodeEvent,
     DeviceUsageEvent,
     Event,
     PersistentVolumeEvent,
@@ -25,7 +26,9 @@ _NODE_TOPICS = frozenset(
     t.name for t in (topics.TOPOLOGY_NODES, topics.NODES_STATUS, topics.TOPOLOGY_NETWORK, topics.TOPOLOGY_LEVELS)
 )
 
-_STORAGE_TOPICS = frozenset(t.name for t in (topics.STORAGE_CLAIMS, topics.STORAGE_VOLUMES, topics.STORAGE_CLASSES))
+_STORAGE_TOPICS = frozenset(
+    t.name for t in (topics.STORAGE_CLAIMS, topics.STORAGE_VOLUMES, topics.STORAGE_CLASSES, topics.STORAGE_CSINODES)
+)
 
 
 def event_growth(event: Event, change: ViewChange) -> Growth:
@@ -34,7 +37,7 @@ def event_growth(event: Event, change: ViewChange) -> Growth:
         return Growth.DEVICES  # a device healthy again
     if isinstance(event, ResourceSliceEvent):
         return Growth.CLAIMS
-    if isinstance(event, VolumeClaimEvent | PersistentVolumeEvent | StorageClassEvent):
+    if isinstance(event, VolumeClaimEvent | PersistentVolumeEvent | StorageClassEvent | CsiNodeEvent):
         return Growth.VOLUMES
     if isinstance(event, PodLifecycleEvent | BindingEvent):  # a pod left a node, or a decision was dropped
         return _pod_growth(change)

@@ -56,6 +56,7 @@ FOLLOWED_TOPICS: tuple[topics.Topic, ...] = (
     topics.STORAGE_CLAIMS,
     topics.STORAGE_VOLUMES,
     topics.STORAGE_CLASSES,
+    topics.STORAGE_CSINODES,
     topics.PODS_LIFECYCLE,
     topics.PLACEMENTS,
     topics.GANG_PLACEMENTS,

@@ -2,8 +2,8 @@
 
 The view is fed every event of the state topics (topology.nodes, usage.devices,
 nodes.status, topology.network, pods.lifecycle, namespaces; for DRA resources.slices and
-resources.claims; for volumes storage.claims, storage.volumes, storage.classes:
-storage_view.py) and of placements and bindings, in whatever order the partitions
+resources.claims; for volumes storage.claims, storage.volumes, storage.classes,
+storage.csinodes: storage_view.py) and of placements and bindings, in whatever order the partitions
 deliver them, and turns them into the engine's Snapshot.
 
 Who holds which device is derived per pod from everything known about it, so
@@ -334,7 +334,14 @@ class ClusterView(PodLedger):
         return counts
 
     def _node_state(self, name: str) -> engine.NodeState:
-        return node_state(self._topologies[name], self._statuses.get(name), self._unhealthy(name), self._pods_on(name))
+        topology, status, pods = self._topologies[name], self._statuses.get(name), self._pods_on(name)
+        csi = (self.storage.csi_limits(name), self.storage.attached(name))  # NodeVolumeLimits
+        return node_state(topology, status, self._unhealthy(name), pods, csi=csi)
+
+    def _storage_changed(self, changed: bool) -> ViewChange:
+        """A storage object changed: the nodes whose CSI volumes or limits it changed are rebuilt."""
+        self._dirty.update(self.storage.take_touched())
+        return ViewChange(capacity_grew=changed)
 
     def _unhealthy(self, node: str) -> set[int]:
         return unhealthy_devices(self._topologies.get(node), self._usage.get(node))
@@ -363,18 +370,23 @@ VIEW_TOPICS: tuple[ViewTopic, ...] = (
     ViewTopic(topics.RESOURCE_TAINT_RULES, ClusterView._apply_taint_rule, ClusterView._taint_rule_gone),
     ViewTopic(
         topics.STORAGE_CLAIMS,
-        lambda v, e: ViewChange(capacity_grew=v.storage.apply_claim(e)),
-        lambda v, key: ViewChange(capacity_grew=v.storage.claim_gone(key)),
+        lambda v, e: v._storage_changed(v.storage.apply_claim(e)),
+        lambda v, key: v._storage_changed(v.storage.claim_gone(key)),
     ),
     ViewTopic(
         topics.STORAGE_VOLUMES,
-        lambda v, e: ViewChange(capacity_grew=v.storage.apply_volume(e)),
-        lambda v, key: ViewChange(capacity_grew=v.storage.volume_gone(key)),
+        lambda v, e: v._storage_changed(v.storage.apply_volume(e)),
+        lambda v, key: v._storage_changed(v.storage.volume_gone(key)),
     ),
     ViewTopic(
         topics.STORAGE_CLASSES,
-        lambda v, e: ViewChange(capacity_grew=v.storage.apply_class(e)),
-        lambda v, key: ViewChange(capacity_grew=v.storage.class_gone(key)),
+        lambda v, e: v._storage_changed(v.storage.apply_class(e)),
+        lambda v, key: v._storage_changed(v.storage.class_gone(key)),
+    ),
+    ViewTopic(
+        topics.STORAGE_CSINODES,
+        lambda v, e: v._storage_changed(v.storage.apply_csi_node(e)),
+        lambda v, node: v._storage_changed(v.storage.csi_node_gone(node)),
     ),
     ViewTopic(topics.PODS_LIFECYCLE, ClusterView._apply_lifecycle, ClusterView._lifecycle_gone),
     ViewTopic(topics.PLACEMENTS, ClusterView._apply_placement),

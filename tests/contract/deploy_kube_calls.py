@@ -83,6 +83,7 @@ METHODS: dict[str, tuple[str, str, str]] = {
     "list_persistent_volume": (CORE, "persistentvolumes", "list"),
     "patch_persistent_volume": (CORE, "persistentvolumes", "patch"),
     "list_storage_class": (STORAGE, "storageclasses", "list"),
+    "list_csi_node": (STORAGE, "csinodes", "list"),
 }
 # Library classes that call the API on our behalf: naming one counts as making its calls.
 LIBRARY_CALLS: dict[str, tuple[tuple[str, str, str], ...]] = {

@@ -110,6 +110,12 @@ MALFORMED: tuple[Malformed, ...] = (
         names="storage_class",
         readers=frozenset({PLACER}),
     ),
+    Malformed(
+        topic=topics.STORAGE_CSINODES,
+        value=b'{"schema_version": 1, "node": "n1", "limits": {"ebs.csi.aws.com": -1}}',
+        names="limits",
+        readers=frozenset({PLACER}),
+    ),
     Malformed(topic=topics.PODS_PENDING, value=b"pending pod, not JSON", names="JSON", readers=frozenset({PLACER})),
     Malformed(
         topic=topics.GANGS_PENDING,

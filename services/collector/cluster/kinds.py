@@ -24,6 +24,7 @@ from kubernetes_asyncio.client import CustomObjectsApi
 from schemas import topics
 from schemas.events import (
     AllocatedClaimEvent,
+    CsiNodeEvent,
     DeviceClassEvent,
     DeviceTaintRuleEvent,
     Event,
@@ -43,7 +44,7 @@ from services.collector.cluster import dra, storage, trackers, workloads
 from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
 from services.collector.cluster.trackers import KeyedTracker, Outcome, PodTracker
 from topoplace.informer import ListFunction
-from topoplace.kube_storage import ClaimObject, StorageClassObject, VolumeObject
+from topoplace.kube_storage import ClaimObject, CsiNodeObject, StorageClassObject, VolumeObject
 
 T = TypeVar("T")
 E = TypeVar("E", bound=Event)
@@ -141,6 +142,7 @@ class Trackers:
         self.volume_claims = storage.claim_tracker()
         self.volumes = storage.volume_tracker()
         self.storage_classes = storage.class_tracker()
+        self.csi_nodes = storage.csi_node_tracker()
 
 
 def _always(_obj: object) -> bool:
@@ -358,6 +360,15 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda storage_class: storage_class.metadata.name,
         seed=_keyed_seed(lambda t: t.storage_classes, StorageClassEvent, lambda e: e.storage_class.name),
         seeded_from=topics.STORAGE_CLASSES,
+    ),
+    WatchedKind[CsiNodeObject](
+        "csinodes",  # each node's CSI attach limits (NodeVolumeLimits)
+        CsiNodeObject,
+        lambda api: [("csinodes", client.StorageV1Api(api).list_csi_node)],
+        lambda t: t.csi_nodes,
+        lambda csi_node: csi_node.metadata.name,
+        seed=_keyed_seed(lambda t: t.csi_nodes, CsiNodeEvent, lambda e: e.node),
+        seeded_from=topics.STORAGE_CSINODES,
     ),
 )
 # The compacted topics whose records seed the trackers at start, in the table's order.

@@ -1,11 +1,13 @@
-"""Storage objects (core/v1 PersistentVolumeClaims and PersistentVolumes, storage.k8s.io/v1 StorageClasses)
--> storage.claims, storage.volumes, storage.classes: pure functions and their trackers, no I/O.
+"""Storage objects (core/v1 PersistentVolumeClaims and PersistentVolumes, storage.k8s.io/v1 StorageClasses and
+CSINodes) -> storage.claims, storage.volumes, storage.classes, storage.csinodes: pure functions and their
+trackers, no I/O.
 
 Each object is read by the decoding `engine place --cluster` uses too (topoplace/kube_storage.py), reduced
 to what kube-scheduler's volume filters read (schemas/volumes.py). A field that cannot be read is a
 Problem and the object goes out without it, on the side that fits fewer pods: a claim's request
 unreadable asks nothing more of a volume than its class and modes, a volume's capacity unreadable is 0
-(no claim binds it), a class's allowed topologies unreadable leave it no provisioner.
+(no claim binds it), a class's allowed topologies unreadable leave it no provisioner, a CSINode's driver
+with a negative count is left out (no limit: kube's API server refuses such a CSINode anyway).
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from __future__ import annotations
 import msgspec
 
 from schemas import topics
-from schemas.events import PersistentVolumeEvent, StorageClassEvent, VolumeClaimEvent
+from schemas.events import CsiNodeEvent, PersistentVolumeEvent, StorageClassEvent, VolumeClaimEvent
 from services.collector.cluster.trackers import KeyedTracker, Publication
 from services.collector.cluster.translate import Problem
 from topoplace import kube_storage as ks
-from topoplace.kube_storage import ClaimObject, StorageClassObject, VolumeObject
+from topoplace.kube_storage import ClaimObject, CsiNodeObject, StorageClassObject, VolumeObject
 
 
 def claim_key(obj: ClaimObject) -> str:
@@ -60,6 +62,20 @@ def class_event(obj: StorageClassObject, now: float) -> tuple[StorageClassEvent,
     return event, problems
 
 
+def csi_node_event(obj: CsiNodeObject, now: float) -> tuple[CsiNodeEvent, list[Problem]]:
+    problems: list[Problem] = []
+    drivers = []
+    for i, driver in enumerate(obj.spec.drivers):
+        count = driver.allocatable.count if driver.allocatable is not None else None
+        if count is not None and count < 0:
+            field = f"spec.drivers[{i}].allocatable.count"
+            problems.append(Problem(object=obj.metadata.name, field=field, reason="must not be negative"))
+            continue
+        drivers.append(driver)
+    readable = msgspec.structs.replace(obj, spec=ks.CsiNodeSpec(drivers=tuple(drivers)))
+    return CsiNodeEvent(node=obj.metadata.name, limits=ks.csi_limits_of(readable), observed_at=now), problems
+
+
 def claim_tracker() -> KeyedTracker[ClaimObject, VolumeClaimEvent]:
     """Every claim by <namespace>/<name>; a claim deleted is a deleted event, then a tombstone."""
 
@@ -83,8 +99,17 @@ def class_tracker() -> KeyedTracker[StorageClassObject, StorageClassEvent]:
     return KeyedTracker(class_event, lambda c: c.metadata.name, on_gone, topics.STORAGE_CLASSES.name)
 
 
+def csi_node_tracker() -> KeyedTracker[CsiNodeObject, CsiNodeEvent]:
+    def on_gone(key: str, last: CsiNodeEvent, now: float) -> list[Publication]:
+        return _deleted(topics.STORAGE_CSINODES, key, msgspec.structs.replace(last, deleted=True, observed_at=now))
+
+    return KeyedTracker(csi_node_event, lambda c: c.metadata.name, on_gone, topics.STORAGE_CSINODES.name)
+
+
 def _deleted(
-    topic: topics.Topic, key: str, deleted: VolumeClaimEvent | PersistentVolumeEvent | StorageClassEvent
+    topic: topics.Topic,
+    key: str,
+    deleted: VolumeClaimEvent | PersistentVolumeEvent | StorageClassEvent | CsiNodeEvent,
 ) -> list[Publication]:
     """The deleted event tells live readers; the tombstone lets compaction drop the key."""
     return [Publication(topic=topic.name, key=key, event=deleted), Publication(topic=topic.name, key=key, event=None)]

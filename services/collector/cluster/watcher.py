@@ -17,8 +17,9 @@
 - namespaces -> namespaces (key name: their labels; deleted the same way); Services,
   ReplicationControllers, ReplicaSets and StatefulSets only feed the pending pods'
   DefaultSelector (workloads.py).
-- PersistentVolumeClaims, PersistentVolumes and StorageClasses -> storage.claims (key
-  <namespace>/<name>), storage.volumes, storage.classes (key name); deleted the same way.
+- PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes -> storage.claims (key
+  <namespace>/<name>), storage.volumes, storage.classes, storage.csinodes (key name); deleted the
+  same way.
 
 Wiring only: what is watched is the table of kinds.py (one row per kind); the
 translation and the memory of what was published live in translate / gangs /
@@ -64,6 +65,7 @@ PUBLISHED_TOPICS = (
     topics.STORAGE_CLAIMS,
     topics.STORAGE_VOLUMES,
     topics.STORAGE_CLASSES,
+    topics.STORAGE_CSINODES,
 )
 
 log = logging.getLogger(__name__)

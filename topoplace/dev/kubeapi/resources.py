@@ -221,6 +221,15 @@ STORAGECLASSES = ResourceType(
     field_labels=_META,
     short_names=("sc",),
 )
+CSINODES = ResourceType(
+    plural="csinodes",
+    kind="CSINode",
+    group="storage.k8s.io",
+    version="v1",
+    namespaced=False,
+    has_status=False,
+    field_labels=_META,
+)
 
 LEASES = ResourceType(
     plural="leases",
@@ -314,6 +323,7 @@ ALL: tuple[ResourceType, ...] = (
     PERSISTENTVOLUMECLAIMS,
     PERSISTENTVOLUMES,
     STORAGECLASSES,
+    CSINODES,
     LEASES,
     NAMESPACES,
     SERVICES,
