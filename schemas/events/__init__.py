@@ -47,7 +47,7 @@ from schemas.events.network import (
     MemberKind,
     TopologyLevelsEvent,
 )
-from schemas.events.nodes import DeviceUsage, DeviceUsageEvent, NodeStatusEvent, NodeTopologyEvent
+from schemas.events.nodes import DeviceUsage, DeviceUsageEvent, NodeImage, NodeStatusEvent, NodeTopologyEvent
 from schemas.events.pods import DeviceAssignment, GangRef, LifecyclePhase, PendingPodEvent, PodLifecycleEvent
 from schemas.events.resources import (
     AllocatedClaimEvent,
@@ -85,6 +85,7 @@ __all__ = [
     "MemberKind",
     "NamespaceEvent",
     "NetworkConstraint",
+    "NodeImage",
     "NodeStatusEvent",
     "NodeTopologyEvent",
     "PendingGangEvent",

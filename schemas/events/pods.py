@@ -53,6 +53,7 @@ class PendingPodEvent(Event, frozen=True, kw_only=True):
     topology_spread_constraints: tuple[TopologySpreadConstraint, ...] = ()
     default_spread_selector: LabelSelector | None = None
     volume_claims: tuple[str, ...] = ()  # names of its PersistentVolumeClaims (persistentVolumeClaim, ephemeral)
+    images: tuple[str, ...] = ()  # its init containers' and containers' images, one per container (ImageLocality)
     unpublishable: str = ""  # why the pod could not be published whole (then nothing else is carried)
 
 

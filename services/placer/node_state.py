@@ -74,6 +74,7 @@ def node_state(
         pods=count,
         allocations=tuple(allocations),
         running=tuple(running),
+        images=status.images if status is not None else (),  # ImageLocality
         csi_volume_limits=csi[0],
         csi_volumes=csi[1],
     )

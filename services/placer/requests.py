@@ -61,6 +61,7 @@ def pod_request(
         topology_spread_constraints=pending.topology_spread_constraints,
         default_spread_selector=pending.default_spread_selector,
         volumes=volumes,
+        images=pending.images,
     )
 
 

@@ -41,6 +41,7 @@ class ResourceRequirements(msgspec.Struct, kw_only=True):
 
 class Container(msgspec.Struct, kw_only=True, rename="camel"):
     name: str = ""
+    image: str = ""
     resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
     restart_policy: str | None = None  # "Always" on an init container: a sidecar
 
@@ -95,10 +96,16 @@ class NodeSpec(msgspec.Struct, kw_only=True):
     taints: list[Any] = []  # decoded one by one into schemas.kube.Taint
 
 
+class ContainerImage(msgspec.Struct, kw_only=True, rename="camel"):
+    names: list[str] = []
+    size_bytes: int = 0
+
+
 class NodeStatus(msgspec.Struct, kw_only=True):
     allocatable: dict[str, Quantity] = {}
     capacity: dict[str, Quantity] = {}
     conditions: list[NodeCondition] = []
+    images: list[ContainerImage] = []  # ImageLocality: names and sizes
 
 
 class Node(msgspec.Struct, kw_only=True):

@@ -25,6 +25,7 @@ from schemas.events import (
     LabelSelector,
     LabelSelectorRequirement,
     LifecyclePhase,
+    NodeImage,
     NodeStatusEvent,
     PendingPodEvent,
     PodLifecycleEvent,
@@ -209,6 +210,7 @@ def pending_event(
         tolerations=tolerations,
         claims=claim_refs(pod),
         volume_claims=pod_claim_names(meta.name, pod.spec.volumes),
+        images=container_images(pod),
     )
     event, topology_problems = pod_topology.with_pending_topology(event, pod, selectors)
     problems += constraint_problems + [Problem(object=who(meta), field=f, reason=r) for f, r in topology_problems]
@@ -217,6 +219,11 @@ def pending_event(
         if too_large is not None:
             problems.append(Problem(object=who(meta), field="metadata", reason=too_large))
     return event, problems
+
+
+def container_images(pod: Pod) -> tuple[str, ...]:
+    """The images of the pod's init containers and containers, one per container (ImageLocality)."""
+    return tuple(c.image for c in (*pod.spec.init_containers, *pod.spec.containers) if c.image)
 
 
 def claim_refs(pod: Pod) -> tuple[PodClaim, ...]:
@@ -297,6 +304,12 @@ def node_status_event(node: Node, observed_at: float) -> tuple[NodeStatusEvent, 
     problems: list[Problem] = []
     name = node.metadata.name
     taints = [_decoded(t, Taint, name, f"spec.taints[{i}]", problems) for i, t in enumerate(node.spec.taints)]
+    images: list[NodeImage] = []
+    for i, image in enumerate(node.status.images):
+        if image.size_bytes < 0:
+            problems.append(Problem(object=name, field=f"status.images[{i}].sizeBytes", reason="must not be negative"))
+            continue
+        images.append(NodeImage(names=tuple(image.names), size_bytes=image.size_bytes))
     ready = next((c.status == "True" for c in node.status.conditions if c.type == "Ready"), False)
     event = NodeStatusEvent(
         node=name,
@@ -306,6 +319,7 @@ def node_status_event(node: Node, observed_at: float) -> tuple[NodeStatusEvent, 
         taints=tuple(t for t in taints if t is not None),
         ready=ready,
         unschedulable=node.spec.unschedulable,
+        images=tuple(images),
         resource_version=node.metadata.resource_version,
         observed_at=observed_at,
     )
