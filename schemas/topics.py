@@ -138,6 +138,34 @@ RESOURCE_TAINT_RULES = Topic(
     compacted=True,
     description="DRA DeviceTaintRules: taints on the devices each selects (cluster watcher).",
 )
+STORAGE_CLAIMS = Topic(
+    name="storage.claims",
+    event=events.VolumeClaimEvent,
+    key="<namespace>/<name> of the PersistentVolumeClaim",
+    compacted=True,
+    description="Every PersistentVolumeClaim: class, request, bound volume, selected node (cluster watcher).",
+)
+STORAGE_VOLUMES = Topic(
+    name="storage.volumes",
+    event=events.PersistentVolumeEvent,
+    key="PersistentVolume name",
+    compacted=True,
+    description="Every PersistentVolume: class, capacity, node affinity, zone labels, claim (cluster watcher).",
+)
+STORAGE_CLASSES = Topic(
+    name="storage.classes",
+    event=events.StorageClassEvent,
+    key="StorageClass name",
+    compacted=True,
+    description="Every StorageClass: provisioner, binding mode, allowed topologies, default (cluster watcher).",
+)
+STORAGE_CSINODES = Topic(
+    name="storage.csinodes",
+    event=events.CsiNodeEvent,
+    key="CSINode name (its node's)",
+    compacted=True,
+    description="Every CSINode: the volumes each CSI driver may attach to its node (cluster watcher).",
+)
 PODS_PENDING = Topic(
     name="pods.pending",
     event=events.PendingPodEvent,
@@ -192,6 +220,10 @@ ALL: tuple[Topic, ...] = (
     NAMESPACES,
     RESOURCE_CLASSES,
     RESOURCE_TAINT_RULES,
+    STORAGE_CLAIMS,
+    STORAGE_VOLUMES,
+    STORAGE_CLASSES,
+    STORAGE_CSINODES,
     PODS_PENDING,
     GANGS_PENDING,
     PODS_LIFECYCLE,

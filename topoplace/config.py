@@ -13,6 +13,7 @@ KAFKA_BOOTSTRAP = "KAFKA_BOOTSTRAP"
 KAFKA_IDEMPOTENCE = "TOPOPLACE_KAFKA_IDEMPOTENCE"
 EMBEDDED_BROKER = "TOPOPLACE_EMBEDDED_BROKER"
 TOPOLOGY_REPUBLISH = "TOPOPLACE_TOPOLOGY_REPUBLISH_SECONDS"
+VOLUME_BIND_TIMEOUT = "TOPOPLACE_VOLUME_BIND_TIMEOUT_SECONDS"
 KUBE_API_URL = "TOPOPLACE_KUBE_API_URL"
 KUBECONFIG = "KUBECONFIG"
 SCHEDULER_NAME = "TOPOPLACE_SCHEDULER_NAME"
@@ -53,6 +54,7 @@ ENV_VARS: tuple[str, ...] = (
     KAFKA_IDEMPOTENCE,
     EMBEDDED_BROKER,
     TOPOLOGY_REPUBLISH,
+    VOLUME_BIND_TIMEOUT,
     KUBE_API_URL,
     KUBECONFIG,
     SCHEDULER_NAME,
@@ -174,6 +176,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     leader_namespace: str = "default"  # where the Lease lives
     decision_key: Secret | None = None  # the seal's key; the binder and the cluster watcher need it
     lease_timings: LeaseTimings = LeaseTimings()
+    # How long the binder waits for a pod's claims to be bound before giving the pod back (kube's bindTimeout).
+    volume_bind_timeout_seconds: float = 600.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -214,6 +218,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             leader_namespace=_name(environ, LEADER_NAMESPACE, "default"),
             decision_key=_decision_key(environ),
             lease_timings=_lease_timings(environ),
+            volume_bind_timeout_seconds=_positive_seconds(environ, VOLUME_BIND_TIMEOUT, default=600.0),
         )
 
     def require_decision_key(self) -> bytes:

@@ -27,6 +27,7 @@ from engine.core.validate import validate_node
 from schemas import topics
 from schemas.errors import FieldError
 from schemas.events import (
+    CsiNodeEvent,
     DeviceClassEvent,
     DeviceTaintRuleEvent,
     DeviceUsageEvent,
@@ -35,9 +36,12 @@ from schemas.events import (
     NamespaceEvent,
     NodeStatusEvent,
     NodeTopologyEvent,
+    PersistentVolumeEvent,
     PodLifecycleEvent,
     ResourceSliceEvent,
+    StorageClassEvent,
     TopologyLevelsEvent,
+    VolumeClaimEvent,
 )
 
 
@@ -119,6 +123,29 @@ def check_named(key: str | None, event: Event) -> None:
     _keyed_by("name", key, event.name)
 
 
+def check_volume_claim(key: str | None, event: Event) -> None:
+    """A PersistentVolumeClaim is keyed <namespace>/<name>."""
+    assert isinstance(event, VolumeClaimEvent)
+    if not event.claim.namespace or not event.claim.name:
+        raise InvalidEvent("claim", "namespace and name must not be empty")
+    _keyed_by("claim", key, event.claim.key)
+
+
+def check_storage_named(key: str | None, event: Event) -> None:
+    """PersistentVolumes and StorageClasses are keyed by their name."""
+    if isinstance(event, PersistentVolumeEvent):
+        _keyed_by("volume.name", key, event.volume.name)
+    else:
+        assert isinstance(event, StorageClassEvent)
+        _keyed_by("storage_class.name", key, event.storage_class.name)
+
+
+def check_csi_node(key: str | None, event: Event) -> None:
+    """A CSINode is keyed by its name, its node's."""
+    assert isinstance(event, CsiNodeEvent)
+    _keyed_by("node", key, event.node)
+
+
 EDGE_CHECKS: Mapping[str, EventCheck] = {
     topics.TOPOLOGY_NODES.name: check_topology,
     topics.USAGE_DEVICES.name: check_usage,
@@ -130,6 +157,10 @@ EDGE_CHECKS: Mapping[str, EventCheck] = {
     topics.RESOURCE_CLASSES.name: check_named,
     topics.RESOURCE_TAINT_RULES.name: check_named,
     topics.PODS_LIFECYCLE.name: check_lifecycle,
+    topics.STORAGE_CLAIMS.name: check_volume_claim,
+    topics.STORAGE_VOLUMES.name: check_storage_named,
+    topics.STORAGE_CLASSES.name: check_storage_named,
+    topics.STORAGE_CSINODES.name: check_csi_node,
 }
 
 

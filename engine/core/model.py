@@ -13,6 +13,7 @@ import msgspec
 
 from engine.core.hypernodes import HyperNode
 from schemas.events import DeviceAssignment
+from schemas.events import NodeImage as NodeImage  # the engine's, as nodes.status carries it
 from schemas.gangs import PodGroup
 from schemas.gangs_kai import KaiPodGroup
 from schemas.gangs_kube import KubePodGroup
@@ -41,13 +42,6 @@ class PlacedPod(msgspec.Struct, frozen=True, kw_only=True):
     labels: dict[str, str] = {}
     affinities: PodAffinities | None = None
     terminating: bool = False  # being deleted: PodTopologySpread no longer counts it
-
-
-class NodeImage(msgspec.Struct, frozen=True, kw_only=True):
-    """A container image the node holds (node.status.images[]): its names and size, for ImageLocality."""
-
-    names: tuple[str, ...] = ()
-    size_bytes: int = 0
 
 
 class Namespace(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,6 +12,7 @@ One module per family of topics; every name is re-exported here, so
     pods.py          pods.pending, pods.lifecycle (and DeviceAssignment)
     namespaces.py    namespaces
     resources.py     resources.slices, resources.claims (DRA)
+    storage.py       storage.claims, storage.volumes, storage.classes, storage.csinodes
     gangs.py         gangs.pending, gangs.placements
     decisions.py     placements, bindings
     dead_letters.py  <topic>.dlq
@@ -46,7 +47,7 @@ from schemas.events.network import (
     MemberKind,
     TopologyLevelsEvent,
 )
-from schemas.events.nodes import DeviceUsage, DeviceUsageEvent, NodeStatusEvent, NodeTopologyEvent
+from schemas.events.nodes import DeviceUsage, DeviceUsageEvent, NodeImage, NodeStatusEvent, NodeTopologyEvent
 from schemas.events.pods import DeviceAssignment, GangRef, LifecyclePhase, PendingPodEvent, PodLifecycleEvent
 from schemas.events.resources import (
     AllocatedClaimEvent,
@@ -54,6 +55,7 @@ from schemas.events.resources import (
     DeviceTaintRuleEvent,
     ResourceSliceEvent,
 )
+from schemas.events.storage import CsiNodeEvent, PersistentVolumeEvent, StorageClassEvent, VolumeClaimEvent
 
 __all__ = [
     "MAX_ALTERNATIVES",
@@ -67,6 +69,7 @@ __all__ = [
     "Alternative",
     "BindingEvent",
     "BindingOutcome",
+    "CsiNodeEvent",
     "DeadLetterEvent",
     "DeviceAssignment",
     "DeviceUsage",
@@ -82,16 +85,20 @@ __all__ = [
     "MemberKind",
     "NamespaceEvent",
     "NetworkConstraint",
+    "NodeImage",
     "NodeStatusEvent",
     "NodeTopologyEvent",
     "PendingGangEvent",
     "PendingPodEvent",
+    "PersistentVolumeEvent",
     "PlacementEvent",
     "PlacementOutcome",
     "PodLifecycleEvent",
     "ResourceSliceEvent",
     "RunningMember",
+    "StorageClassEvent",
     "SubGroupPolicy",
     "TopologyLevelsEvent",
     "TopologyMode",
+    "VolumeClaimEvent",
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from schemas.events.base import Event
@@ -43,8 +45,15 @@ class DeviceUsageEvent(Event, frozen=True, kw_only=True):
 # --- nodes.status (compacted, key = node) ---------------------------------------------------
 
 
+class NodeImage(msgspec.Struct, frozen=True, kw_only=True):
+    """A container image the node holds (node.status.images[]): its names and size, for ImageLocality."""
+
+    names: tuple[str, ...] = ()
+    size_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
 class NodeStatusEvent(Event, frozen=True, kw_only=True):
-    """What the API server says of a node: labels, capacity, readiness, cordon."""
+    """What the API server says of a node: labels, capacity, readiness, cordon, the images it holds."""
 
     node: str
     labels: dict[str, str] = {}
@@ -53,6 +62,7 @@ class NodeStatusEvent(Event, frozen=True, kw_only=True):
     taints: tuple[Taint, ...] = ()
     ready: bool = True
     unschedulable: bool = False  # cordoned
+    images: tuple[NodeImage, ...] = ()  # status.images, names and sizes only (ImageLocality)
     deleted: bool = False
     resource_version: str = ""
     observed_at: float = 0.0

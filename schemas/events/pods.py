@@ -55,6 +55,8 @@ class PendingPodEvent(Event, frozen=True, kw_only=True):
     affinities: PodAffinities | None = None
     topology_spread_constraints: tuple[TopologySpreadConstraint, ...] = ()
     default_spread_selector: LabelSelector | None = None
+    volume_claims: tuple[str, ...] = ()  # names of its PersistentVolumeClaims (persistentVolumeClaim, ephemeral)
+    images: tuple[str, ...] = ()  # its init containers' and containers' images, one per container (ImageLocality)
     unpublishable: str = ""  # why the pod could not be published whole (then nothing else is carried)
 
 
@@ -97,4 +99,5 @@ class PodLifecycleEvent(Event, frozen=True, kw_only=True):
     labels: dict[str, str] = {}
     affinities: PodAffinities | None = None
     terminating: bool = False
+    volume_claims: tuple[str, ...] = ()  # names of the PersistentVolumeClaims it mounts (ReadWriteOncePod in use)
     observed_at: float = 0.0

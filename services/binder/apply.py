@@ -132,6 +132,7 @@ class PodBinder:
         lock_release_seconds: float = DEFAULT_LOCK_RELEASE_SECONDS,
         decision_key: DecisionKey | None = None,
         enforcers: Mapping[Enforcement, EnforcerFactory] = ENFORCERS,
+        volumes: Enforcer | None = None,
     ) -> None:
         """`device_memory(node, index)`: a device's MiB from the topology (HAMi needs it for whole GPUs);
         `device_uuid(node, index)`: its UUID from the topology (what HAMi's annotations name).
@@ -139,8 +140,11 @@ class PodBinder:
         plugin has not done so (it releases the lock in Allocate). `claims`: DRA's claim writer
         (None: one without a view of the cluster's claims). `decision_key`: the seal's key
         (schemas/seal.py); without it the binder's bindings carry no seal and no pod's devices count.
-        `enforcers`: the enforcement paths' registry (services/binder/enforcers/)."""
+        `enforcers`: the enforcement paths' registry (services/binder/enforcers/). `volumes`: binds the
+        pod's PersistentVolumeClaims on its node before every path's own work (VolumeBinding's PreBind,
+        services/binder/volume_binding.py); None: not checked."""
         self._decision_key = decision_key
+        self._first: tuple[Enforcer, ...] = (volumes,) if volumes is not None else ()
         self._core = core
         self._policy = policy
         self._sleep = sleep
@@ -167,7 +171,7 @@ class PodBinder:
     async def bind(self, placement: PlacementEvent, known: PodView | None = None) -> BindResult:
         """Bind the placement's pod. `known`: the watch's view of the pod, when it has one."""
         budget = self.budget()
-        enforcers = self._enforcers.for_placement(placement)
+        enforcers = self._first + self._enforcers.for_placement(placement)
         try:
             extra: dict[str, str] = {}
             for enforcer in enforcers:
@@ -226,7 +230,12 @@ class PodBinder:
         rv_changed = known is not None and known.resource_version != placement.pod_resource_version
 
         def result(
-            outcome: BindingOutcome, reason: str = "", *, bound_now: bool = False, retryable: bool = False
+            outcome: BindingOutcome,
+            reason: str = "",
+            *,
+            bound_now: bool = False,
+            retryable: bool = False,
+            condition: str = "",
         ) -> BindResult:
             return BindResult(
                 outcome=outcome,
@@ -235,6 +244,7 @@ class PodBinder:
                 bound_now=bound_now,
                 resource_version_changed=rv_changed,
                 retryable=retryable,
+                condition=condition,
             )
 
         if known is not None:
@@ -243,10 +253,10 @@ class PodBinder:
             settled = outcome_of(judgement.standing)
             if settled is not None:
                 return BindResult(outcome=settled, reason=judgement.reason, attempts=0)
-        for enforcer in enforcers:  # e.g. DRA's claims, allocated and reserved before the pod has a node
+        for enforcer in enforcers:  # e.g. the pod's volumes bound, DRA's claims allocated, before it has a node
             refused = await enforcer.before_binding(placement, functools.partial(self._call, budget=budget))
             if refused is not None:
-                return result(refused.outcome, refused.reason, retryable=refused.retryable)
+                return result(refused.outcome, refused.reason, retryable=refused.retryable, condition=refused.condition)
         try:
             await self._call(
                 "create binding",
@@ -295,7 +305,11 @@ async def _around(
 
 def _not_bound(refusal: NotBound, budget: RetryBudget) -> BindResult:
     return BindResult(
-        outcome=refusal.outcome, reason=refusal.reason, attempts=budget.attempts, retryable=refusal.retryable
+        outcome=refusal.outcome,
+        reason=refusal.reason,
+        attempts=budget.attempts,
+        retryable=refusal.retryable,
+        condition=refusal.condition,
     )
 
 

@@ -44,11 +44,11 @@ UNSCHEDULABLE = "Unschedulable"
 CONDITION_POLICY = BackoffPolicy(base_seconds=0.2, cap_seconds=5.0, max_attempts=5, deadline_seconds=30.0)
 
 
-def unschedulable_patch(message: str, now: datetime.datetime, uid: str) -> dict[str, Any]:
+def unschedulable_patch(message: str, now: datetime.datetime, uid: str, reason: str = UNSCHEDULABLE) -> dict[str, Any]:
     condition = {
         "type": POD_SCHEDULED,
         "status": "False",
-        "reason": UNSCHEDULABLE,
+        "reason": reason,
         "message": truncate_message(message),
         "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
@@ -75,13 +75,14 @@ class ConditionWriter:
         self._policy = policy
         self._sleep = sleep
 
-    async def unschedulable(self, placement: PlacementEvent, message: str) -> bool:
-        """Write PodScheduled=False on the pod; False when it could not be written."""
+    async def unschedulable(self, placement: PlacementEvent, message: str, reason: str = UNSCHEDULABLE) -> bool:
+        """Write PodScheduled=False on the pod (`reason`: Unschedulable, or kube's SchedulerError when a
+        PreBind step failed); False when it could not be written."""
         call = functools.partial(
             self._core.patch_namespaced_pod_status,
             placement.name,
             placement.namespace,
-            unschedulable_patch(message, datetime.datetime.now(datetime.UTC), placement.uid),
+            unschedulable_patch(message, datetime.datetime.now(datetime.UTC), placement.uid, reason),
             _content_type=STRATEGIC_MERGE_PATCH,  # type: ignore[call-arg]  # the runtime takes it; the stub lacks it
             _preload_content=False,
             _request_timeout=self._policy.request_timeout_seconds,

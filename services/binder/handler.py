@@ -81,7 +81,7 @@ class Reporter(Protocol):
 
     def failed_scheduling(self, placement: PlacementEvent, message: str) -> None: ...
 
-    def unschedulable(self, placement: PlacementEvent, message: str) -> None: ...
+    def unschedulable(self, placement: PlacementEvent, message: str, reason: str = "") -> None: ...
 
 
 class Producer(Protocol):
@@ -258,6 +258,8 @@ class BindingSteps:
         """The Event (and condition) a result calls for, in the background."""
         if result.outcome is BindingOutcome.UNSCHEDULABLE:
             self.reporter.unschedulable(placement, result.reason or NO_NODE_FITS)
+        elif result.condition:  # a PreBind step failed (volumes not bound in time): kube's condition and Event
+            self.reporter.unschedulable(placement, result.reason, result.condition)
         elif result.outcome is BindingOutcome.BOUND:
             if result.bound_now:
                 self.reporter.scheduled(placement)

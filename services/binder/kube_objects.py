@@ -27,6 +27,7 @@ from schemas.seal import DecisionKey, SealCheck
 from services.binder.node_fit import milli_requests
 from services.binder.outcome import PodView
 from topoplace.kube_codec import status_message as status_message  # apply.py reads it here
+from topoplace.kube_storage import PodVolume, pod_claim_names
 
 
 class ObjectMeta(msgspec.Struct, kw_only=True, rename="camel"):
@@ -54,6 +55,7 @@ class PlacementRules(msgspec.Struct, frozen=True, kw_only=True):
     node_selector: dict[str, str] = {}
     affinity: Affinity | None = None
     tolerations: tuple[Toleration, ...] = ()
+    volume_claims: tuple[str, ...] = ()  # its PersistentVolumeClaims by name (VolumeBinding's PreBind)
     problem: str | None = None
 
 
@@ -103,6 +105,7 @@ class PodSpec(msgspec.Struct, kw_only=True, rename="camel"):
     node_selector: dict[str, str] | None = None
     affinity: msgspec.Raw = ABSENT
     tolerations: msgspec.Raw = ABSENT
+    volumes: list[PodVolume] = []
 
     def requests(self) -> dict[str, int]:
         """The pod's effective request per resource, in milli-units (schemas.pod_requests)."""
@@ -157,6 +160,7 @@ class PodObject(msgspec.Struct, kw_only=True):
             node_selector=dict(spec.node_selector or {}),
             affinity=affinity,
             tolerations=tolerations or (),
+            volume_claims=pod_claim_names(self.metadata.name, spec.volumes),
             problem=affinity_problem or tolerations_problem,
         )
 

@@ -45,6 +45,7 @@ class BindResult(msgspec.Struct, frozen=True, kw_only=True):
     bound_now: bool = False  # this call created the Binding (not a pod found already bound)
     resource_version_changed: bool = False  # the pod changed since the placer saw it (informational)
     retryable: bool = False  # not bound for a while only (retries spent on faults, a lock held): worth another try
+    condition: str = ""  # the PodScheduled=False reason the pod gets besides its Event ("": none)
 
 
 class PodView(msgspec.Struct, frozen=True, kw_only=True):

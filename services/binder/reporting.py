@@ -69,7 +69,7 @@ class SchedulingEvents(Protocol):
 class UnschedulableCondition(Protocol):
     """services.binder.conditions.ConditionWriter"""
 
-    async def unschedulable(self, placement: PlacementEvent, message: str) -> bool: ...
+    async def unschedulable(self, placement: PlacementEvent, message: str, reason: str = ...) -> bool: ...
 
 
 class PodReporter:
@@ -96,12 +96,14 @@ class PodReporter:
         if self._may_write(placement, bound_here_ok=False):
             self._spawn(self._events.failed_scheduling(placement, message))
 
-    def unschedulable(self, placement: PlacementEvent, message: str) -> None:
-        """kube-scheduler's pair for a pod that fits nowhere: the condition and the Event."""
+    def unschedulable(self, placement: PlacementEvent, message: str, reason: str = "") -> None:
+        """kube-scheduler's pair for a pod that fits nowhere: the condition and the Event. `reason`: the
+        condition's, when not Unschedulable (SchedulerError: a PreBind step failed)."""
         if not self._may_write(placement, bound_here_ok=False):
             return
         if self._conditions is not None:
-            self._spawn(self._conditions.unschedulable(placement, message))
+            write = self._conditions.unschedulable(placement, message, reason) if reason else None
+            self._spawn(write or self._conditions.unschedulable(placement, message))
         self._spawn(self._events.failed_scheduling(placement, message))
 
     def _may_write(self, placement: PlacementEvent, *, bound_here_ok: bool) -> bool:

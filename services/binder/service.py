@@ -44,6 +44,8 @@ from services.binder.metrics import (
 from services.binder.pod_reader import PodReader
 from services.binder.reporting import PodReporter
 from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
+from services.binder.volume_binding import VolumeBinder
+from services.binder.volume_watch import StorageWatch, watch_storage
 from topoplace import kube, telemetry
 from topoplace.config import Settings
 from topoplace.informer import Informer, api_server_unavailable
@@ -228,6 +230,7 @@ def _binder_run(
     allocated = AllocatedDevices()  # every ResourceClaim's devices: no device is allocated twice
     dra = client.ResourceV1Api(core.api_client)  # type: ignore[attr-defined]  # the stubs omit it
     claims = ClaimWriter(dra, request_timeout=policy.request_timeout_seconds, allocated=allocated)
+    storage = StorageWatch()  # every PersistentVolumeClaim, PersistentVolume and StorageClass
     binder = PodBinder(
         core,
         policy=policy,
@@ -235,6 +238,7 @@ def _binder_run(
         device_uuid=ledger.device_uuid,
         claims=claims,
         decision_key=decision_key,
+        volumes=volume_binder(cluster, core, storage, settings.volume_bind_timeout_seconds),
     )
     steps = BindingSteps(
         ledger=ledger, binder=binder, reporter=reporter, cluster=cluster, reader=PodReader(core, policy=policy)
@@ -250,7 +254,11 @@ def _binder_run(
         await reporter.drain()  # Events and conditions in flight still go out
         await events.close()  # Events still retrying are given up with the run
 
-    watches: list[Informer[Any]] = [*watch_cluster(core, cluster, ledger), watch_claims(dra, allocated)]
+    watches: list[Informer[Any]] = [
+        *watch_cluster(core, cluster, ledger),
+        watch_claims(dra, allocated),
+        *watch_storage(core, storage),
+    ]
     watching = Stage(
         loops=tuple(Loop(f"watch-{w.resource}", w.run) for w in watches),
         gates=tuple(Gate(name=f"the first list of {w.resource}", passed=w.listed) for w in watches),
@@ -270,6 +278,24 @@ def _binder_run(
         working=lambda: log.info("binder.ledger_ready", extra={"fields": {"pods": ledger.pod_count()}}),
         closing=closing,
         unavailable=api_server_unavailable(watches),  # a binder that cannot reach it cannot bind
+    )
+
+
+def volume_binder(
+    cluster: ClusterView, core: client.CoreV1Api, storage: StorageWatch, timeout_seconds: float
+) -> VolumeBinder:
+    """VolumeBinding's PreBind, reading the pod's claims and the node's labels from the binder's own watch."""
+
+    def pod_claims(uid: str) -> tuple[str, ...] | None:
+        rules = cluster.placement_rules(uid)
+        return rules.volume_claims if rules is not None else None
+
+    def node_labels(node: str) -> dict[str, str] | None:
+        rules = cluster.node_rules(node)
+        return rules.labels if rules is not None else None
+
+    return VolumeBinder(
+        core, storage, pod_claims=pod_claims, node_labels=node_labels, bind_timeout_seconds=timeout_seconds
     )
 
 

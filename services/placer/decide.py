@@ -23,27 +23,24 @@ from collections.abc import Callable
 import msgspec
 
 from engine import Decision, Engine, Mode, PodRequest, RequestError, WorkloadClass
-from schemas import topics
 from schemas.dra import ClaimAllocation
 from schemas.enforcement import Enforcement
 from schemas.events import (
     MAX_ALTERNATIVES,
     Alternative,
     BindingEvent,
-    DeviceUsageEvent,
     Event,
     GangPlacementEvent,
     PendingGangEvent,
     PendingPodEvent,
     PlacementEvent,
     PlacementOutcome,
-    PodLifecycleEvent,
-    ResourceSliceEvent,
 )
 from services.placer.claims import place_claims
 from services.placer.decide_gang import GangResult, decide_gang
 from services.placer.dra_allocation import place_allocated, read_whole
 from services.placer.dra_extended import place_extended
+from services.placer.growth import event_growth, tombstone_growth
 from services.placer.parking import GangTicket, Growth, ParkingLot, Ticket, TraceHeaders
 from services.placer.requests import decision_id as decision_id
 from services.placer.requests import held_placement, request_error_text
@@ -106,7 +103,7 @@ def decide(
 
     attempt = view.dropped_decisions(pending.uid)
     try:
-        request = pod_request(pending, node_policy=node_policy)
+        request = pod_request(pending, node_policy=node_policy, volumes=view.storage.rules_for(pending))
 
         def place_one(request: PodRequest) -> Decision:
             return engine.place_in(view.index(), request, mode, workload=workload, runners_up=MAX_ALTERNATIVES)
@@ -140,6 +137,7 @@ def decide(
     placement = _placed(view, pending, decision, claims, attempt, now)
     # Recorded before anything is published, so the next decision cannot reuse these devices.
     view.assume(placement)
+    view.storage.decided(pending, placement.node)  # its claims are in use (ReadWriteOncePod), attached there
     return DecideResult(placement=placement)
 
 
@@ -252,11 +250,11 @@ class Decider:
     def on_event(self, event: Event, *, now: float = 0.0) -> list[FollowUp]:
         """Apply a state event; return the decisions it makes possible (re-plans, retries)."""
         change = self.view.apply(event)
-        return self._react(change, _event_growth(event, change), now)
+        return self._react(change, event_growth(event, change), now)
 
     def on_tombstone(self, topic: str, key: str, *, now: float = 0.0) -> list[FollowUp]:
         change = self.view.apply_tombstone(topic, key)
-        return self._react(change, _tombstone_growth(topic, change), now)
+        return self._react(change, tombstone_growth(topic, change), now)
 
     def tick(self, *, now: float = 0.0) -> list[FollowUp]:
         """Periodic: queue the pods parked too long, and decide the queued ones whose backoff has passed."""
@@ -347,41 +345,6 @@ class Decider:
             self.parking.await_binding(pending, decision_id=placement.decision_id, origin=origin)
         else:
             self.parking.park(pending, decision_id=placement.decision_id, origin=origin, reason=placement.reason)
-
-
-_NODE_TOPICS = frozenset(
-    t.name for t in (topics.TOPOLOGY_NODES, topics.NODES_STATUS, topics.TOPOLOGY_NETWORK, topics.TOPOLOGY_LEVELS)
-)
-
-
-def _event_growth(event: Event, change: ViewChange) -> Growth:
-    """What the event freed or changed, for the parked pods' hints (kube-scheduler's queueing hints)."""
-    if isinstance(event, DeviceUsageEvent):
-        return Growth.DEVICES  # a device healthy again
-    if isinstance(event, ResourceSliceEvent):
-        return Growth.CLAIMS
-    if isinstance(event, PodLifecycleEvent | BindingEvent):  # a pod left a node, or a decision was dropped
-        return _pod_growth(change)
-    return Growth.NODES  # node topology or status, HyperNodes, topology levels
-
-
-def _tombstone_growth(topic: str, change: ViewChange) -> Growth:
-    if topic in _NODE_TOPICS:
-        return Growth.NODES
-    if topic == topics.USAGE_DEVICES.name:
-        return Growth.DEVICES
-    if topic == topics.RESOURCE_SLICES.name:
-        return Growth.CLAIMS
-    return _pod_growth(change)
-
-
-def _pod_growth(change: ViewChange) -> Growth:
-    """A pod that left frees its host resources (and devices); one that came, left or changed may
-    let a pod held by pod affinity or spread in (a pod that only came frees nothing else)."""
-    growth = Growth.PODS if change.pods_moved else Growth.NONE
-    if change.capacity_grew or change.dropped:
-        growth |= Growth.HOST | (Growth.DEVICES if change.devices_freed else Growth.NONE)
-    return growth
 
 
 def _unschedulable(pending: PendingPodEvent, attempt: int, reason: str, candidates: int, now: float) -> PlacementEvent:

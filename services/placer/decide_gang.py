@@ -73,7 +73,7 @@ def decide_gang(
         reason = f"invalid gang: DRA ResourceClaims of gang members are not supported ({', '.join(claiming)})"
         return GangResult(placement=_unschedulable(gang, fresh, attempt, reason, now))
     try:
-        pods = [pod_request(m, node_policy=node_policy) for m in fresh]
+        pods = [pod_request(m, node_policy=node_policy, volumes=view.storage.rules_for(m)) for m in fresh]
         pods += [pod_request(m, node_policy=node_policy, node_name=held[m.uid][0].node) for m in members if held[m.uid]]
         pods += [PodRequest(uid=r.uid, name=r.name, namespace=gang.namespace, node_name=r.node) for r in gang.running]
         request = GangRequest(
@@ -96,6 +96,8 @@ def decide_gang(
     placements = [_member(m, by_uid[m.uid], attempt, now, view) for m in fresh if by_uid[m.uid].node]
     for placement in placements:
         view.assume(placement)  # before anything is published: the next decision cannot reuse them
+    for member, placement in zip(fresh, placements, strict=True):
+        view.storage.decided(member, placement.node)  # its claims are in use (ReadWriteOncePod), attached there
     placements += [_held_decision(view, m, now) for m in members if held[m.uid]]
     return GangResult(placement=_gang_event(gang, placements, decision, now))
 

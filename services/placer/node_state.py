@@ -11,6 +11,7 @@ from engine import Allocation, NodeState
 from engine.core.model import PlacedPod
 from schemas.events import DeviceUsageEvent, NodeStatusEvent, NodeTopologyEvent
 from schemas.quantity import QuantityError, parse_quantity
+from schemas.volumes import CsiVolume
 from services.placer.holdings import PodFacts
 
 
@@ -19,8 +20,11 @@ def node_state(
     status: NodeStatusEvent | None,
     unhealthy: set[int],
     pods: Iterable[PodFacts],
+    *,
+    csi: tuple[dict[str, int], tuple[CsiVolume, ...]] = ({}, ()),
 ) -> NodeState:
-    """`pods`: the facts of every pod holding devices or resources on the node, in a stable order."""
+    """`pods`: the facts of every pod holding devices or resources on the node, in a stable order; `csi`:
+    its CSINode's attach limit per driver and the CSI volumes its pods use (NodeVolumeLimits)."""
     name = topology.node
     devices = topology.devices
     if unhealthy:
@@ -70,6 +74,9 @@ def node_state(
         pods=count,
         allocations=tuple(allocations),
         running=tuple(running),
+        images=status.images if status is not None else (),  # ImageLocality
+        csi_volume_limits=csi[0],
+        csi_volumes=csi[1],
     )
 
 

@@ -64,6 +64,7 @@ class Growth(enum.Flag):
     CLAIMS = enum.auto()  # a DRA ResourceSlice added or changed
     HOST = enum.auto()  # a pod's requests left a node: cpu, memory, a pod slot
     PODS = enum.auto()  # a pod came to, left or changed on a node (its labels, pod affinity): affinity, spread
+    VOLUMES = enum.auto()  # a PersistentVolumeClaim, PersistentVolume or StorageClass changed
 
 
 class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,6 +74,7 @@ class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
     claims: bool = False
     host: bool = False  # its reason names a host resource it lacked
     pods: bool = False  # it has pod (anti-)affinity or spread constraints, or running pods' anti-affinity held it
+    volumes: bool = False  # it mounts PersistentVolumeClaims
 
     def helped_by(self, growth: Growth) -> bool:
         return bool(
@@ -81,6 +83,7 @@ class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
             or (growth & Growth.CLAIMS and self.claims)
             or (growth & Growth.HOST and self.host)
             or (growth & Growth.PODS and self.pods)
+            or (growth & Growth.VOLUMES and self.volumes)
         )
 
 
@@ -98,7 +101,7 @@ def retry_hint(pending: PendingPodEvent, reason: str) -> RetryHint:
     pods = pending.affinities is not None or bool(pending.topology_spread_constraints) or "affinity" in reason
     # a pod asking an extended resource (its containers carried) may be served by DRA's slices (KEP-5004)
     claims = bool(pending.claims) or bool(pending.containers)
-    return RetryHint(devices=asks_devices, claims=claims, host=host, pods=pods)
+    return RetryHint(devices=asks_devices, claims=claims, host=host, pods=pods, volumes=bool(pending.volume_claims))
 
 
 def _nonzero(quantity: str) -> bool:

@@ -12,6 +12,7 @@ import engine
 from engine import PodRequest
 from engine.node.vendor import NODE_POLICY
 from schemas.events import DeviceAssignment, PendingPodEvent, PlacementEvent, PlacementOutcome
+from schemas.volumes import VolumeRules
 from services.placer.view import Holding
 
 
@@ -27,8 +28,15 @@ def decision_id(
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def pod_request(pending: PendingPodEvent, *, node_policy: str | None = None, node_name: str = "") -> PodRequest:
-    """The engine's request; `node_policy` is the cluster's choice for a pod that names none.
+def pod_request(
+    pending: PendingPodEvent,
+    *,
+    node_policy: str | None = None,
+    node_name: str = "",
+    volumes: VolumeRules | None = None,
+) -> PodRequest:
+    """The engine's request; `node_policy` is the cluster's choice for a pod that names none; `volumes`
+    its claims resolved against the cluster (StorageView.rules_for).
 
     RequestError for a pod the collector could not publish whole (its reason): its event says
     only who the pod is, and placing it without its constraints would be wrong.
@@ -52,6 +60,8 @@ def pod_request(pending: PendingPodEvent, *, node_policy: str | None = None, nod
         affinities=pending.affinities,
         topology_spread_constraints=pending.topology_spread_constraints,
         default_spread_selector=pending.default_spread_selector,
+        volumes=volumes,
+        images=pending.images,
     )
 
 

@@ -2,9 +2,9 @@
 
 The view is fed every event of the state topics (topology.nodes, usage.devices,
 nodes.status, topology.network, pods.lifecycle, namespaces; for DRA resources.slices and
-resources.claims) and of placements and bindings,
-in whatever order the partitions deliver them, and turns them into the engine's
-Snapshot.
+resources.claims; for volumes storage.claims, storage.volumes, storage.classes,
+storage.csinodes: storage_view.py) and of placements and bindings, in whatever order the partitions
+deliver them, and turns them into the engine's Snapshot.
 
 Who holds which device is derived per pod from everything known about it, so
 the result does not depend on the order events arrive in, and a duplicate
@@ -48,6 +48,7 @@ from schemas.events import (
     NamespaceEvent,
     NodeStatusEvent,
     NodeTopologyEvent,
+    PodLifecycleEvent,
     ResourceSliceEvent,
     TopologyLevelsEvent,
 )
@@ -56,6 +57,7 @@ from services.placer.dra_allocation import DraCluster
 from services.placer.holdings import NO_CHANGE, Holding, HoldingState, ViewChange
 from services.placer.node_state import node_state, status_problem, unhealthy_devices
 from services.placer.pod_ledger import PodLedger
+from services.placer.storage_view import StorageView
 
 __all__ = ["NO_CHANGE", "ClusterView", "Holding", "HoldingState", "ViewChange"]
 
@@ -81,6 +83,8 @@ class ClusterView(PodLedger):
         self._namespaces_changed = False
         self._classes: dict[str, DeviceClass] = {}  # DRA DeviceClasses by name
         self._taint_rules: dict[str, DeviceTaintRule] = {}  # DRA DeviceTaintRules by name
+        # PersistentVolumeClaims, PersistentVolumes, StorageClasses; the claims of pods placed and not yet bound
+        self.storage = StorageView(holds=lambda uid: bool(self.holdings_of(uid)))
         self._index: ClusterIndex = engine.new_index(cpu=cpu_in_index)
         self._tree: tuple[tuple[int, int], NetworkTree] | None = None
         self._labels_epoch = 0  # grows when a node's labels (or the node set) change: the tree depends on them
@@ -98,6 +102,10 @@ class ClusterView(PodLedger):
         """A compacted topic's tombstone (value None): the key is gone."""
         row = _BY_TOPIC.get(topic)
         return row.tombstone(self, key) if row is not None and row.tombstone is not None else NO_CHANGE
+
+    def _apply_lifecycle(self, event: PodLifecycleEvent) -> ViewChange:
+        self.storage.apply_lifecycle(event)  # the claims pods on nodes mount (ReadWriteOncePod in use)
+        return super()._apply_lifecycle(event)
 
     def _apply_topology(self, event: NodeTopologyEvent) -> ViewChange:
         before = self._topologies.get(event.node)
@@ -326,7 +334,14 @@ class ClusterView(PodLedger):
         return counts
 
     def _node_state(self, name: str) -> engine.NodeState:
-        return node_state(self._topologies[name], self._statuses.get(name), self._unhealthy(name), self._pods_on(name))
+        topology, status, pods = self._topologies[name], self._statuses.get(name), self._pods_on(name)
+        csi = (self.storage.csi_limits(name), self.storage.attached(name))  # NodeVolumeLimits
+        return node_state(topology, status, self._unhealthy(name), pods, csi=csi)
+
+    def _storage_changed(self, changed: bool) -> ViewChange:
+        """A storage object changed: the nodes whose CSI volumes or limits it changed are rebuilt."""
+        self._dirty.update(self.storage.take_touched())
+        return ViewChange(capacity_grew=changed)
 
     def _unhealthy(self, node: str) -> set[int]:
         return unhealthy_devices(self._topologies.get(node), self._usage.get(node))
@@ -353,6 +368,26 @@ VIEW_TOPICS: tuple[ViewTopic, ...] = (
     ViewTopic(topics.NAMESPACES, ClusterView._apply_namespace, ClusterView._namespace_gone),
     ViewTopic(topics.RESOURCE_CLASSES, ClusterView._apply_class, ClusterView._class_gone),
     ViewTopic(topics.RESOURCE_TAINT_RULES, ClusterView._apply_taint_rule, ClusterView._taint_rule_gone),
+    ViewTopic(
+        topics.STORAGE_CLAIMS,
+        lambda v, e: v._storage_changed(v.storage.apply_claim(e)),
+        lambda v, key: v._storage_changed(v.storage.claim_gone(key)),
+    ),
+    ViewTopic(
+        topics.STORAGE_VOLUMES,
+        lambda v, e: v._storage_changed(v.storage.apply_volume(e)),
+        lambda v, key: v._storage_changed(v.storage.volume_gone(key)),
+    ),
+    ViewTopic(
+        topics.STORAGE_CLASSES,
+        lambda v, e: v._storage_changed(v.storage.apply_class(e)),
+        lambda v, key: v._storage_changed(v.storage.class_gone(key)),
+    ),
+    ViewTopic(
+        topics.STORAGE_CSINODES,
+        lambda v, e: v._storage_changed(v.storage.apply_csi_node(e)),
+        lambda v, node: v._storage_changed(v.storage.csi_node_gone(node)),
+    ),
     ViewTopic(topics.PODS_LIFECYCLE, ClusterView._apply_lifecycle, ClusterView._lifecycle_gone),
     ViewTopic(topics.PLACEMENTS, ClusterView._apply_placement),
     ViewTopic(topics.BINDINGS, ClusterView._apply_binding),

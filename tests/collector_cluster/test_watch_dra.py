@@ -21,8 +21,8 @@ from services.collector.cluster.dra import (
     slice_tracker,
     waiting,
 )
-from services.collector.cluster.kinds import ClaimsOfPods
 from services.collector.cluster.objects import Pod
+from services.collector.cluster.pod_feeds import ClaimsOfPods
 from services.collector.cluster.trackers import PodTracker
 from services.collector.cluster.translate import claim_refs
 

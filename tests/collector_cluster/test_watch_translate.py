@@ -33,6 +33,7 @@ from schemas.kube import (
     Toleration,
 )
 from schemas.seal import SEAL, DecisionKey
+from services.collector.cluster import network
 from services.collector.cluster import translate as tr
 from services.collector.cluster.objects import HyperNode
 
@@ -315,7 +316,7 @@ def test_hypernode_event_keeps_every_selector_and_the_tier_name() -> None:
             },
         },
     ]
-    event, problems = tr.hypernode_event(msgspec.convert(body, HyperNode), 3.0)
+    event, problems = network.hypernode_event(msgspec.convert(body, HyperNode), 3.0)
     assert problems == []
     assert (event.name, event.tier, event.tier_name) == ("s0", 2, "spine")
     assert event.members == (
@@ -350,7 +351,7 @@ def test_hypernode_event_keeps_every_selector_and_the_tier_name() -> None:
 def test_a_bad_member_is_left_out_and_reported(member: dict[str, Any], field: str, reason: str) -> None:
     body = hypernode_json("tor-1", 1, [("Node", "n1")])
     body["spec"]["members"].append(member)
-    event, problems = tr.hypernode_event(msgspec.convert(body, HyperNode), 3.0)
+    event, problems = network.hypernode_event(msgspec.convert(body, HyperNode), 3.0)
     assert event.members == (HyperNodeMember(kind=MemberKind.NODE, name="n1"),)
     assert [p.field for p in problems] == [field] and reason in problems[0].reason
 
@@ -362,14 +363,14 @@ def test_old_hypernode_events_still_decode() -> None:
 
 
 def test_topology_levels_event() -> None:
-    event, problems = tr.topology_levels_event(topology("default", ["cloud/block", "cloud/rack", HOSTNAME]), 4.0)
+    event, problems = network.topology_levels_event(topology("default", ["cloud/block", "cloud/rack", HOSTNAME]), 4.0)
     assert (event.name, event.levels, event.deleted, problems) == (
         "default",
         ("cloud/block", "cloud/rack", HOSTNAME),
         False,
         [],
     )
-    event, problems = tr.topology_levels_event(topology("t", ["cloud/rack", ""]), 4.0)
+    event, problems = network.topology_levels_event(topology("t", ["cloud/rack", ""]), 4.0)
     assert event.levels == ("cloud/rack",) and [p.field for p in problems] == ["spec.levels[1].nodeLabel"]
 
 

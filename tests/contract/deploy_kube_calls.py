@@ -43,6 +43,7 @@ class KubeCall:
 
 
 CORE, DRA, COORDINATION, APPS = "", "resource.k8s.io", "coordination.k8s.io", "apps"
+STORAGE = "storage.k8s.io"
 
 # Typed methods -> (group, resource, verb). Only the methods the code uses (the test says which is missing).
 METHODS: dict[str, tuple[str, str, str]] = {
@@ -80,6 +81,12 @@ METHODS: dict[str, tuple[str, str, str]] = {
     "replace_namespaced_resource_claim_status": (DRA, "resourceclaims/status", "update"),
     "list_resource_claim_template_for_all_namespaces": (DRA, "resourceclaimtemplates", "list"),
     "patch_namespaced_lease": (COORDINATION, "leases", "patch"),
+    "list_persistent_volume_claim_for_all_namespaces": (CORE, "persistentvolumeclaims", "list"),
+    "patch_namespaced_persistent_volume_claim": (CORE, "persistentvolumeclaims", "patch"),
+    "list_persistent_volume": (CORE, "persistentvolumes", "list"),
+    "patch_persistent_volume": (CORE, "persistentvolumes", "patch"),
+    "list_storage_class": (STORAGE, "storageclasses", "list"),
+    "list_csi_node": (STORAGE, "csinodes", "list"),
 }
 # Library classes that call the API on our behalf: naming one counts as making its calls.
 LIBRARY_CALLS: dict[str, tuple[tuple[str, str, str], ...]] = {

@@ -92,6 +92,30 @@ MALFORMED: tuple[Malformed, ...] = (
         names="labels",
         readers=frozenset({PLACER}),
     ),
+    Malformed(
+        topic=topics.STORAGE_CLAIMS,
+        value=b'{"schema_version": 1, "claim": {"namespace": "ns", "name": "c", "request_bytes": "lots"}}',
+        names="claim.request_bytes",
+        readers=frozenset({PLACER}),
+    ),
+    Malformed(
+        topic=topics.STORAGE_VOLUMES,  # well formed, but keyed by another object than it describes
+        value=b'{"schema_version": 1, "volume": {"name": "pv-1", "capacity_bytes": 1}}',
+        names="key",
+        readers=frozenset({PLACER}),
+    ),
+    Malformed(
+        topic=topics.STORAGE_CLASSES,
+        value=b'{"schema_version": 1, "default": true}',
+        names="storage_class",
+        readers=frozenset({PLACER}),
+    ),
+    Malformed(
+        topic=topics.STORAGE_CSINODES,
+        value=b'{"schema_version": 1, "node": "n1", "limits": {"ebs.csi.aws.com": -1}}',
+        names="limits",
+        readers=frozenset({PLACER}),
+    ),
     Malformed(topic=topics.PODS_PENDING, value=b"pending pod, not JSON", names="JSON", readers=frozenset({PLACER})),
     Malformed(
         topic=topics.GANGS_PENDING,

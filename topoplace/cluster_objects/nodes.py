@@ -2,8 +2,8 @@
 
 What Kubernetes says of a node (labels, annotations, taints, cordon,
 readiness, allocatable) comes from its Node object, read by the cluster
-watcher's own translation; the images it holds (`status.images`, ImageLocality)
-are read here. What runs there comes from the Pods bound to it
+watcher's own translation, the images it holds (`status.images`, ImageLocality)
+included. What runs there comes from the Pods bound to it
 (`spec.nodeName`, not finished): their requests summed, their count, their
 host ports, the devices they hold (pods.py says how they are known), their
 labels and pod (anti-)affinity (`NodeState.running`).
@@ -28,7 +28,6 @@ from decimal import Decimal
 import msgspec
 
 from engine import Allocation, NodeState
-from engine.core.model import NodeImage
 from schemas.pod_requests import format_quantity
 from schemas.topology import Device, Vendor
 from services.collector.cluster import objects as obj
@@ -46,31 +45,6 @@ COUNT_RESOURCES: Mapping[str, Vendor] = {
 
 # kube's scoring defaults for a pod that asks no cpu / memory (NodeResourcesFit's NonZeroRequested)
 NONZERO_DEFAULTS: Mapping[str, Decimal] = {"cpu": Decimal("0.1"), "memory": Decimal(200 * 1024 * 1024)}
-
-
-class _Image(msgspec.Struct, kw_only=True, rename="camel"):
-    names: tuple[str, ...] = ()
-    size_bytes: int = 0
-
-
-class _ImagesStatus(msgspec.Struct, kw_only=True):
-    images: tuple[_Image, ...] = ()
-
-
-class _NodeImages(msgspec.Struct, kw_only=True):
-    status: _ImagesStatus = msgspec.field(default_factory=_ImagesStatus)
-
-
-def node_images(item: ClusterObject) -> tuple[NodeImage, ...]:
-    """The node's `status.images`. Raises ClusterInputError."""
-    try:
-        images = msgspec.convert(item.body, _NodeImages).status.images
-    except msgspec.ValidationError as exc:
-        raise ClusterInputError(item.where, "status.images", str(exc)) from None
-    for i, image in enumerate(images):
-        if image.size_bytes < 0:
-            raise ClusterInputError(item.where, f"status.images[{i}].sizeBytes", "must not be negative")
-    return tuple(NodeImage(names=i.names, size_bytes=i.size_bytes) for i in images)
 
 
 def node_from_object(item: ClusterObject) -> NodeState:
@@ -93,7 +67,7 @@ def node_from_object(item: ClusterObject) -> NodeState:
         ready=event.ready or not has_ready,
         unschedulable=event.unschedulable,
         allocatable=dict(event.allocatable),
-        images=node_images(item),
+        images=event.images,
     )
 
 

@@ -42,7 +42,6 @@ class _ContainerPort(msgspec.Struct, kw_only=True, rename={"host_ip": "hostIP", 
 
 
 class _Container(msgspec.Struct, kw_only=True, rename="camel"):
-    image: str = ""
     ports: list[_ContainerPort] = []
     restart_policy: str | None = None
 
@@ -101,15 +100,6 @@ def host_ports(item: ClusterObject) -> tuple[HostPort, ...]:
     return tuple(found)
 
 
-def container_images(item: ClusterObject) -> tuple[str, ...]:
-    """The images of the pod's init containers and containers, one per container (ImageLocality)."""
-    try:
-        spec = msgspec.convert(item.body, _PodPorts).spec
-    except msgspec.ValidationError as exc:
-        raise ClusterInputError(item.where, "", str(exc)) from None
-    return tuple(c.image for c in (*spec.init_containers, *spec.containers) if c.image)
-
-
 def pod_to_place(item: ClusterObject, workloads: WorkloadSelectors | None = None) -> PodRequest:
     """A Pod object as the engine's request (`workloads`: the cluster's, for its default spread selector).
     Raises ClusterInputError."""
@@ -138,7 +128,7 @@ def pod_to_place(item: ClusterObject, workloads: WorkloadSelectors | None = None
         affinities=affinities,
         topology_spread_constraints=constraints,
         default_spread_selector=workloads.default_selector(pod) if workloads is not None else None,
-        images=container_images(item),
+        images=translate.container_images(pod),
     )
 
 

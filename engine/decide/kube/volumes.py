@@ -17,7 +17,9 @@ checked against by its name and labels (`volume_failure`, kube's Filter):
 - VolumeZone: a bound volume's zone and region labels must be the node's ("node(s) had no available
   volume zone").
 
-`csi_volumes` names the CSI volumes a pod's claims use or will (NodeVolumeLimits, volume_limits.py).
+`csi_volumes` names the CSI volumes a pod's claims use or will (NodeVolumeLimits, volume_limits.py);
+`binding_plan` is what the chosen node then means for each unbound claim (a static volume to pre-bind,
+or provisioning there): what the binder writes in kube's PreBind.
 
 Not modelled: storage capacity (CSIStorageCapacity), volume modes, claim label selectors, CSI
 migration of in-tree volumes.
@@ -26,6 +28,8 @@ migration of in-tree volumes.
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+import msgspec
 
 from engine.decide.kube.affinity import NodeAffinityRules
 from schemas.kube import Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm
@@ -201,3 +205,29 @@ def _zone_matches(volume_labels: Labels, node_labels: Labels) -> bool:
         if wanted is not None and node_labels.get(key) not in set(wanted.split("__")):
             return False
     return True
+
+
+class ClaimBinding(msgspec.Struct, frozen=True, kw_only=True):
+    """How one unbound claim gets its volume on the chosen node: a static volume, or provisioned there."""
+
+    claim: str  # namespace/name
+    volume: str = ""  # the static volume to bind ("": provisioned on the node)
+
+
+def binding_plan(rules: VolumeRules, node_name: str, labels: Labels) -> tuple[ClaimBinding, ...]:
+    """For a node the volume filters passed: each unbound claim's binding there, as kube's FindPodVolumes
+    chooses them (the smallest claims first, each the smallest free volume the node reaches, else
+    provisioning; a claim that already names its node is provisioned there)."""
+    chosen: set[str] = set()
+    plan: list[ClaimBinding] = []
+    for claim in rules.unbound:
+        volume = None
+        if not claim.selected_node:
+            volume = next(
+                (v for v in claim.volumes if v.name not in chosen and _terms_match(v.node_terms, node_name, labels)),
+                None,
+            )
+        if volume is not None:
+            chosen.add(volume.name)
+        plan.append(ClaimBinding(claim=claim.key, volume=volume.name if volume is not None else ""))
+    return tuple(plan)

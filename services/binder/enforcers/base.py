@@ -13,6 +13,8 @@ with a do-nothing default, called in this order:
 4. `drain`: waits for what it left running in the background (a delayed lock release).
 
 `applies` says whether the path has work for a placement; every path that applies takes part.
+kube-scheduler's VolumeBinding PreBind (services/binder/volume_binding.py) is an `Enforcer` too, one
+every pod passes through first, whatever its path.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class NotBound(msgspec.Struct, frozen=True, kw_only=True):
     outcome: BindingOutcome
     reason: str
     retryable: bool = False  # only for a while (a lock another holds): worth another try
+    condition: str = ""  # the PodScheduled=False reason the pod gets besides its Event ("": none)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,7 +39,7 @@ def kai_gang_policy(group: KaiPodGroup) -> tuple[GangPolicy | None, list[Problem
 
 
 class KaiPodGroupsOfPods:
-    """KAI PodGroups feed the pods' gangs (as Volcano's do: kinds.PodGroupsOfPods)."""
+    """KAI PodGroups feed the pods' gangs (as Volcano's do: pod_feeds.PodGroupsOfPods)."""
 
     def __init__(self, pods: PodTracker) -> None:
         self._pods = pods

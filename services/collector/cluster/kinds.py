@@ -24,6 +24,7 @@ from kubernetes_asyncio.client import CustomObjectsApi
 from schemas import topics
 from schemas.events import (
     AllocatedClaimEvent,
+    CsiNodeEvent,
     DeviceClassEvent,
     DeviceTaintRuleEvent,
     Event,
@@ -31,20 +32,25 @@ from schemas.events import (
     LifecyclePhase,
     NamespaceEvent,
     NodeStatusEvent,
+    PersistentVolumeEvent,
     PodLifecycleEvent,
     ResourceSliceEvent,
+    StorageClassEvent,
     TopologyLevelsEvent,
+    VolumeClaimEvent,
 )
 from schemas.gangs_kai import KaiPodGroup
 from schemas.gangs_kube import KUBE_SCHEDULING_GROUP, KubePodGroup
 from schemas.gangs_kube import Workload as SchedulingWorkload
 from schemas.seal import DecisionKey
-from services.collector.cluster import dra, kai, trackers, workload_api, workloads
+from services.collector.cluster import dra, kai, storage, trackers, workload_api, workloads
 from services.collector.cluster.kai import KAI_GROUP, KAI_PODGROUPS, KAI_VERSIONS
 from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
+from services.collector.cluster.pod_feeds import ClaimsOfPods, PodGroupsOfPods
 from services.collector.cluster.trackers import KeyedTracker, Outcome, PodTracker
 from services.collector.cluster.workload_api import KUBE_PODGROUPS, PODGROUP_VERSIONS, WORKLOAD_VERSIONS, WORKLOADS
 from topoplace.informer import ListFunction
+from topoplace.kube_storage import ClaimObject, CsiNodeObject, StorageClassObject, VolumeObject
 
 T = TypeVar("T")
 E = TypeVar("E", bound=Event)
@@ -65,58 +71,6 @@ class Tracker(Protocol[T]):
     def observe(self, obj: T, now: float) -> Outcome: ...
 
     def gone(self, key: str, now: float) -> Outcome: ...
-
-
-class PodGroupsOfPods:
-    """PodGroups feed the pods' gangs; a resync of the pods re-publishes the gangs, so `force` is unused."""
-
-    def __init__(self, pods: PodTracker) -> None:
-        self._pods = pods
-
-    def relisted(self, objs: list[PodGroup], now: float, *, force: bool = False) -> Outcome:
-        return self._pods.podgroups_relisted(objs, now)
-
-    def observe(self, obj: PodGroup, now: float) -> Outcome:
-        return self._pods.podgroup_observed(obj, now)
-
-    def gone(self, key: str, now: float) -> Outcome:
-        return self._pods.podgroup_gone(key, now)
-
-
-class ClaimsOfPods:
-    """ResourceClaims: the allocated ones go to resources.claims (the rest are gone there), and a
-    claim seen for the first time brings the pending pods that name it out again."""
-
-    def __init__(self, claims: KeyedTracker[dra.ResourceClaim, AllocatedClaimEvent], pods: PodTracker) -> None:
-        self._claims = claims
-        self._pods = pods
-        self._seen: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name) of every claim that exists
-
-    def relisted(self, objs: list[dra.ResourceClaim], now: float, *, force: bool = False) -> Outcome:
-        outcome = self._claims.relisted([c for c in objs if dra.is_allocated(c)], now, force=force)
-        present = {c.metadata.uid for c in objs}
-        for uid in [u for u in self._seen if u not in present]:
-            del self._seen[uid]
-        for claim in objs:
-            outcome.extend(self._arrived(claim))
-        return outcome
-
-    def observe(self, obj: dra.ResourceClaim, now: float) -> Outcome:
-        published = (
-            self._claims.observe(obj, now) if dra.is_allocated(obj) else self._claims.gone(obj.metadata.uid, now)
-        )
-        return published.extend(self._arrived(obj))
-
-    def gone(self, key: str, now: float) -> Outcome:
-        self._seen.pop(key, None)
-        return self._claims.gone(key, now)
-
-    def _arrived(self, claim: dra.ResourceClaim) -> Outcome:
-        meta = claim.metadata
-        if meta.uid in self._seen:
-            return Outcome()
-        self._seen[meta.uid] = (meta.namespace, meta.name)
-        return self._pods.claim_appeared(meta.namespace, meta.name)
 
 
 class Trackers:
@@ -141,6 +95,10 @@ class Trackers:
         self.claims_of_pods = ClaimsOfPods(self.claims, self.pods)
         self.classes = dra.class_tracker()
         self.taint_rules = dra.taint_rule_tracker()
+        self.volume_claims = storage.claim_tracker()
+        self.volumes = storage.volume_tracker()
+        self.storage_classes = storage.class_tracker()
+        self.csi_nodes = storage.csi_node_tracker()
 
 
 def _always(_obj: object) -> bool:
@@ -375,6 +333,42 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         api_group=DRA_GROUP,
         seed=_keyed_seed(lambda t: t.taint_rules, DeviceTaintRuleEvent, lambda e: e.name),
         seeded_from=topics.RESOURCE_TAINT_RULES,
+    ),
+    WatchedKind[ClaimObject](
+        "persistentvolumeclaims",
+        ClaimObject,
+        lambda api: [("persistentvolumeclaims", client.CoreV1Api(api).list_persistent_volume_claim_for_all_namespaces)],
+        lambda t: t.volume_claims,
+        storage.claim_key,
+        seed=_keyed_seed(lambda t: t.volume_claims, VolumeClaimEvent, lambda e: e.claim.key),
+        seeded_from=topics.STORAGE_CLAIMS,
+    ),
+    WatchedKind[VolumeObject](
+        "persistentvolumes",
+        VolumeObject,
+        lambda api: [("persistentvolumes", client.CoreV1Api(api).list_persistent_volume)],
+        lambda t: t.volumes,
+        lambda volume: volume.metadata.name,
+        seed=_keyed_seed(lambda t: t.volumes, PersistentVolumeEvent, lambda e: e.volume.name),
+        seeded_from=topics.STORAGE_VOLUMES,
+    ),
+    WatchedKind[StorageClassObject](
+        "storageclasses",
+        StorageClassObject,
+        lambda api: [("storageclasses", client.StorageV1Api(api).list_storage_class)],
+        lambda t: t.storage_classes,
+        lambda storage_class: storage_class.metadata.name,
+        seed=_keyed_seed(lambda t: t.storage_classes, StorageClassEvent, lambda e: e.storage_class.name),
+        seeded_from=topics.STORAGE_CLASSES,
+    ),
+    WatchedKind[CsiNodeObject](
+        "csinodes",  # each node's CSI attach limits (NodeVolumeLimits)
+        CsiNodeObject,
+        lambda api: [("csinodes", client.StorageV1Api(api).list_csi_node)],
+        lambda t: t.csi_nodes,
+        lambda csi_node: csi_node.metadata.name,
+        seed=_keyed_seed(lambda t: t.csi_nodes, CsiNodeEvent, lambda e: e.node),
+        seeded_from=topics.STORAGE_CSINODES,
     ),
 )
 # The compacted topics whose records seed the trackers at start, in the table's order.

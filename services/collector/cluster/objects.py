@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from topoplace.cluster_objects.gangs import SchedulingGroup, WorkloadRef
+from topoplace.kube_storage import PodVolume
 
 Quantity = str | int | float  # the API writes strings; hand-made objects sometimes carry numbers
 
@@ -41,6 +42,7 @@ class ResourceRequirements(msgspec.Struct, kw_only=True):
 
 class Container(msgspec.Struct, kw_only=True, rename="camel"):
     name: str = ""
+    image: str = ""
     resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
     restart_policy: str | None = None  # "Always" on an init container: a sidecar
 
@@ -63,6 +65,7 @@ class PodSpec(msgspec.Struct, kw_only=True, rename="camel"):
     # its scheduling.k8s.io gang, read as `engine place --cluster` reads it
     scheduling_group: SchedulingGroup | None = None  # v1alpha2 / v1beta1
     workload_ref: WorkloadRef | None = None  # v1alpha1
+    volumes: list[PodVolume] = []  # only those naming a PersistentVolumeClaim (or an ephemeral one) are read
 
 
 class PodResourceClaim(msgspec.Struct, kw_only=True, rename="camel"):
@@ -97,10 +100,16 @@ class NodeSpec(msgspec.Struct, kw_only=True):
     taints: list[Any] = []  # decoded one by one into schemas.kube.Taint
 
 
+class ContainerImage(msgspec.Struct, kw_only=True, rename="camel"):
+    names: list[str] = []
+    size_bytes: int = 0
+
+
 class NodeStatus(msgspec.Struct, kw_only=True):
     allocatable: dict[str, Quantity] = {}
     capacity: dict[str, Quantity] = {}
     conditions: list[NodeCondition] = []
+    images: list[ContainerImage] = []  # ImageLocality: names and sizes
 
 
 class Node(msgspec.Struct, kw_only=True):

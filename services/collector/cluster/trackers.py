@@ -29,7 +29,7 @@ from schemas.events import (
 )
 from schemas.kube import LabelSelector
 from schemas.seal import DecisionKey
-from services.collector.cluster import gangs
+from services.collector.cluster import gangs, network
 from services.collector.cluster import translate as tr
 from services.collector.cluster.gangs import GangTracker
 from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
@@ -333,21 +333,21 @@ def node_tracker() -> KeyedTracker[Node, NodeStatusEvent]:
 def hypernode_tracker() -> KeyedTracker[HyperNode, HyperNodeEvent]:
     def on_gone(name: str, last: HyperNodeEvent, now: float) -> list[Publication]:
         # the deleted event tells live readers; the tombstone lets compaction drop the key
-        deleted = tr.hypernode_deleted_event(name, last.tier, now)
+        deleted = network.hypernode_deleted_event(name, last.tier, now)
         return [
             Publication(topic=topics.TOPOLOGY_NETWORK.name, key=name, event=deleted),
             Publication(topic=topics.TOPOLOGY_NETWORK.name, key=name, event=None),
         ]
 
-    return KeyedTracker(tr.hypernode_event, lambda h: h.metadata.name, on_gone, topics.TOPOLOGY_NETWORK.name)
+    return KeyedTracker(network.hypernode_event, lambda h: h.metadata.name, on_gone, topics.TOPOLOGY_NETWORK.name)
 
 
 def topology_tracker() -> KeyedTracker[Topology, TopologyLevelsEvent]:
     def on_gone(name: str, last: TopologyLevelsEvent, now: float) -> list[Publication]:
-        deleted = tr.topology_deleted_event(name, now)
+        deleted = network.topology_deleted_event(name, now)
         return [
             Publication(topic=topics.TOPOLOGY_LEVELS.name, key=name, event=deleted),
             Publication(topic=topics.TOPOLOGY_LEVELS.name, key=name, event=None),
         ]
 
-    return KeyedTracker(tr.topology_levels_event, lambda t: t.metadata.name, on_gone, topics.TOPOLOGY_LEVELS.name)
+    return KeyedTracker(network.topology_levels_event, lambda t: t.metadata.name, on_gone, topics.TOPOLOGY_LEVELS.name)

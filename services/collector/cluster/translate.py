@@ -3,7 +3,8 @@
 A problem with one field (a bad quantity, an undecodable device annotation,
 a toleration the API server would have refused) never drops the whole
 object: the event goes out without that part and the problem is returned
-for the caller to log and count. Gangs are translated in gangs.py.
+for the caller to log and count. Gangs are translated in gangs.py, HyperNodes and
+Kueue Topologies in network.py.
 """
 
 from __future__ import annotations
@@ -21,16 +22,13 @@ from schemas import quantity as schema_quantity
 from schemas.dra import PodClaim
 from schemas.events import (
     DeviceAssignment,
-    HyperNodeEvent,
-    HyperNodeMember,
     LabelSelector,
     LabelSelectorRequirement,
     LifecyclePhase,
-    MemberKind,
+    NodeImage,
     NodeStatusEvent,
     PendingPodEvent,
     PodLifecycleEvent,
-    TopologyLevelsEvent,
 )
 from schemas.kube import Affinity, Taint, Toleration
 from schemas.pod_requests import effective_request
@@ -38,7 +36,8 @@ from schemas.pod_requests import format_quantity as format_quantity
 from schemas.seal import SEAL, DecisionKey
 from services.collector.cluster import objects as obj
 from services.collector.cluster import pending_fields, pod_topology
-from services.collector.cluster.objects import Container, HyperNode, Node, Pod, Quantity, Topology
+from services.collector.cluster.objects import Container, Node, Pod, Quantity
+from topoplace.kube_storage import pod_claim_names
 
 QOS_ANNOTATION = "metax-tech.com/sgpu-qos-policy"  # the MetaX sharing pool a pod's devices run in
 APP_CLASS_ANNOTATION = "metax-tech.com/sgpu-app-class"  # MetaX online/offline class
@@ -211,6 +210,8 @@ def pending_event(
         tolerations=tolerations,
         claims=claim_refs(pod),
         containers=pending_fields.container_requests(pod),
+        volume_claims=pod_claim_names(meta.name, pod.spec.volumes),
+        images=container_images(pod),
     )
     event, topology_problems = pod_topology.with_pending_topology(event, pod, selectors)
     problems += constraint_problems + [Problem(object=who(meta), field=f, reason=r) for f, r in topology_problems]
@@ -219,6 +220,11 @@ def pending_event(
         if too_large is not None:
             problems.append(Problem(object=who(meta), field="metadata", reason=too_large))
     return event, problems
+
+
+def container_images(pod: Pod) -> tuple[str, ...]:
+    """The images of the pod's init containers and containers, one per container (ImageLocality)."""
+    return tuple(c.image for c in (*pod.spec.init_containers, *pod.spec.containers) if c.image)
 
 
 def claim_refs(pod: Pod) -> tuple[PodClaim, ...]:
@@ -268,6 +274,7 @@ def bound_event(
         requests=requests,
         ours=ours,
         gang=gang,
+        volume_claims=pod_claim_names(meta.name, pod.spec.volumes),
         observed_at=observed_at,
     )
     event, topology_problems = pod_topology.with_running_topology(event, pod)
@@ -298,6 +305,12 @@ def node_status_event(node: Node, observed_at: float) -> tuple[NodeStatusEvent, 
     problems: list[Problem] = []
     name = node.metadata.name
     taints = [_decoded(t, Taint, name, f"spec.taints[{i}]", problems) for i, t in enumerate(node.spec.taints)]
+    images: list[NodeImage] = []
+    for i, image in enumerate(node.status.images):
+        if image.size_bytes < 0:
+            problems.append(Problem(object=name, field=f"status.images[{i}].sizeBytes", reason="must not be negative"))
+            continue
+        images.append(NodeImage(names=tuple(image.names), size_bytes=image.size_bytes))
     ready = next((c.status == "True" for c in node.status.conditions if c.type == "Ready"), False)
     event = NodeStatusEvent(
         node=name,
@@ -307,6 +320,7 @@ def node_status_event(node: Node, observed_at: float) -> tuple[NodeStatusEvent, 
         taints=tuple(t for t in taints if t is not None),
         ready=ready,
         unschedulable=node.spec.unschedulable,
+        images=tuple(images),
         resource_version=node.metadata.resource_version,
         observed_at=observed_at,
     )
@@ -317,9 +331,7 @@ def node_deleted_event(name: str, observed_at: float) -> NodeStatusEvent:
     return NodeStatusEvent(node=name, ready=False, deleted=True, observed_at=observed_at)
 
 
-# --- hypernodes -------------------------------------------------------------------------------
-
-_MEMBER_KINDS = {"Node": MemberKind.NODE, "HyperNode": MemberKind.HYPERNODE}
+# --- label selectors ---------------------------------------------------------------------------
 
 
 def label_selector(selector: obj.LabelSelector) -> LabelSelector:
@@ -330,71 +342,3 @@ def label_selector(selector: obj.LabelSelector) -> LabelSelector:
             for e in selector.match_expressions
         ),
     )
-
-
-def _member(spec: obj.HyperNodeMemberSpec, kind: MemberKind) -> HyperNodeMember | str:
-    """The member as published, or why it cannot be."""
-    selector = spec.selector
-    given = [s for s in (selector.exact_match, selector.regex_match, selector.label_match) if s is not None]
-    if len(given) != 1:
-        return f"needs exactly one of exactMatch, regexMatch, labelMatch; got {len(given)}"
-    if selector.exact_match is not None:
-        if not selector.exact_match.name:
-            return "exactMatch.name is empty"
-        return HyperNodeMember(kind=kind, name=selector.exact_match.name)
-    if selector.regex_match is not None:
-        if not selector.regex_match.pattern:
-            return "regexMatch.pattern is empty"
-        return HyperNodeMember(kind=kind, regex=selector.regex_match.pattern)
-    assert selector.label_match is not None
-    return HyperNodeMember(kind=kind, labels=label_selector(selector.label_match))
-
-
-def hypernode_event(hypernode: HyperNode, observed_at: float) -> tuple[HyperNodeEvent, list[Problem]]:
-    """Every member with its selector as written (exact name, regex or labels); the tree builder resolves them."""
-    name = hypernode.metadata.name
-    members: list[HyperNodeMember] = []
-    problems: list[Problem] = []
-    for i, spec in enumerate(hypernode.spec.members):
-        kind = _MEMBER_KINDS.get(spec.type)
-        if kind is None:
-            reason = f"{spec.type!r} is not Node or HyperNode"
-            problems.append(Problem(object=name, field=f"spec.members[{i}].type", reason=reason))
-            continue
-        member = _member(spec, kind)
-        if isinstance(member, str):
-            problems.append(Problem(object=name, field=f"spec.members[{i}].selector", reason=member))
-            continue
-        members.append(member)
-    event = HyperNodeEvent(
-        name=name,
-        tier=hypernode.spec.tier,
-        tier_name=hypernode.spec.tier_name,
-        members=tuple(members),
-        observed_at=observed_at,
-    )
-    return event, problems
-
-
-def hypernode_deleted_event(name: str, tier: int, observed_at: float) -> HyperNodeEvent:
-    return HyperNodeEvent(name=name, tier=tier, members=(), deleted=True, observed_at=observed_at)
-
-
-# --- Kueue topologies -------------------------------------------------------------------------
-
-
-def topology_levels_event(topology: Topology, observed_at: float) -> tuple[TopologyLevelsEvent, list[Problem]]:
-    """The node-label keys of a Kueue Topology, top level first; an empty label is left out."""
-    name = topology.metadata.name
-    levels: list[str] = []
-    problems: list[Problem] = []
-    for i, level in enumerate(topology.spec.levels):
-        if not level.node_label:
-            problems.append(Problem(object=name, field=f"spec.levels[{i}].nodeLabel", reason="is empty"))
-            continue
-        levels.append(level.node_label)
-    return TopologyLevelsEvent(name=name, levels=tuple(levels), observed_at=observed_at), problems
-
-
-def topology_deleted_event(name: str, observed_at: float) -> TopologyLevelsEvent:
-    return TopologyLevelsEvent(name=name, levels=(), deleted=True, observed_at=observed_at)

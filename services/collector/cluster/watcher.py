@@ -18,6 +18,9 @@
 - namespaces -> namespaces (key name: their labels; deleted the same way); Services,
   ReplicationControllers, ReplicaSets and StatefulSets only feed the pending pods'
   DefaultSelector (workloads.py).
+- PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes -> storage.claims (key
+  <namespace>/<name>), storage.volumes, storage.classes, storage.csinodes (key name); deleted the
+  same way.
 
 Wiring only: what is watched is the table of kinds.py (one row per kind); the
 translation and the memory of what was published live in translate / gangs /
@@ -60,6 +63,10 @@ PUBLISHED_TOPICS = (
     topics.NAMESPACES,
     topics.RESOURCE_CLASSES,
     topics.RESOURCE_TAINT_RULES,
+    topics.STORAGE_CLAIMS,
+    topics.STORAGE_VOLUMES,
+    topics.STORAGE_CLASSES,
+    topics.STORAGE_CSINODES,
 )
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,8 @@ FAULT_KINDS = ("429", "500", "503", "timeout", "reset", "lost")
 FAULT_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 
 SERVES = (
-    "core/v1 nodes, pods, pods/binding, events; events.k8s.io/v1 events; "
+    "core/v1 nodes, pods, pods/binding, events, persistentvolumeclaims, persistentvolumes; "
+    "events.k8s.io/v1 events; storage.k8s.io/v1 storageclasses; "
     "scheduling.volcano.sh/v1beta1 podgroups; topology.volcano.sh/v1alpha1 hypernodes; "
     "kueue.x-k8s.io/v1beta2,v1beta1 topologies; resource.k8s.io/v1 resourceslices, resourceclaims, "
     "resourceclaimtemplates, deviceclasses"
@@ -35,6 +36,7 @@ def add_parser(subparsers: Any) -> None:
     serve.add_argument("--port", type=port_number, default=0, help="0 = pick a free port")
     serve.add_argument("--bookmark-interval", type=float, default=10.0, help="seconds between watch bookmarks")
     serve.add_argument("--no-claim-controller", action="store_true", help="do not create claims from templates")
+    serve.add_argument("--no-volume-provisioner", action="store_true", help="do not provision volumes nor bind claims")
     faults = serve.add_argument_group("fault injection")
     faults.add_argument("--fault-rate", type=float, default=0.0, help="fraction of API requests that fail (0-1)")
     faults.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draws")
@@ -64,6 +66,7 @@ def _serve(args: argparse.Namespace) -> int:
         bookmark_interval=args.bookmark_interval,
         faults=plan if plan.rate > 0 else None,
         claim_controller=not args.no_claim_controller,
+        volume_provisioner=not args.no_volume_provisioner,
     )
     run_until_signalled(lambda stop: _serve_until_stopped(server, stop))
     return 0

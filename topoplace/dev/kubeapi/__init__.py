@@ -1,6 +1,7 @@
 """A small Kubernetes API server for tests and demos, speaking what kubernetes-asyncio sends: core/v1
 nodes, pods, pods/binding, events; Volcano HyperNodes and PodGroups; Kueue Topologies; DRA
-(resource.k8s.io/v1); finalizers, garbage collection, the ResourceClaim controller, fault injection;
+(resource.k8s.io/v1); PersistentVolumeClaims, PersistentVolumes, StorageClasses; finalizers, garbage
+collection, the ResourceClaim controller, a volume provisioner, fault injection;
 discovery, OpenAPI v3 and Tables, so kubectl works against it. See docs/kube-api.md."""
 
 from topoplace.dev.kubeapi.changes import Change

@@ -222,6 +222,45 @@ DEVICECLASSES = ResourceType(
     has_status=False,
     field_labels=_META,
 )
+PERSISTENTVOLUMECLAIMS = ResourceType(
+    plural="persistentvolumeclaims",
+    kind="PersistentVolumeClaim",
+    group="",
+    version="v1",
+    namespaced=True,
+    has_status=True,
+    field_labels=_META,
+    short_names=("pvc",),
+)
+PERSISTENTVOLUMES = ResourceType(
+    plural="persistentvolumes",
+    kind="PersistentVolume",
+    group="",
+    version="v1",
+    namespaced=False,
+    has_status=True,
+    field_labels=_META,
+    short_names=("pv",),
+)
+STORAGECLASSES = ResourceType(
+    plural="storageclasses",
+    kind="StorageClass",
+    group="storage.k8s.io",
+    version="v1",
+    namespaced=False,
+    has_status=False,
+    field_labels=_META,
+    short_names=("sc",),
+)
+CSINODES = ResourceType(
+    plural="csinodes",
+    kind="CSINode",
+    group="storage.k8s.io",
+    version="v1",
+    namespaced=False,
+    has_status=False,
+    field_labels=_META,
+)
 
 LEASES = ResourceType(
     plural="leases",
@@ -315,6 +354,10 @@ ALL: tuple[ResourceType, ...] = (
     RESOURCECLAIMTEMPLATES,
     DEVICECLASSES,
     DEVICETAINTRULES,
+    PERSISTENTVOLUMECLAIMS,
+    PERSISTENTVOLUMES,
+    STORAGECLASSES,
+    CSINODES,
     LEASES,
     NAMESPACES,
     SERVICES,

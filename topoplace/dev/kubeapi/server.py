@@ -22,6 +22,7 @@ from topoplace.dev.kubeapi.selectors import Selector, parse_selector
 from topoplace.dev.kubeapi.store import ObjectStore
 from topoplace.dev.kubeapi.tables import TablePrinter
 from topoplace.dev.kubeapi.views import View, WatchEvents, table_printer, table_response
+from topoplace.dev.kubeapi.volumes import VolumeProvisioner
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class KubeApiServer:
         faults: FaultPlan | None = None,
         claim_controller: bool = True,
         garbage_collector: bool = True,
+        volume_provisioner: bool = True,
     ) -> None:
         self.host = host
         self.port = port
@@ -91,6 +93,8 @@ class KubeApiServer:
             GarbageCollector().install(self.store)
         if claim_controller:
             ResourceClaimController().install(self.store)
+        if volume_provisioner:  # a CSI provisioner and the PersistentVolume controller (volumes.py)
+            VolumeProvisioner().install(self.store)
         self.faults = FaultInjector(faults) if faults is not None else None
         self._runner: web.AppRunner | None = None
         self.url = ""
