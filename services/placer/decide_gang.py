@@ -93,10 +93,10 @@ def decide_gang(
         return GangResult(placement=_unschedulable(gang, fresh, attempt, decision.reason, now))
     by_uid = {p.uid: p for p in decision.pods}
     # At its minimum (decision.partial): the members without a node wait, out of this decision.
-    placements = [_member(m, by_uid[m.uid], attempt, now, view) for m in fresh if by_uid[m.uid].node]
-    for placement in placements:
+    placed = [m for m in fresh if by_uid[m.uid].node]
+    placements = [_member(m, by_uid[m.uid], attempt, now, view) for m in placed]
+    for member, placement in zip(placed, placements, strict=True):
         view.assume(placement)  # before anything is published: the next decision cannot reuse them
-    for member, placement in zip(fresh, placements, strict=True):
         view.storage.decided(member, placement.node)  # its claims are in use (ReadWriteOncePod), attached there
     placements += [_held_decision(view, m, now) for m in members if held[m.uid]]
     return GangResult(placement=_gang_event(gang, placements, decision, now))
