@@ -20,6 +20,11 @@ tier. Here:
                        quality and the fewest broken sets), then the name. Volcano takes the first
                        domain of its gradient walk that works; every domain of a tier compared in
                        full costs ~60 ms each at 128 nodes, too much at 10,000 nodes
+    the search's bound  each set of nodes is worked out at most once: a domain holding the same
+                       nodes as one that had no room (a hypernode over one child and no nodes of
+                       its own, the virtual top over one spine) is skipped, so a preemption works out
+                       at most as many domains as the tree has distinct node sets, each by one greedy
+                       reprieve pass (no subsets enumerated)
     victims            gang_domain.py: whole victim gangs or only their spare members, never a
                        gang left below minMember; preemption only when the gang is then placed
                        whole in the domain
@@ -189,37 +194,56 @@ def preempt_gang(
         mode=mode,
         workload=workload,
     )
-    tried = 0
     costs = _NodeCosts(context)
-    members = len(pending)
-    capacity = aggregate(tree, [len(n.devices) if (n := index.get(x)) is not None else 0 for x in tree.nodes])
+    search = _Search(context, tree, costs, len(pending))
     for tier in tree.tiers:
         if (hard and tier > max_tier) or (pin.lca is not None and tier < tree.tier_of(pin.lca)):
             continue
-        walk: list[tuple[float, str]] = []
-        for i in tree.hypernode_ids_at(tier):
-            name = tree.hypernodes[i]
-            if costs.by_devices and capacity[i] < costs.count * members:
-                continue
-            if not _pinned(tree, name, pin.lca, pin.domain):
-                continue
-            estimate = _estimate(costs, tree.nodes_under(name), members)
-            if estimate is not None:
-                walk.append((estimate, name))
-        walk.sort()
-        found: list[tuple[tuple[float, ...], str, DomainVictims]] = []
-        for _, name in walk:
-            tried += 1
-            victims = domain_victims(context, name, tree)
-            if victims is not None:
-                found.append((_cost(victims, budgets), name, victims))
-                if len(found) == DOMAINS_COMPARED:
-                    break
-        if found:
-            return _answer(context, tree, min(found, key=lambda f: (f[0], f[1]))[2], tried)
+        found = search.tier(tier, pin.lca, pin.domain)
+        if found is not None:
+            return _answer(context, tree, found, search.tried)
     where = f"no hypernode of tier <= {max_tier}" if hard else "no hypernode"
     reason = f"preemption: {where} holds gang {gang.name} after evicting its lower-priority pods"
-    return GangPreemption(gang=gang.name, reason=reason, hypernodes_tried=tried)
+    return GangPreemption(gang=gang.name, reason=reason, hypernodes_tried=search.tried)
+
+
+class _Search:
+    """The domains of one gang preemption, a tier at a time; each set of nodes worked out at most once
+    (a hypernode with one child hypernode and no nodes of its own holds what its child holds, as the
+    virtual top over one spine does: the victims there are the same, so a set that failed fails again)."""
+
+    def __init__(self, context: GangContext, tree: NetworkTree, costs: _NodeCosts, members: int) -> None:
+        self.context, self.tree, self.costs, self.members = context, tree, costs, members
+        index = context.index
+        self.capacity = aggregate(tree, [len(n.devices) if (n := index.get(x)) is not None else 0 for x in tree.nodes])
+        self.failed: set[tuple[int, int]] = set()  # the node spans [start, end) that held no room
+        self.tried = 0  # domains whose victims were worked out
+
+    def tier(self, tier: int, lca: str | None, domain: str | None) -> DomainVictims | None:
+        """The tier's domain of least cost, among the first DOMAINS_COMPARED by estimate that have room."""
+        tree, costs = self.tree, self.costs
+        walk: list[tuple[float, str, tuple[int, int]]] = []
+        for i in tree.hypernode_ids_at(tier):
+            name, span = tree.hypernodes[i], (tree.starts[i], tree.ends[i])
+            if span in self.failed or (costs.by_devices and self.capacity[i] < costs.count * self.members):
+                continue
+            if not _pinned(tree, name, lca, domain):
+                continue
+            estimate = _estimate(costs, tree.nodes_under(name), self.members)
+            if estimate is not None:
+                walk.append((estimate, name, span))
+        walk.sort()
+        found: list[tuple[tuple[float, ...], str, DomainVictims]] = []
+        for _, name, span in walk:
+            self.tried += 1
+            victims = domain_victims(self.context, name, tree)
+            if victims is None:
+                self.failed.add(span)
+                continue
+            found.append((_cost(victims, self.context.budgets), name, victims))
+            if len(found) == DOMAINS_COMPARED:
+                break
+        return min(found, key=lambda f: (f[0], f[1]))[2] if found else None
 
 
 def _pinned(tree: NetworkTree, name: str, lca: str | None, domain: str | None) -> bool:

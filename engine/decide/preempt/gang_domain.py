@@ -37,7 +37,11 @@ from engine.decide.preempt.victims import importance_order, start_of
 
 
 def subtree(tree: NetworkTree, hypernode: str) -> NetworkTree:
-    """The hypernode and what lies under it, as a tree of its own (its parent: the virtual top)."""
+    """The hypernode and what lies under it, as a tree of its own (its parent: the virtual top).
+
+    The virtual top is the whole tree: copied, it would be its own parent, a cycle."""
+    if hypernode == tree.virtual_top:
+        return tree
     draft = Draft()
     stack = [hypernode]
     while stack:
