@@ -110,6 +110,7 @@ class _NodeCosts:
         )
 
     def _work_out(self, name: str) -> tuple[int, float]:
+        """Run for every node under the tier's domains (10,000 at a time): kept to plain loops."""
         node = self.context.index.get(name)
         if node is None:
             return 0, math.inf
@@ -117,23 +118,20 @@ class _NodeCosts:
         for a in node.allocations:
             held.setdefault(a.pod_uid, set()).add(a.index)
         free = len(node.devices) - len({a.index for a in node.allocations})
-        pods = [
-            p
-            for p in self.context.by_node.get(name, ())
-            if p.priority < self.context.priority and p.gang != self.context.gang.name
-        ]
-        lower = [(len(held.get(p.holder, ())) if p.holder else 0, p.priority) for p in pods]
-        takes = (free + sum(h for h, _ in lower)) // self.count
+        below, own = self.context.priority, self.context.gang.name
+        pods = [p for p in self.context.by_node.get(name, ()) if p.priority < below and p.gang != own]
+        # (-devices held, priority): the pods that free the most devices first, the least important first
+        lower = sorted((-len(held.get(p.holder, ())) if p.holder else 0, p.priority) for p in pods)
+        takes = (free - sum(h for h, _ in lower)) // self.count
         if free >= self.count or takes == 0:
             return takes, 0.0 if free >= self.count else math.inf
-        lower.sort(key=lambda hp: (-hp[0], hp[1]))
         total, cost = free, 0.0
         for devices, prio in lower:
-            total += devices
+            total -= devices
             cost += prio + PRIORITY_OFFSET
             if total >= self.count:
                 break
-        return takes, cost + self._protected(pods) * VIOLATION_WEIGHT
+        return takes, cost + (self._protected(pods) * VIOLATION_WEIGHT if self._exhausted else 0.0)
 
 
 def _estimate(costs: _NodeCosts, names: Sequence[str], members: int) -> float | None:
@@ -188,7 +186,7 @@ def preempt_gang(
         gang=msgspec.structs.replace(gang, minimum_placement=False),
         shapes=shapes_of(parts.slots, parts.vendors, parts.facts, pending, mode, workload),
         priority=priority,
-        by_node={n: importance_order(pods) for n, pods in by_node.items()},
+        by_node=by_node,
         gangs={g: importance_order(pods) for g, pods in gangs.items()},
         budgets=budgets,
         mode=mode,
