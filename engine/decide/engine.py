@@ -33,7 +33,7 @@ from engine.decide.node_rules import NodeFactsTable
 from engine.decide.parts import DecisionParts
 from engine.decide.pod import place_indexed
 from engine.decide.preempt.choose import preempt
-from engine.decide.preempt.gang import GangPreemption, preempt_gang
+from engine.decide.preempt.gang import GangPreemption, RunningGroups, preempt_gang
 from engine.decide.preempt.model import DisruptionBudget, Preemption, Preemptor, RunningPod
 from engine.decide.preempt.room import Room
 from engine.decide.preempt.search import PodsByNode
@@ -102,6 +102,7 @@ class Engine:
         # DRA selectors compiled once, and what each selected of a device, in this engine's memo
         self.dra_programs = CelPrograms(memo.table(1024), memo.table(65536, recency=False))
         self._pods_by_node: PodsByNode | None = None  # the last preemption's running pods, by node
+        self._running_groups: RunningGroups | None = None  # the last gang preemption's running pods
 
     @property
     def memo(self) -> Memo:
@@ -219,6 +220,7 @@ class Engine:
         """Where `gang` (of `priority`, its `policy` spec.preemptionPolicy) runs whole by evicting
         lower-priority `running` pods inside one network domain of `tree`, and which (preempt/gang.py).
 
+        The running pods by node and pod group are kept while `running` stays the same object.
         Raises RequestError(field, reason) for a member or constraint that cannot be read."""
         cpu = reads_cpu(workload)
         return preempt_gang(
@@ -233,7 +235,15 @@ class Engine:
             mode,
             policy=policy,
             workload=workload,
+            groups=self._running_groups_of(running),
         )
+
+    def _running_groups_of(self, running: Sequence[RunningPod]) -> RunningGroups:
+        """The running pods by node and pod group, kept while `running` stays the same object."""
+        groups = self._running_groups
+        if groups is None or not groups.matches(running):
+            groups = self._running_groups = RunningGroups(running)
+        return groups
 
     def choose_devices(self, node: NodeState, request: PodRequest, mode: Mode = Mode.DEFAULT) -> DeviceChoice:
         """The devices one node would give `request` (the node answer's step, on its own).

@@ -14,6 +14,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+from preempt_gang_builders import gang, tree
+from test_preempt_gang import packed
+
+from engine import Engine
+
 MEMORY_CAP = 512 * 2**20
 CPU_CAP_S = 60
 HERE = Path(__file__).parent
@@ -76,3 +81,18 @@ def test_a_hypernode_that_lies_under_itself_is_refused_at_once() -> None:
             print(error)
     """)
     assert out == "network tree: hypernode (top) lies under itself (a parent edge cycle)"
+
+
+def test_an_engine_keeps_the_running_pods_only_while_they_are_the_same_sequence() -> None:
+    # s2 (node4, node5) holds the cheapest pods in the first cluster, s0 (node0, node1) in the second
+    first = packed({"node0": 3, "node1": 3, "node4": 0, "node5": 0})
+    second = packed({"node0": 0, "node1": 0, "node4": 3, "node5": 3})
+    engine = Engine()
+    request = gang(2, tier=1)
+    assert engine.preempt_gang(first.index(), tree(), request, 10, first.pods).hypernode == "s2"
+    again = engine.preempt_gang(first.index(), tree(), request, 10, first.pods)
+    other = engine.preempt_gang(second.index(), tree(), request, 10, second.pods)
+    fresh = Engine().preempt_gang(second.index(), tree(), request, 10, second.pods)
+    assert again.hypernode == "s2"
+    assert (other.hypernode, other.victims) == (fresh.hypernode, fresh.victims)
+    assert other.hypernode == "s0"

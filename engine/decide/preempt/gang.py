@@ -71,6 +71,27 @@ class GangPreemption(msgspec.Struct, frozen=True, kw_only=True):
     hypernodes_tried: int = 0
 
 
+class RunningGroups:
+    """The running pods by node (as given; sorted by importance per node when a domain first asks) and
+    by pod group (most important first). An engine keeps them while `running` is the same object:
+    grouping 30,000 pods anew took a tenth of a preemption at 10,000 nodes."""
+
+    def __init__(self, running: Sequence[RunningPod]) -> None:
+        self.running = running
+        self.by_node: dict[str, list[RunningPod]] = {}
+        gangs: dict[str, list[RunningPod]] = {}
+        for pod in running:
+            self.by_node.setdefault(pod.node, []).append(pod)
+            if pod.gang:
+                gangs.setdefault(pod.gang, []).append(pod)
+        self.gangs = {g: importance_order(pods) for g, pods in gangs.items()}
+        self.ordered: dict[str, list[RunningPod]] = {}  # GangContext.pods_on's answers
+
+    def matches(self, running: Sequence[RunningPod]) -> bool:
+        """Whether these were built from this very sequence (the cache's key)."""
+        return self.running is running
+
+
 def _cost(found: DomainVictims, budgets: Sequence[DisruptionBudget]) -> tuple[float, ...]:
     victims = found.victims
     violations = len(split_by_violation(list(victims), budgets)[0])
@@ -163,8 +184,11 @@ def preempt_gang(
     *,
     policy: str = "",
     workload: tuple[WorkloadClass, ...] = (),
+    groups: RunningGroups | None = None,
 ) -> GangPreemption:
-    """Where `gang` (of `priority`) runs by evicting lower-priority pods inside one domain of `tree`."""
+    """Where `gang` (of `priority`) runs by evicting lower-priority pods inside one domain of `tree`.
+
+    `groups`: `running` by node and by pod group, when the caller kept them from an earlier call."""
     if policy == PREEMPT_NEVER:
         return GangPreemption(gang=gang.name, reason=NEVER_REASON)
     pending = sorted((p for p in gang.pods if not p.node_name), key=member_key)
@@ -173,12 +197,8 @@ def preempt_gang(
     hard, max_tier = limit_of(tree, gang.network, "network")
     own_running = [p for p in gang.pods if p.node_name]
     pin = pin_of(tree, own_running, hard, max_tier)
-    by_node: dict[str, list[RunningPod]] = {}
-    gangs: dict[str, list[RunningPod]] = {}
-    for pod in running:
-        by_node.setdefault(pod.node, []).append(pod)
-        if pod.gang and pod.gang != gang.name:
-            gangs.setdefault(pod.gang, []).append(pod)
+    if groups is None or not groups.matches(running):
+        groups = RunningGroups(running)
     context = GangContext(
         parts=parts,
         index=index,
@@ -186,8 +206,9 @@ def preempt_gang(
         gang=msgspec.structs.replace(gang, minimum_placement=False),
         shapes=shapes_of(parts.slots, parts.vendors, parts.facts, pending, mode, workload),
         priority=priority,
-        by_node=by_node,
-        gangs={g: importance_order(pods) for g, pods in gangs.items()},
+        by_node=groups.by_node,
+        gangs={g: pods for g, pods in groups.gangs.items() if g != gang.name},
+        ordered=groups.ordered,
         budgets=budgets,
         mode=mode,
         workload=workload,

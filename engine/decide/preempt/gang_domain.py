@@ -71,7 +71,7 @@ class GangContext(msgspec.Struct, frozen=True, kw_only=True):
     budgets: Sequence[DisruptionBudget]
     mode: Mode
     workload: tuple[WorkloadClass, ...]
-    ordered: dict[str, list[RunningPod]] = {}  # pods_on's answers: only the nodes of domains worked out
+    ordered: dict[str, list[RunningPod]] = {}  # pods_on's answers (shared by the preemptions of one `running`)
 
     def pods_on(self, node: str) -> list[RunningPod]:
         """The running pods on `node`, most important first (sorted when first asked: a preemption at
