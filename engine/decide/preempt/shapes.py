@@ -16,7 +16,7 @@ start times of their pods, which the node order reads after four other criteria.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
@@ -34,6 +34,7 @@ class Shape:
         self.members: list[str] = [node.name]
         self.priorities = tuple(p.priority for p in pods)  # most important first: never increasing
         self.latest: dict[int, float] = {}  # per priority: the latest start of a pod of it on any member
+        self._starts: dict[int, list[float]] = {}  # starts_at's answers, by pod position
         self.requests = [parse_requests(p.requests, f"{p.key}: requests") for p in pods]  # milli-units
         facts = node_facts(node)
         self.free: dict[str, int] | None = None  # what the node rules count free; None: not reported
@@ -53,6 +54,14 @@ class Shape:
             tuple(sorted(self.free.items())) if self.free is not None else None,
             self.devices_free,
         )
+
+    def starts_at(self, position: int, ordered: Mapping[str, Sequence[RunningPod]]) -> list[float]:
+        """Each member's start time of its pod at `position` (members in order; `ordered`: the pods by
+        node, most important first), worked out once per position."""
+        found = self._starts.get(position)
+        if found is None:
+            found = self._starts[position] = [start_of(ordered[name][position]) for name in self.members]
+        return found
 
     def add_starts(self, pods: Sequence[RunningPod]) -> None:
         for pod in pods:
