@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 from preempt_gang_builders import gang, tree
-from test_preempt_gang import packed
+from test_preempt_gang import packed, victims
 
 from engine import Engine
 
@@ -96,3 +96,21 @@ def test_an_engine_keeps_the_running_pods_only_while_they_are_the_same_sequence(
     assert again.hypernode == "s2"
     assert (other.hypernode, other.victims) == (fresh.hypernode, fresh.victims)
     assert other.hypernode == "s0"
+
+
+def test_kept_estimates_are_per_priority_and_node_state() -> None:
+    # only s0's pods (priority 3) and node3's (1) are below 10; s1 also holds node2's pod of 10
+    cluster = packed({"node0": 3, "node1": 3, "node2": 10, "node3": 1} | {f"node{i}": 10 for i in range(4, 8)})
+    engine, request = Engine(), gang(2, tier=1)
+    index = cluster.index()
+    answers = []
+    for priority in (2, 10, 2):
+        kept = engine.preempt_gang(index, tree(), request, priority, cluster.pods)
+        fresh = Engine().preempt_gang(cluster.index(), tree(), request, priority, cluster.pods)
+        assert (kept.hypernode, kept.victims) == (fresh.hypernode, fresh.victims)
+        answers.append(kept.hypernode)
+    assert answers == [None, "s0", None]
+    # node2 emptied in a new index, the same running pods given: its new state is worked out afresh
+    emptied = cluster.index(without=[p for p in cluster.pods if p.node == "node2"])
+    kept = engine.preempt_gang(emptied, tree(), request, 2, cluster.pods)
+    assert (kept.hypernode, victims(kept)) == ("s1", ["default/p3"])

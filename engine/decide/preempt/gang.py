@@ -39,7 +39,7 @@ import msgspec
 
 from engine.cluster.index import ClusterIndex
 from engine.cluster.network import NetworkTree, aggregate
-from engine.core.model import Mode, WorkloadClass
+from engine.core.model import Mode, NodeState, WorkloadClass
 from engine.decide.gang import GangDecision, GangRequest
 from engine.decide.gang.ranks import member_key
 from engine.decide.gang.slots import shapes_of
@@ -52,6 +52,8 @@ from engine.decide.preempt.search import PRIORITY_OFFSET
 from engine.decide.preempt.victims import importance_order
 
 VIOLATION_WEIGHT = 2.0**62  # in a node's estimate, a pod a budget protects weighs more than any priority sum
+COSTS_KEPT = 4  # per running sequence: the per-node estimates of the last few gangs
+NodeCostsKept = dict[str, tuple[NodeState | None, tuple[int, float]]]
 DOMAINS_COMPARED = 2  # domains of one tier whose victims are worked out and compared, by estimate
 NEVER_REASON = "preemption: not eligible due to preemptionPolicy=Never."
 
@@ -86,6 +88,18 @@ class RunningGroups:
                 gangs.setdefault(pod.gang, []).append(pod)
         self.gangs = {g: importance_order(pods) for g, pods in gangs.items()}
         self.ordered: dict[str, list[RunningPod]] = {}  # GangContext.pods_on's answers
+        self._costs: dict[tuple[int, str, int], NodeCostsKept] = {}
+
+    def node_costs(self, key: tuple[int, str, int]) -> NodeCostsKept:
+        """The per-node estimates of one (priority, gang, devices per member), kept for the next
+        preemption of the same gang (a pending gang is retried while the cluster stays as it is);
+        the last COSTS_KEPT keys only."""
+        found = self._costs.get(key)
+        if found is None:
+            if len(self._costs) >= COSTS_KEPT:
+                del self._costs[next(iter(self._costs))]
+            found = self._costs[key] = {}
+        return found
 
     def matches(self, running: Sequence[RunningPod]) -> bool:
         """Whether these were built from this very sequence (the cache's key)."""
@@ -109,19 +123,23 @@ class _NodeCosts:
     """Per node, for a gang of whole devices in the default mode: how many members it could take with
     every lower-priority pod gone, and the least priority sum (offset) of the pods that must go for one."""
 
-    def __init__(self, context: GangContext) -> None:
+    def __init__(self, context: GangContext, groups: RunningGroups) -> None:
         self.context = context
         self.count = sum(s.claim.request.count for s in context.shapes if s.claim.request is not None) // max(
             1, len(context.shapes)
         )
         self.by_devices = context.mode == Mode.DEFAULT and self.count > 0 and len(context.shapes) == 1
-        self._seen: dict[str, tuple[int, float]] = {}
         self._exhausted = [b for b in context.budgets if b.disruptions_allowed <= 0]
+        # by node: the node's state when its cost was worked out, and the cost (budgets: this call only)
+        self._kept = {} if context.budgets else groups.node_costs((context.priority, context.gang.name, self.count))
 
     def of(self, name: str) -> tuple[int, float]:
-        found = self._seen.get(name)
-        if found is None:
-            found = self._seen[name] = self._work_out(name)
+        node = self.context.index.get(name)
+        kept = self._kept.get(name)
+        if kept is not None and kept[0] is node:
+            return kept[1]
+        found = self._work_out(node, name)
+        self._kept[name] = (node, found)
         return found
 
     def _protected(self, pods: Sequence[RunningPod]) -> int:
@@ -130,9 +148,8 @@ class _NodeCosts:
             1 for p in pods for b in self._exhausted if b.namespace == p.namespace and selects(b.selector, p.labels)
         )
 
-    def _work_out(self, name: str) -> tuple[int, float]:
+    def _work_out(self, node: NodeState | None, name: str) -> tuple[int, float]:
         """Run for every node under the tier's domains (10,000 at a time): kept to plain loops."""
-        node = self.context.index.get(name)
         if node is None:
             return 0, math.inf
         held: dict[str, set[int]] = {}
@@ -213,7 +230,7 @@ def preempt_gang(
         mode=mode,
         workload=workload,
     )
-    costs = _NodeCosts(context)
+    costs = _NodeCosts(context, groups)
     search = _Search(context, tree, costs, len(pending))
     for tier in tree.tiers:
         if (hard and tier > max_tier) or (pin.lca is not None and tier < tree.tier_of(pin.lca)):
