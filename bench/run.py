@@ -40,6 +40,7 @@ SECTIONS: tuple[Section, ...] = (
     sections.measure_scale,
     sections.measure_vendor_fragmentation,
     sections.measure_pod_topology,
+    sections.measure_preemption,
     sections.measure_dra_speed,
 )
 

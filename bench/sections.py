@@ -19,6 +19,7 @@ from bench import (
     dra_speed,
     pipeline_speed,
     pod_topology_speed,
+    preempt_speed,
     scale,
     search_speed,
     vendor_fragmentation,
@@ -187,6 +188,12 @@ def measure_pod_topology(run: BenchRun) -> None:
             markdown=pod_topology_speed.markdown(result),
         )
     )
+
+
+def measure_preemption(run: BenchRun) -> None:
+    """Preemption at 10,000 nodes, cold and warm, and its victims against exhaustive search (bench/preempt_speed.py)."""
+    log("preemption speed and victims")
+    run.extra.append(preempt_speed.run(log))
 
 
 def measure_dra_speed(run: BenchRun) -> None:

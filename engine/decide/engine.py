@@ -6,6 +6,7 @@
     engine.place_gang(index, tree, gang)     # a gang inside one network domain
     engine.choose_devices(node, request)     # one node's devices, computed afresh
     engine.preempt(snapshot, preemptor, running, budgets)  # where it runs by evicting lower-priority pods
+    engine.preempt_gang(index, tree, gang, priority, running)  # a gang, inside one network domain
 
 Everything an engine remembers is its own: two engines in one process share
 nothing, and an engine with `Limits(caches=False)` gives the same answers as
@@ -32,8 +33,10 @@ from engine.decide.node_rules import NodeFactsTable
 from engine.decide.parts import DecisionParts
 from engine.decide.pod import place_indexed
 from engine.decide.preempt.choose import preempt
+from engine.decide.preempt.gang import GangPreemption, RunningGroups, preempt_gang
 from engine.decide.preempt.model import DisruptionBudget, Preemption, Preemptor, RunningPod
 from engine.decide.preempt.room import Room
+from engine.decide.preempt.search import PodsByNode
 from engine.decide.ranking import ClassAnswers
 from engine.node.answer import NodeAnswers, NodeMiss
 from engine.node.dra.cel_programs import CelPrograms
@@ -98,6 +101,8 @@ class Engine:
         self._last_index: ClusterIndex | None = None  # the last snapshot's index: the next one updates it
         # DRA selectors compiled once, and what each selected of a device, in this engine's memo
         self.dra_programs = CelPrograms(memo.table(1024), memo.table(65536, recency=False))
+        self._pods_by_node: PodsByNode | None = None  # the last preemption's running pods, by node
+        self._running_groups: RunningGroups | None = None  # the last gang preemption's running pods
 
     @property
     def memo(self) -> Memo:
@@ -178,9 +183,13 @@ class Engine:
         running: Sequence[RunningPod],
         budgets: Sequence[DisruptionBudget] = (),
         mode: Mode = Mode.DEFAULT,
+        *,
+        every_node: bool = False,
     ) -> Preemption:
         """Where `preemptor` runs by evicting lower-priority `running` pods, and which (engine/decide/preempt/).
 
+        The running pods by node are kept while `snapshot.nodes` and `running` stay the same objects.
+        `every_node`: try every node, not only those that can still win (the same answer, slower).
         Raises RequestError(field, reason) when the request cannot be read."""
         cpu = reads_cpu(snapshot.workload)
         room = Room(self._parts, preemptor.request, mode, snapshot.workload, cpu=cpu)
@@ -190,7 +199,51 @@ class Engine:
             index.upsert(node)
             return self.place_in(index, preemptor.request, mode, workload=snapshot.workload)
 
-        return preempt(room, snapshot, preemptor, running, budgets, place_on)
+        pods = self._pods_by_node
+        if pods is None or not pods.matches(snapshot, running):
+            pods = self._pods_by_node = PodsByNode(snapshot, running)
+        return preempt(room, snapshot, preemptor, running, budgets, place_on, pods, every_node=every_node)
+
+    def preempt_gang(
+        self,
+        index: ClusterIndex,
+        tree: NetworkTree,
+        gang: GangRequest,
+        priority: int,
+        running: Sequence[RunningPod],
+        budgets: Sequence[DisruptionBudget] = (),
+        mode: Mode = Mode.DEFAULT,
+        *,
+        policy: str = "",
+        workload: tuple[WorkloadClass, ...] = (),
+    ) -> GangPreemption:
+        """Where `gang` (of `priority`, its `policy` spec.preemptionPolicy) runs whole by evicting
+        lower-priority `running` pods inside one network domain of `tree`, and which (preempt/gang.py).
+
+        The running pods by node and pod group are kept while `running` stays the same object.
+        Raises RequestError(field, reason) for a member or constraint that cannot be read."""
+        cpu = reads_cpu(workload)
+        return preempt_gang(
+            self._parts,
+            index,
+            lambda: self.new_index(cpu=cpu),
+            tree,
+            gang,
+            priority,
+            running,
+            budgets,
+            mode,
+            policy=policy,
+            workload=workload,
+            groups=self._running_groups_of(running),
+        )
+
+    def _running_groups_of(self, running: Sequence[RunningPod]) -> RunningGroups:
+        """The running pods by node and pod group, kept while `running` stays the same object."""
+        groups = self._running_groups
+        if groups is None or not groups.matches(running):
+            groups = self._running_groups = RunningGroups(running)
+        return groups
 
     def choose_devices(self, node: NodeState, request: PodRequest, mode: Mode = Mode.DEFAULT) -> DeviceChoice:
         """The devices one node would give `request` (the node answer's step, on its own).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
 
 from engine_builders import gpu, matrix_links
 
@@ -14,8 +15,13 @@ from schemas.topology import Device, Link, PcieLevel
 QUADS = ((0, 1, 2, 3), (4, 5, 6, 7))
 
 
+@cache
 def two_quads() -> tuple[tuple[Device, ...], tuple[Link, ...]]:
-    """Eight GPUs in two NVLink quads (NV2 inside a quad), SYS between them."""
+    """Eight GPUs in two NVLink quads (NV2 inside a quad), SYS between them.
+
+    One tuple for every node, as a node's devices stay one tuple across its updates: the engine
+    remembers anonymised devices by identity, and fresh tuples per node per example would fill that
+    memory to its bound over a long property run."""
     pairs: dict[tuple[int, int], tuple[int, PcieLevel | None]] = {}
     for quad in QUADS:
         for i, a in enumerate(quad):

@@ -198,3 +198,57 @@ def test_the_pod_to_place_naming_a_missing_class_is_bad_input(
     code, _, err = run(tmp_path, as_list(k8s_node("a")), k8s_pod("new", priorityClassName="gold"), capsys=capsys)
     assert code == 2
     assert "spec.priorityClassName: no PriorityClass 'gold' in the cluster" in err
+
+
+def _gang_cluster() -> list[dict[str, Any]]:
+    from test_cli_cluster import _gpu_tree
+
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "job", "namespace": "default"},
+             "spec": {"minMember": 2, "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}}  # fmt: skip
+    old = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+           "metadata": {"name": "old", "namespace": "default"}, "spec": {"minMember": 2}}  # fmt: skip
+    nodes = [k8s_node(f"gpu-{i}", **{"nvidia.com/gpu": "8"}) for i in range(4)]
+
+    def held(name: str, node: str, cls: str, group_name: str = "") -> dict[str, Any]:
+        annotations = {"scheduling.k8s.io/group-name": group_name} if group_name else {}
+        pod = k8s_pod(name, node=node, gpus=8, annotations=annotations, priorityClassName=cls)
+        pod["status"]["startTime"] = "2026-01-01T00:00:00Z"
+        return pod
+
+    running = [
+        held("low", "gpu-0", "low"),
+        held("old-0", "gpu-1", "low", "old"),
+        held("critical", "gpu-2", "high"),
+        held("old-1", "gpu-3", "low", "old"),
+    ]
+    return [*CLASSES, *nodes, group, old, *_gpu_tree(), *running]
+
+
+def test_a_gang_that_fits_by_preemption_names_each_members_victims(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # s0 (gpu-0, gpu-1) is emptied: s1 holds a pod of the gang's priority. old-0's gang (minMember 2) would
+    # be left with one member: old-1, on gpu-3 outside s0, goes too.
+    members = [k8s_pod(n, gpus=8, annotations={"scheduling.k8s.io/group-name": "job"}, priorityClassName="high")
+               for n in ("w0", "w1")]  # fmt: skip
+    code, answer, err = run(tmp_path, as_list(*_gang_cluster()), as_list(*members), capsys=capsys)
+    assert code == 0, err
+    assert (answer["placed"], answer["hypernode"], answer["nominated"]) == (True, "s0", True)
+    assert sorted(answer["victims"]) == ["default/low", "default/old-0", "default/old-1"]
+    by_node = {p["node"]: p["victims"] for p in answer["pods"]}
+    assert by_node == {"gpu-0": ["default/low"], "gpu-1": ["default/old-0"]}
+    assert all(p["nominated"] for p in answer["pods"])
+    assert answer["preemption"]["whole_gangs"] == ["default/old"]
+    assert answer["preemption"]["unschedulable"].startswith("gang default/job: no hypernode of tier <= 1")
+
+
+def test_a_gang_that_cannot_preempt_keeps_its_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    members = [k8s_pod(n, gpus=8, annotations={"scheduling.k8s.io/group-name": "job"}, priorityClassName="low")
+               for n in ("w0", "w1")]  # fmt: skip
+    code, answer, _ = run(tmp_path, as_list(*_gang_cluster()), as_list(*members), capsys=capsys)
+    assert code == 1
+    assert answer["placed"] is False
+    assert answer["reason"].endswith(
+        "preemption: no hypernode of tier <= 1 holds gang default/job after evicting its lower-priority pods"
+    )

@@ -212,7 +212,11 @@ def test_node_order(a_pods: list[RunningPod], b_pods: list[RunningPod], budgets:
     nodes, pods = cluster(*a_pods, *b_pods, a={}, b={})
     result = preempt(nodes, pods, preemptor(10, cpu="4"), budgets)
     assert result.node == chosen
-    assert {c.node for c in result.candidates} == {"a", "b"}
+    # every node tried: both are candidates, the same one wins (by default only the nodes that can win are)
+    every = ENGINE.preempt(Snapshot(nodes=tuple(nodes)), preemptor(10, cpu="4"), pods, budgets, every_node=True)
+    assert {c.node for c in every.candidates} == {"a", "b"}
+    assert (every.node, every.victims) == (result.node, result.victims)
+    assert result.candidates[0].node == chosen
 
 
 def test_the_preemptor_is_placed_on_the_node_without_its_victims() -> None:

@@ -12,6 +12,7 @@ import itertools
 import random
 from collections.abc import Sequence
 
+import msgspec
 from engine_builders import ENGINE
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
@@ -170,3 +171,41 @@ def test_victims_against_an_exhaustive_search(cluster: Cluster, pod: Preemptor) 
         # any node allows (no budgets here, so that is the first criterion of the node choice)
         lowest = min(max((p.priority for p in s), default=-1) for opts in feasible.values() for s, _ in opts)
         assert max(p.priority for p in gone) == lowest
+
+
+@st.composite
+def repeated_clusters(draw: st.DrawFn) -> Cluster:
+    """Up to six nodes, several of them copies of another's pods with other start times: nodes of one shape."""
+    base = draw(clusters())
+    pods, gpus = list(base.pods), dict(base.gpus)
+    names = list(base.names)
+    for copy in NODES[len(names) :][: draw(st.integers(0, 6 - len(names)))]:
+        source = draw(st.sampled_from(base.names))
+        for pod in [p for p in base.pods if p.node == source]:
+            name = copy + pod.name[1:]
+            start = draw(st.sampled_from([None, 1.0, 2.0, 3.0]))
+            pods.append(msgspec.structs.replace(pod, name=name, node=copy, holder=f"uid-{name}", start_time=start))
+            gpus[name] = base.gpus[pod.name]
+        names.append(copy)
+    return Cluster(pods, gpus, names)
+
+
+@settings(max_examples=150, deadline=None)
+@given(repeated_clusters(), preemptors, budgets)
+def test_the_nodes_that_can_win_give_what_every_node_gives(
+    cluster: Cluster, pod: Preemptor, pdbs: list[DisruptionBudget]
+) -> None:
+    """One node tried per shape, and only the shapes whose bound can still win: the answer of every node."""
+    assume(_fits_nowhere(cluster, pod))
+    snapshot = Snapshot(nodes=tuple(cluster.nodes()))
+    fast = Engine().preempt(snapshot, pod, cluster.pods, pdbs)
+    every = Engine().preempt(snapshot, pod, cluster.pods, pdbs, every_node=True)
+    event("preempted" if every.node is not None else "no preemption")
+    assert (fast.node, fast.victims, fast.reason, fast.budget_violations) == (
+        every.node,
+        every.victims,
+        every.reason,
+        every.budget_violations,
+    )
+    assert fast.decision == every.decision
+    assert fast.count_only == every.count_only

@@ -26,7 +26,9 @@ import msgspec
 from engine.core.model import PodRequest
 from engine.decide.preempt import DEFAULT_PRIORITY, PREEMPT_LOWER_PRIORITY, DisruptionBudget, Preemptor, RunningPod
 from engine.decide.preempt.budgets import selects
+from schemas.errors import FieldError
 from schemas.events.network import LabelSelector, LabelSelectorRequirement
+from schemas.gangs import VOLCANO_GROUP_ANNOTATION, kueue_group
 from schemas.kube import HostPort
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject
 
@@ -39,6 +41,7 @@ class _Meta(msgspec.Struct, kw_only=True, rename="camel"):
     namespace: str = ""
     deletion_timestamp: str | None = None
     labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
 
 
 class _Condition(msgspec.Struct, kw_only=True):
@@ -160,6 +163,7 @@ def running_for_preemption(item: ClusterObject, priorities: Priorities, node: st
     """A bound pod as preemption weighs it. Raises ClusterInputError."""
     pod = _decoded(item, _Pod)
     priority, _ = priorities.of(item, pod)
+    gang, least = _gang_of(item, pod)
     return RunningPod(
         namespace=pod.metadata.namespace or "default",
         name=pod.metadata.name,
@@ -171,7 +175,23 @@ def running_for_preemption(item: ClusterObject, priorities: Priorities, node: st
         requests=dict(requests),
         host_ports=host_ports,
         terminating_by_preemption=_terminating_by_preemption(pod),
+        gang=gang,
+        gang_min_member=least,
     )
+
+
+def _gang_of(item: ClusterObject, pod: _Pod) -> tuple[str, int]:
+    """(namespace/name of its pod group, the group's minimum) or ("", 0): a Volcano group's minimum is
+    its PodGroup's minMember (1 here, set from the PodGroup by who reads it), a Kueue group's its total."""
+    namespace, annotations = pod.metadata.namespace or "default", pod.metadata.annotations
+    volcano = annotations.get(VOLCANO_GROUP_ANNOTATION)
+    if volcano:
+        return f"{namespace}/{volcano}", 1
+    try:
+        kueue = kueue_group(annotations)
+    except FieldError as exc:
+        raise ClusterInputError(item.where, exc.field, exc.reason) from None
+    return (f"{namespace}/{kueue[0]}", kueue[1]) if kueue is not None else ("", 0)
 
 
 def nomination(item: ClusterObject) -> str:

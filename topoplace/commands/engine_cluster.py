@@ -20,6 +20,10 @@ Several Pods of one gang get the gang answer (`engine place --snapshot` with `ga
 member's node and devices, the hypernode and tier. A gang is a `scheduling.k8s.io` PodGroup or
 Workload pod group, a KAI PodGroup, a Volcano PodGroup, or Kueue's pod-group annotations
 (topoplace/cluster_objects/gang_input.py); without HyperNodes its tree is the Kueue or KAI Topology it names.
+A gang that fits nowhere as things are may fit by preemption inside one network domain
+(engine/decide/preempt/gang.py): each member then carries `victims` (those on its node) and
+`nominated`, the answer `victims` (all of them, victim gangs' members elsewhere too) and
+`preemption` (the domain, whole victim gangs, why each victim).
 Notes (kinds not used yet, devices read without their seal, feature gates) go to stderr, one line
 each. Exit codes: 0 placed (or nominated), 1 no place, 2 bad input (one line naming the
 file and the field).
@@ -36,6 +40,8 @@ from topoplace.commands.exit_codes import BAD_INPUT, NO_PLACE, OK
 if TYPE_CHECKING:
     from engine import Decision, NodeState, PodRequest, Snapshot
     from engine.decide.preempt import Preemptor
+    from engine.decide.preempt import RunningPod as PreemptiblePod
+    from engine.decide.preempt.gang import GangPreemption
     from engine.node.dra import Features
     from topoplace.cluster_objects.cluster import ClusterRead
 
@@ -246,13 +252,71 @@ def dra_features(gates: dict[str, bool]) -> Features:
 
 
 def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace) -> int:
-    """Today's gang answer (`engine place --snapshot` with `gang`); RequestError / ValueError: bad input."""
-    from engine import Mode, PlaceInput
+    """The gang answer (`engine place --snapshot` with `gang`); when it fits nowhere as things are, the
+    domain where it runs by preemption, each member with the victims on its node (engine/decide/preempt/
+    gang.py). RequestError / ValueError: bad input."""
+    import msgspec
+
+    from engine import Engine, Mode
+    from engine.cluster.network import build_tree
+    from engine.decide.gang.input import gang_request
     from topoplace.cluster_objects.gang_input import gang_of, with_gang_tree
-    from topoplace.commands.engine import place_gang_answer
+    from topoplace.cluster_objects.priority import Priorities, read_preemptor
 
     if args.node is not None:
         raise ValueError("--node: not with a gang (its members are placed inside one network domain)")
-    gang = gang_of(pods, args.pods, cluster.gangs)
-    given = PlaceInput(snapshot=with_gang_tree(cluster.snapshot, gang, cluster.gangs), gang=gang)
-    return place_gang_answer(given, Mode(args.mode), explain=False)
+    given = gang_of(pods, args.pods, cluster.gangs)
+    snapshot, mode, engine = with_gang_tree(cluster.snapshot, given, cluster.gangs), Mode(args.mode), Engine()
+    built = build_tree(
+        snapshot.hypernodes, {n.name: n.labels for n in snapshot.nodes}, topology_levels=snapshot.topology_levels
+    )
+    gang = gang_request(given)
+    index = engine.index_of(snapshot)
+    decision = engine.place_gang(index, built.tree, gang, mode, workload=snapshot.workload)
+    answer: dict[str, Any] = msgspec.to_builtins(decision)
+    answer["problems"] = [f"{p.object}: {p.field}: {p.reason}" for p in built.problems]
+    if not decision.placed:
+        preemptor = read_preemptor(args.pods, pods[0], Priorities(cluster.priority_classes))
+        running = [_with_group_minimum(p, cluster) for p in cluster.running]
+        result = engine.preempt_gang(index, built.tree, gang, preemptor.priority, running, cluster.budgets, mode,
+                                     policy=preemptor.policy, workload=snapshot.workload)  # fmt: skip
+        answer = _gang_preempted(answer, result, running)
+    print(msgspec.json.format(msgspec.json.encode(answer).decode(), indent=2))
+    return OK if answer["placed"] else NO_PLACE
+
+
+def _with_group_minimum(pod: PreemptiblePod, cluster: ClusterRead) -> PreemptiblePod:
+    """A member of a Volcano group with its PodGroup's minMember (when a file holds the PodGroup)."""
+    import msgspec
+
+    group = cluster.gangs.volcano.get(pod.gang) if pod.gang else None
+    return msgspec.structs.replace(pod, gang_min_member=group.spec.min_member) if group is not None else pod
+
+
+def _gang_preempted(answer: dict[str, Any], result: GangPreemption, running: list[PreemptiblePod]) -> dict[str, Any]:
+    """The gang's answer once placed by preemption: each member nominated to its node, with the victims
+    there; or the reason, with preemption's own."""
+    import msgspec
+
+    if result.decision is None:
+        return {**answer, "reason": f"{answer['reason']} {result.reason}"}
+    node_of = {p.key: p.node for p in running}
+    members = []
+    for member in msgspec.to_builtins(result.decision.pods):
+        here = [v.pod for v in result.victims if node_of.get(v.pod) == member["node"]]
+        members.append({**member, "victims": here, "nominated": not member["running"]})
+    return {
+        **msgspec.to_builtins(result.decision),
+        "pods": members,
+        "problems": answer["problems"],
+        "victims": [v.pod for v in result.victims],
+        "nominated": True,
+        "preemption": {
+            "unschedulable": answer["reason"],
+            "hypernode": result.hypernode,
+            "tier": result.tier,
+            "budget_violations": result.budget_violations,
+            "whole_gangs": list(result.whole_gangs),
+            "victims": [msgspec.to_builtins(v) for v in result.victims],
+        },
+    }

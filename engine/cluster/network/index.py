@@ -53,6 +53,8 @@ class NetworkTree:
             if leaving:
                 end[name] = len(nodes)
                 continue
+            if name in start:  # met again: a cycle, which would walk on without end
+                raise ValueError(f"network tree: hypernode {name} lies under itself (a parent edge cycle)")
             hypernodes.append(name)
             start[name] = len(nodes)
             nodes.extend(direct[name])

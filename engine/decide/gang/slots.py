@@ -265,3 +265,8 @@ def node_slots(
             append(len(hit.fits))
         per_node[shape.key] = values
     return per_node, fits, misses
+
+
+def slots_on(index: ClusterIndex, shape: Shape, node: NodeState) -> int:
+    """How many members of the shape the node (as `index` holds it) takes, worked out afresh."""
+    return len(_slots_of(index, shape, node, len(shape.members)).fits)

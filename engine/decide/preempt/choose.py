@@ -4,9 +4,10 @@ eligible        preemptionPolicy Never never preempts ("not eligible due to pree
                 a pod nominated to a node where a lower-priority pod is terminating by preemption
                 waits for it ("not eligible due to a terminating pod on the nominated node."), unless
                 removing pods cannot help it on that node any more
-candidates      every node whose failure removing pods can cure (room.py), with its victims
+candidates      the nodes whose failure removing pods can cure (room.py), with their victims
                 (victims.py); a node that cannot be cured says "Preemption is not helpful for
-                scheduling"
+                scheduling"; only the nodes that can still beat the best so far are tried
+                (search.py), with the answer trying every node would give
 the node        pickOneNodeForPreemption's order: fewest PodDisruptionBudget violations, the lowest
                 highest victim priority, the smallest sum of victim priorities, the fewest victims,
                 the latest earliest start among the highest-priority victims; then (ours) the best
@@ -17,7 +18,6 @@ none            "preemption: 0/N nodes are available: ..." with each node's reas
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 from engine.core.model import Decision, NodeState, Snapshot
@@ -33,40 +33,20 @@ from engine.decide.preempt.model import (
     RunningPod,
     Victim,
 )
-from engine.decide.preempt.room import NOT_HELPFUL, Fit, Room, without
-from engine.decide.preempt.victims import count_only_victims, importance_order, select_victims, start_of
+from engine.decide.preempt.room import Fit, Room, without
+from engine.decide.preempt.search import PodsByNode, every_candidate, node_order_key, shaped_candidates
+from engine.decide.preempt.victims import count_only_victims, importance_order
 
 NEVER_REASON = "preemption: not eligible due to preemptionPolicy=Never."
 WAITING_REASON = "preemption: not eligible due to a terminating pod on the nominated node."
-_PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32 + 1 so that negative priorities sum as they should
 
 
-def node_order_key(candidate: Candidate) -> tuple[float, ...]:
-    """Smaller is better: pickOneNodeForPreemption's criteria in order, then ours (see the docstring)."""
-    victims = candidate.victims
-    if not victims:
-        return (-math.inf,)  # a node that needs no eviction (pods left while we looked): take it
-    top = victims[0].priority
-    earliest = min(start_of(p) for p in victims if p.priority == top)
-    return (
-        float(candidate.budget_violations),
-        float(top),
-        float(sum(p.priority + _PRIORITY_OFFSET for p in victims)),
-        float(len(victims)),
-        -earliest,
-        -candidate.set_score,
-        candidate.remainder_loss,
-    )
-
-
-def _waits(room: Room, preemptor: Preemptor, nodes: dict[str, NodeState], running: Sequence[RunningPod]) -> bool:
+def _waits(room: Room, preemptor: Preemptor, pods: PodsByNode) -> bool:
     """PodEligibleToPreemptOthers' second rule: nominated, and a lower-priority pod there is terminating."""
-    nominated = nodes.get(preemptor.nominated_node) if preemptor.nominated_node else None
+    nominated = pods.nodes.get(preemptor.nominated_node) if preemptor.nominated_node else None
     if nominated is None or room.unresolvable(nominated) is not None:
         return False
-    return any(
-        p.node == nominated.name and p.priority < preemptor.priority and p.terminating_by_preemption for p in running
-    )
+    return any(p.priority < preemptor.priority and p.terminating_by_preemption for p in pods.pods_on(nominated.name))
 
 
 def preempt(
@@ -76,35 +56,30 @@ def preempt(
     running: Sequence[RunningPod],
     budgets: Sequence[DisruptionBudget],
     place_on: Callable[[NodeState], Decision],
+    pods: PodsByNode | None = None,
+    *,
+    every_node: bool = False,
 ) -> Preemption:
     """Where `preemptor` runs by evicting lower-priority pods, and which; `place_on` places it on a node
-    (the node without its victims) for its devices and score."""
+    (the node without its victims) for its devices and score. `pods`: the running pods by node (kept by
+    the caller for these very snapshot and pods); `every_node`: try every node (search.py), not only
+    those that can still win."""
     if preemptor.policy == PREEMPT_NEVER:
         return Preemption(node=None, reason=NEVER_REASON)
-    nodes = {n.name: n for n in snapshot.nodes}
-    if _waits(room, preemptor, nodes, running):
+    if pods is None or not pods.matches(snapshot, running):
+        pods = PodsByNode(snapshot, running)
+    nodes = pods.nodes
+    if _waits(room, preemptor, pods):
         return Preemption(node=None, reason=WAITING_REASON)
-    on_node: dict[str, list[RunningPod]] = {}
-    for pod in running:
-        on_node.setdefault(pod.node, []).append(pod)
-    reasons: list[str] = []
-    candidates: list[Candidate] = []
-    for name in sorted(nodes):
-        node = nodes[name]
-        if room.unresolvable(node) is not None:
-            reasons.append(NOT_HELPFUL)
-            continue
-        found = select_victims(room, node, on_node.get(name, ()), preemptor.priority, budgets)
-        if isinstance(found, Candidate):
-            candidates.append(found)
-        else:
-            reasons.extend(found)
-    if not candidates:
-        return Preemption(node=None, reason="preemption: " + fit_error_message(len(nodes), reasons))
+    candidates = None if every_node else shaped_candidates(room, pods, preemptor.priority, budgets)
+    if candidates is None:  # every node tried, or none is a candidate: its reasons say why, node by node
+        candidates, reasons = every_candidate(room, nodes, pods, preemptor.priority, budgets)
+        if not candidates:
+            return Preemption(node=None, reason="preemption: " + fit_error_message(len(nodes), reasons))
     candidates.sort(key=lambda c: (node_order_key(c), c.node))
     best = candidates[0]
     decision = place_on(without(nodes[best.node], best.victims))
-    mine = on_node.get(best.node, ())
+    mine = pods.pods_on(best.node)
     return Preemption(
         node=best.node,
         victims=_explained(room, preemptor, nodes[best.node], best, budgets, mine),

@@ -32,6 +32,10 @@ class RunningPod(msgspec.Struct, frozen=True, kw_only=True):
     host_ports: tuple[HostPort, ...] = ()
     # deletionTimestamp set with the DisruptionTarget condition of reason PreemptionByScheduler.
     terminating_by_preemption: bool = False
+    # Its pod group (namespace/name; "": none) and the group's minMember: a gang member is evicted
+    # only while its gang keeps minMember running, or with its whole gang.
+    gang: str = ""
+    gang_min_member: int = 0
 
     @property
     def key(self) -> str:

@@ -90,6 +90,7 @@ class Room:
         self.answers = parts.node
         self._milli: dict[str, dict[str, int]] = {}  # each running pod's requests, in milli-units
         self.mode = mode
+        self.request = request
 
     @property
     def wants_devices(self) -> bool:
@@ -104,7 +105,8 @@ class Room:
             return failed[1]
         return None
 
-    def _requests(self, pod: RunningPod) -> dict[str, int]:
+    def requests_of(self, pod: RunningPod) -> dict[str, int]:
+        """The pod's requests in milli-units (parsed once per preemption)."""
         found = self._milli.get(pod.key)
         if found is None:
             found = self._milli[pod.key] = parse_requests(pod.requests, f"{pod.key}: requests")
@@ -117,7 +119,7 @@ class Room:
             return facts
         requested = dict(facts.requested)
         for pod in pods:
-            for resource, amount in self._requests(pod).items():
+            for resource, amount in self.requests_of(pod).items():
                 requested[resource] = max(requested.get(resource, 0) - amount, 0)
         ports = list(node.host_ports)
         for pod in pods:
