@@ -142,10 +142,10 @@ def place_on_cluster(args: argparse.Namespace) -> int:
         pods = read_pods(args.pods, cluster.volumes, cluster.workloads)
         for line in cluster.notes:
             _note(line)
-        for gate in sorted(set(gates) - set(dra_gates())):
+        for gate in sorted(set(gates) - set(dra_gates()) - set(kueue_gates())):
             _note(f"feature gate {gate}: not used by topoplace yet")
         if len(pods) > 1:
-            return _place_gang(cluster, pods, args)
+            return _place_gang(cluster, pods, args, gates)
         pod = _the_pod(pods, args.node)
         preemptor = read_preemptor(args.pods, pod, Priorities(cluster.priority_classes))
         # Pods nominated to a node hold their room there from pods of lower or equal priority (kube's filters).
@@ -216,6 +216,13 @@ def dra_gates() -> tuple[str, ...]:
     return tuple(Features.__struct_fields__)
 
 
+def kueue_gates() -> tuple[str, ...]:
+    """Kueue's feature gates a Kueue gang reads (TASBalancedPlacement)."""
+    from schemas.gangs import KUEUE_BALANCED_PLACEMENT
+
+    return (KUEUE_BALANCED_PLACEMENT,)
+
+
 def _with_claims(
     decision: Decision, cluster: ClusterRead, pod_paths: list[str], gates: dict[str, bool]
 ) -> tuple[Decision, list[dict[str, Any]] | None]:
@@ -248,8 +255,11 @@ def _with_claims(
     return moved, list(outcome.claims)
 
 
-def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace) -> int:
-    """Today's gang answer (`engine place --snapshot` with `gang`); RequestError / ValueError: bad input."""
+def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace, gates: dict[str, bool]) -> int:
+    """Today's gang answer (`engine place --snapshot` with `gang`); RequestError / ValueError: bad input.
+    Kueue's gates (TASBalancedPlacement) go to the gang, as Kueue's --feature-gates switch them."""
+    import msgspec
+
     from engine import Mode, PlaceInput
     from topoplace.cluster_objects.gang_input import gang_of, with_gang_tree
     from topoplace.commands.engine import place_gang_answer
@@ -257,5 +267,7 @@ def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Nam
     if args.node is not None:
         raise ValueError("--node: not with a gang (its members are placed inside one network domain)")
     gang = gang_of(pods, args.pods, cluster.gangs)
+    kueue = {name: on for name, on in gates.items() if name in kueue_gates()}
+    gang = msgspec.structs.replace(gang, kueue_feature_gates={**gang.kueue_feature_gates, **kueue})
     given = PlaceInput(snapshot=with_gang_tree(cluster.snapshot, gang, cluster.gangs), gang=gang)
     return place_gang_answer(given, Mode(args.mode), explain=False)
