@@ -1,10 +1,12 @@
 """Kueue's balanced placement (feature gate TASBalancedPlacement): Kueue's own cases from
-pkg/cache/scheduler/tas_cache_test.go ("balanced placement; ..."), run through the gang search as Kueue
-pod groups of 1-CPU pods (Kueue's cases ask for one `example.com/gpu` each: a node's GPUs are its CPUs
-here). The leader-worker cases are not ported: a Kueue pod group is one pod set, it has no leader."""
+pkg/cache/scheduler/tas_cache_test.go ("balanced placement; ...") and its integration test, run through
+the gang search as Kueue pod groups of 1-CPU pods (Kueue's cases ask for one `example.com/gpu` each: a
+node's GPUs are its CPUs here). The leader-worker cases are not ported: a Kueue pod group is one pod set,
+it has no leader."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import pytest
@@ -22,6 +24,7 @@ from schemas.gangs import (
     KUEUE_GROUP,
     KUEUE_PREFERRED,
     KUEUE_REQUIRED,
+    KUEUE_SLICE_LAYERS,
     KUEUE_SLICE_REQUIRED,
     KUEUE_SLICE_SIZE,
     KUEUE_TOTAL,
@@ -165,6 +168,12 @@ CASES: dict[str, tuple[tuple[str, ...], list[Node], dict[str, str], int, dict[st
          ("x9", ("b2", "r4"), 5), ("x10", ("b2", "r5"), 5)],
         preferred(RACK), 20, {"x1": 5, "x2": 5, "x3": 5, "x4": 5},
     ),
+    # test/integration/singlecluster/tas/tas_test.go, "place the workers evenly on selected nodes"
+    "integration: place the workers evenly on selected nodes": (
+        THREE,
+        [("x1", ("b1", "r1"), 12), ("x2", ("b1", "r1"), 12), ("x3", ("b1", "r2"), 14), ("x4", ("b1", "r2"), 6)],
+        preferred(RACK, HOST, 4), 16, {"x1": 8, "x2": 8},
+    ),
 }  # fmt: skip
 
 
@@ -203,6 +212,27 @@ def test_ranks_follow_the_balanced_layout_and_slices_stay_whole() -> None:
     assert len(by_slice) == 10 and all(len(nodes) == 1 for nodes in by_slice.values())
 
 
+def test_multi_layer_slices_are_balanced_in_whole_inner_slices() -> None:
+    # Not one of Kueue's cases (it has none with layers), worked by its steps: racks of 4 pods in hosts of 2.
+    # The racks are counted in whole host slices (r1: 6 + 6, r3: 8 + 2); sb2 holds the 4 rack slices alone
+    # and its racks r3 and r4 take 2 each; inside r3 Kueue's descent takes x5 first (its children sorted
+    # before their host slices are counted), 1 host slice, then x4 the other 3. One layer of rack slices
+    # alone gives x5 its 3 pods.
+    nodes = [
+        ("x1", ("b1", "sb1", "r1"), 7), ("x2", ("b1", "sb1", "r1"), 7), ("x3", ("b1", "sb1", "r2"), 4),
+        ("x4", ("b1", "sb2", "r3"), 9), ("x5", ("b1", "sb2", "r3"), 3), ("x6", ("b1", "sb2", "r4"), 8),
+    ]  # fmt: skip
+    layers = json.dumps([{"topology": RACK, "size": 4}, {"topology": HOST, "size": 2}])
+    decision = decide(FOUR, nodes, {KUEUE_PREFERRED: SUB_BLOCK, KUEUE_SLICE_LAYERS: layers}, 16)
+    assert decision.placed and per_host(decision) == {"x4": 6, "x5": 2, "x6": 8}
+    hosts: dict[str, set[str]] = {}
+    for pod in decision.pods:
+        hosts.setdefault(pod.sub_group, set()).add(pod.node or "")
+    assert len(hosts) == 8 and all(len(found) == 1 for found in hosts.values())  # each host slice on one host
+    single = decide(FOUR, nodes, preferred(SUB_BLOCK, RACK, 4), 16)
+    assert per_host(single) == {"x4": 5, "x5": 3, "x6": 8}
+
+
 def test_no_balanced_layout_falls_back_to_the_best_fit() -> None:
     # no block holds the 7 pods, so no group of racks does: Kueue's balanced step finds nothing and its
     # best fit (the gang's own walk) spreads the preferred racks across the blocks
@@ -215,7 +245,7 @@ def test_no_balanced_layout_falls_back_to_the_best_fit() -> None:
 @given(
     st.lists(st.tuples(st.integers(0, 1), st.integers(0, 2), st.integers(0, 9)), min_size=1, max_size=7),
     st.integers(1, 24),
-    st.sampled_from([(RACK, "", 0), (BLOCK, "", 0), (HOST, "", 0), (RACK, HOST, 2), (BLOCK, RACK, 3)]),
+    st.sampled_from([(RACK, "", 0), (BLOCK, "", 0), (HOST, "", 0), (RACK, HOST, 2), (BLOCK, RACK, 3), (BLOCK, "", 4)]),
 )
 def test_balanced_placement_keeps_every_rule(
     shape: list[tuple[int, int, int]], count: int, request: tuple[str, str, int]
@@ -223,6 +253,9 @@ def test_balanced_placement_keeps_every_rule(
     level, slice_level, size = request
     nodes = [(f"x{i}", (f"b{b}", f"r{r}"), cpus) for i, (b, r, cpus) in enumerate(shape)]
     notes = preferred(level, slice_level, size)
+    if size and not slice_level:  # multi-layer: racks of `size` pods in hosts of 2, each host slice checked
+        layers = [{"topology": RACK, "size": size}, {"topology": HOST, "size": 2}]
+        notes, slice_level = {**notes, KUEUE_SLICE_LAYERS: json.dumps(layers)}, HOST
     decision = decide(THREE, nodes, notes, count)
     unbalanced = decide(THREE, nodes, notes, count, gates={})
     assert decision.placed == unbalanced.placed  # balancing changes where, never whether

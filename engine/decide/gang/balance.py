@@ -17,8 +17,9 @@ of the fullest domains filled first. Kueue's steps, with its tie-breaks:
    tightest that takes the rest.
 
 The lowest level is the node (Kueue's `kubernetes.io/hostname` level); pods are counted in slices
-of the pod set's slice size at its slice level (one pod, at the nodes, without slices). None from any
-step: Kueue falls back to its best fit, the gang search's own walk here.
+of the pod set's slice size at its slice level (one pod, at the nodes, without slices); with multi-layer
+slices the outer layer is balanced, each inner layer's size holding between it and the layer above. None
+from any step: Kueue falls back to its best fit, the gang search's own walk here.
 """
 
 from __future__ import annotations
@@ -45,12 +46,24 @@ class BalanceRequest(NamedTuple):
     size: int
     members: int
     slots: Sequence[int]
+    # Kueue's inner slice layers (multi-layer slices), outer first: (tier, size), each below the one before
+    inner: tuple[tuple[int, int], ...] = ()
+
+    def inner_size(self, tier: int) -> int:
+        """An inner layer's slice size at a level (0: none), as Kueue's sliceSizeAtLevel: each layer's size
+        from just below the layer above it down to its own level."""
+        above = self.slice_tier
+        for layer_tier, size in self.inner:
+            if layer_tier <= tier < above:
+                return size
+            above = layer_tier
+        return 0
 
 
 class _Domain:
     """A domain's room while the algorithm runs: pods and slices it takes (Kueue's domainState)."""
 
-    __slots__ = ("above_slice", "at_slice", "children", "key", "name", "node", "pods", "slices")
+    __slots__ = ("above_slice", "at_slice", "children", "inner", "key", "name", "node", "pods", "slices")
 
     def __init__(self, name: str, key: tuple[str, ...], node: bool, at_slice: bool, above_slice: bool) -> None:
         self.name, self.key, self.node = name, key, node
@@ -58,6 +71,7 @@ class _Domain:
         self.children: list[_Domain] = []
         self.pods = 0
         self.slices = 0
+        self.inner = 0  # an inner slice layer's size at this level (0: none)
 
 
 class _Builder:
@@ -71,12 +85,14 @@ class _Builder:
         if tree.is_node(name):
             leaf = _Domain(name, key, True, slice_tier == NODE_TIER, False)
             leaf.pods = self.request.slots[tree.node_index(name)]
-            _count(leaf, self.request.size)
+            leaf.inner = self.request.inner_size(NODE_TIER)
+            _count(leaf, self.request.size, rounded=True)
             return leaf
         tier = tree.tier_of(name)
         domain = _Domain(name, key, False, tier == slice_tier, slice_tier == NODE_TIER or tier > slice_tier)
+        domain.inner = self.request.inner_size(tier)
         domain.children = [self.build(child, key) for child in (*tree.children(name), *tree.direct_nodes(name))]
-        _count(domain, self.request.size)
+        _count(domain, self.request.size, rounded=True)
         return domain
 
     def groups(self) -> list[list[str]]:
@@ -89,12 +105,13 @@ class _Builder:
         return [sorted(by_parent[parent]) for parent in sorted(by_parent)]
 
 
-def _count(domain: _Domain, size: int) -> None:
-    """Kueue's fillInCountsHelper: pods summed up; slices summed above the slice level, counted at it."""
+def _count(domain: _Domain, size: int, *, rounded: bool = False) -> None:
+    """Kueue's fillInCountsHelper: pods summed up; slices summed above the slice level, counted at it;
+    `rounded` (the first count, not the pruning's): a child of an inner layer gives whole inner slices."""
     if domain.children:
         for child in domain.children:
-            _count(child, size)
-        domain.pods = sum(c.pods for c in domain.children)
+            _count(child, size, rounded=rounded)
+        domain.pods = sum(c.pods // c.inner * c.inner if rounded and c.inner else c.pods for c in domain.children)
         domain.slices = sum(c.slices for c in domain.children)
     if domain.at_slice:
         domain.slices = domain.pods // size
@@ -244,8 +261,8 @@ def _descend(domains: list[_Domain], size: int) -> dict[str, int] | None:
                 if domain.pods:
                     out[domain.name] = domain.pods
                 continue
-            step = size if domain.above_slice else 1
             children = _most_slices(domain.children)
+            step = size if domain.above_slice else max((c.inner for c in children), default=0) or 1
             if step > 1:  # the children's slices counted again in this size, as Kueue does
                 for child in children:
                     child.slices = child.pods // step
@@ -282,6 +299,20 @@ def balanced_counts(tree: NetworkTree, request: BalanceRequest) -> dict[str, int
     return _descend(placed, size) if placed is not None else None
 
 
+def _slice_layers(tree: NetworkTree, gang: GangRequest) -> list[tuple[int, int]] | None:
+    """Kueue's slices as (tier, size), outer first: one layer, or its multi-layer slices (each policy inside
+    the one before, each level below the one before); None for subgroups Kueue does not write."""
+    layers: list[tuple[int, int]] = []
+    for i, policy in enumerate(gang.sub_groups):
+        if policy.parent != (gang.sub_groups[i - 1].name if i else "") or policy.network is None:
+            return None
+        tier = limit_of(tree, policy.network, f"subGroupPolicy[{policy.name}].networkTopology")[1]
+        if policy.sub_group_size < 1 or (layers and not tier < layers[-1][0]):
+            return None
+        layers.append((tier, policy.sub_group_size))
+    return layers
+
+
 def balanced_plan(
     tree: NetworkTree,
     gang: GangRequest,
@@ -290,19 +321,17 @@ def balanced_plan(
     fits: Mapping[tuple[bytes, str], tuple[NodeFit, ...]],
 ) -> Plan | None:
     """The gang laid out by Kueue's balanced placement, or None where Kueue does not use it (no preferred
-    level, a required or unconstrained one, running members, members of several shapes, slices in
-    several layers) or it finds no balanced layout (Kueue then takes its best fit: the gang's own walk)."""
+    level, a required or unconstrained one, running members, members of several shapes) or it finds no
+    balanced layout (Kueue then takes its best fit: the gang's own walk)."""
     network = gang.network
     if not gang.balanced or network is None or network.mode is not TopologyMode.SOFT or not network.highest_tier_name:
         return None
-    if len(shapes) != 1 or len(shapes[0].members) != len(gang.pods) or len(gang.sub_groups) > 1:
+    if len(shapes) != 1 or len(shapes[0].members) != len(gang.pods):
         return None
-    slice_tier, size = NODE_TIER, 1
-    for policy in gang.sub_groups:  # Kueue's slice: its size, inside one domain of its level
-        if policy.parent or policy.sub_group_size < 1 or policy.network is None:
-            return None
-        field = f"subGroupPolicy[{policy.name}].networkTopology"
-        slice_tier, size = limit_of(tree, policy.network, field)[1], policy.sub_group_size
+    layers = _slice_layers(tree, gang)
+    if layers is None:
+        return None
+    (slice_tier, size), *inner = layers or [(NODE_TIER, 1)]
     shape = shapes[0]
     request = BalanceRequest(
         preferred_tier=limit_of(tree, network, "network")[1],
@@ -310,6 +339,7 @@ def balanced_plan(
         size=size,
         members=len(shape.members),
         slots=per_node[shape.key],
+        inner=tuple(inner),
     )
     counts = balanced_counts(tree, request)
     if counts is None:
