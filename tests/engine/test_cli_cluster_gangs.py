@@ -178,6 +178,17 @@ def test_kueues_balanced_placement_gate_balances_a_preferred_level(
     assert per_node("--feature-gates", "TASBalancedPlacement=true") == {"x1": 13, "x2": 12}
     assert per_node() == {"x1": 15, "x2": 10}  # Kueue's default: off, best fit
     assert per_node("--feature-gates", "TASBalancedPlacement=false") == {"x1": 15, "x2": 10}
+    # Kueue's own configuration file switches it on too (the command line wins, as a later flag would)
+    configuration = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "featureGates": {"TASBalancedPlacement": True},
+    }
+    nodes.append(configuration)
+    assert per_node() == {"x1": 13, "x2": 12}
+    assert per_node("--feature-gates", "TASBalancedPlacement=false") == {"x1": 15, "x2": 10}
+    code, _, err = run(tmp_path, as_list(*nodes, configuration, topology), pods, capsys=capsys)
+    assert code == 2 and "Configuration given twice" in err
 
 
 BAD = {
