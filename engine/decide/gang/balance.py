@@ -86,13 +86,13 @@ class _Builder:
             leaf = _Domain(name, key, True, slice_tier == NODE_TIER, False)
             leaf.pods = self.request.slots[tree.node_index(name)]
             leaf.inner = self.request.inner_size(NODE_TIER)
-            _count(leaf, self.request.size, rounded=True)
+            _sum(leaf, self.request.size, rounded=True)
             return leaf
         tier = tree.tier_of(name)
         domain = _Domain(name, key, False, tier == slice_tier, slice_tier == NODE_TIER or tier > slice_tier)
         domain.inner = self.request.inner_size(tier)
         domain.children = [self.build(child, key) for child in (*tree.children(name), *tree.direct_nodes(name))]
-        _count(domain, self.request.size, rounded=True)
+        _sum(domain, self.request.size, rounded=True)
         return domain
 
     def groups(self) -> list[list[str]]:
@@ -105,16 +105,22 @@ class _Builder:
         return [sorted(by_parent[parent]) for parent in sorted(by_parent)]
 
 
-def _count(domain: _Domain, size: int, *, rounded: bool = False) -> None:
-    """Kueue's fillInCountsHelper: pods summed up; slices summed above the slice level, counted at it;
-    `rounded` (the first count, not the pruning's): a child of an inner layer gives whole inner slices."""
+def _sum(domain: _Domain, size: int, *, rounded: bool) -> None:
+    """Kueue's fillInCountsHelper for one domain, its children counted: pods summed up; slices summed above
+    the slice level, counted at it; `rounded` (the first count, not the pruning's): a child of an inner
+    layer gives whole inner slices only."""
     if domain.children:
-        for child in domain.children:
-            _count(child, size, rounded=rounded)
         domain.pods = sum(c.pods // c.inner * c.inner if rounded and c.inner else c.pods for c in domain.children)
         domain.slices = sum(c.slices for c in domain.children)
     if domain.at_slice:
         domain.slices = domain.pods // size
+
+
+def _count(domain: _Domain, size: int) -> None:
+    """The domain counted again from its nodes up (the pruning's count: no rounding)."""
+    for child in domain.children:
+        _count(child, size)
+    _sum(domain, size, rounded=False)
 
 
 def _clear(domain: _Domain) -> None:
