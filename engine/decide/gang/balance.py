@@ -162,18 +162,27 @@ def _fewest(domains: Sequence[_Domain], slice_count: int, size: int, by_entropy:
         ordered = sorted(domains, key=lambda d: (-d.slices, -_entropy(d), d.key))
     else:
         ordered = sorted(domains, key=lambda d: d.key)
-    # sets[i]: pods still wanted after i domains -> the first set of i domains found to leave that
-    sets: list[dict[int, list[_Domain]]] = [{} for _ in range(fewest + 1)]
-    sets[0][slice_count * size] = []
-    for domain in ordered:
+    # sets[i]: pods still wanted after i domains -> (pods wanted before the last of them, that domain) of
+    # the first set of i domains found to leave that many; one domain's steps reach distinct keys, so the
+    # order they are taken in does not matter, only the order of the domains
+    sets: list[dict[int, tuple[int, int]]] = [{} for _ in range(fewest + 1)]
+    sets[0][slice_count * size] = (0, -1)
+    for number, domain in enumerate(ordered):
         if domain.slices <= 0:
             continue
         for i in range(fewest, 0, -1):
-            for before in sorted(sets[i - 1]):
-                if before > 0:
-                    sets[i].setdefault(before - domain.pods, [*sets[i - 1][before], domain])
+            found = sets[i]
+            for before in [b for b in sets[i - 1] if b > 0]:
+                found.setdefault(before - domain.pods, (before, number))
     done = [left for left in sets[fewest] if left <= 0]
-    return sets[fewest][max(done)] if done else None
+    if not done:
+        return None
+    chosen: list[_Domain] = []
+    left = max(done)
+    for i in range(fewest, 0, -1):
+        left, number = sets[i][left]
+        chosen.append(ordered[number])
+    return chosen[::-1]
 
 
 def _balanced(domains: Sequence[_Domain], slice_count: int, size: int, threshold: int) -> list[_Domain] | None:
