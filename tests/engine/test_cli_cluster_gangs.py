@@ -60,6 +60,14 @@ def test_the_kueue_example_reads_its_topology_and_multi_layer_slices(capsys: pyt
     assert answer["placed"] and {p["domain"] for p in answer["pods"]} == {"block-a/rack-a1"}
 
 
+def test_the_kueue_balanced_example_spreads_its_pod_group_evenly(capsys: pytest.CaptureFixture[str]) -> None:
+    code, answer, err = run_example("gang-kueue-balanced", capsys)
+    assert code == 0, err
+    nodes = [p["node"] for p in answer["pods"]]
+    assert answer["placed"] and nodes == ["gpu-a00"] * 6 + ["gpu-a10"] * 6  # Kueue's best fit: 8 and 4
+    assert "not used" not in err  # Kueue's Configuration is read
+
+
 def test_a_v1alpha1_workload_pod_group_gathers_its_pods_by_workload_ref(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
