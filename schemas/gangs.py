@@ -41,6 +41,7 @@ KUEUE_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 KUEUE_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
 KUEUE_SLICE_LAYERS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
 KUEUE_PODSET_GROUP = "kueue.x-k8s.io/podset-group-name"
+KUEUE_BALANCED_PLACEMENT = "TASBalancedPlacement"  # Kueue's feature gate (alpha, off by default)
 
 
 class NetworkTopologySpec(msgspec.Struct, rename="camel", frozen=True, kw_only=True):

@@ -176,6 +176,9 @@ class GangInput(msgspec.Struct, frozen=True, kw_only=True):
     pods: tuple[PodRequest, ...]
     # Volcano's and Kueue's rule: when the whole gang does not fit, place its minimum (false: all or nothing).
     minimum_placement: bool = True
+    # Kueue's feature gates, as its Configuration's `featureGates` (or its --feature-gates) names them; read:
+    # TASBalancedPlacement (a Kueue pod group with a preferred level is placed balanced across its domains).
+    kueue_feature_gates: dict[str, bool] = {}
 
 
 class PlaceInput(msgspec.Struct, frozen=True, kw_only=True):

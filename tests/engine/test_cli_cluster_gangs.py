@@ -60,6 +60,14 @@ def test_the_kueue_example_reads_its_topology_and_multi_layer_slices(capsys: pyt
     assert answer["placed"] and {p["domain"] for p in answer["pods"]} == {"block-a/rack-a1"}
 
 
+def test_the_kueue_balanced_example_spreads_its_pod_group_evenly(capsys: pytest.CaptureFixture[str]) -> None:
+    code, answer, err = run_example("gang-kueue-balanced", capsys)
+    assert code == 0, err
+    nodes = [p["node"] for p in answer["pods"]]
+    assert answer["placed"] and nodes == ["gpu-a00"] * 6 + ["gpu-a10"] * 6  # Kueue's best fit: 8 and 4
+    assert "not used" not in err  # Kueue's Configuration is read
+
+
 def test_a_v1alpha1_workload_pod_group_gathers_its_pods_by_workload_ref(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -145,6 +153,50 @@ def test_a_kueue_topology_gives_the_required_level(tmp_path: Path, capsys: pytes
     code, answer, err = run(tmp_path, as_list(*rack_nodes(), topology), as_list(*two), capsys=capsys)
     assert code == 0, err
     assert answer["placed"] and len({rack_of(p["node"]) for p in answer["pods"]}) == 1
+
+
+def test_kueues_balanced_placement_gate_balances_a_preferred_level(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Kueue's "balanced placement; basic" case: two 15-CPU nodes in two racks of a block, 25 pods, rack preferred
+    topology = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology",
+        "metadata": {"name": "default"},
+        "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": "kubernetes.io/hostname"}]},
+    }
+    host = "kubernetes.io/hostname"
+    nodes = [k8s_node(f"x{i}", labels={BLOCK: "b1", RACK: f"r{i}", host: f"x{i}"}, cpu="15", pods="30") for i in (1, 2)]
+    notes = {
+        "kueue.x-k8s.io/pod-group-name": "job",
+        "kueue.x-k8s.io/pod-group-total-count": "25",
+        "kueue.x-k8s.io/podset-preferred-topology": RACK,
+    }
+    pods = as_list(*(k8s_pod(f"w-{i}", cpu="1", annotations=notes) for i in range(25)))
+
+    def per_node(*extra: str) -> dict[str, int]:
+        code, answer, err = run(tmp_path, as_list(*nodes, topology), pods, *extra, capsys=capsys)
+        assert code == 0, err
+        assert "TASBalancedPlacement: not used" not in err
+        counts: dict[str, int] = {}
+        for pod in answer["pods"]:
+            counts[pod["node"]] = counts.get(pod["node"], 0) + 1
+        return counts
+
+    assert per_node("--feature-gates", "TASBalancedPlacement=true") == {"x1": 13, "x2": 12}
+    assert per_node() == {"x1": 15, "x2": 10}  # Kueue's default: off, best fit
+    assert per_node("--feature-gates", "TASBalancedPlacement=false") == {"x1": 15, "x2": 10}
+    # Kueue's own configuration file switches it on too (the command line wins, as a later flag would)
+    configuration = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "featureGates": {"TASBalancedPlacement": True},
+    }
+    nodes.append(configuration)
+    assert per_node() == {"x1": 13, "x2": 12}
+    assert per_node("--feature-gates", "TASBalancedPlacement=false") == {"x1": 15, "x2": 10}
+    code, _, err = run(tmp_path, as_list(*nodes, configuration, topology), pods, capsys=capsys)
+    assert code == 2 and "Configuration given twice" in err
 
 
 BAD = {

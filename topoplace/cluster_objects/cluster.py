@@ -31,7 +31,7 @@ from schemas.volumes import VolumeCatalog
 from services.collector.cluster import translate
 from topoplace.cluster_objects.dra import DRA_KINDS, DraObjects
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
-from topoplace.cluster_objects.gangs import GANG_KINDS, GangObjects
+from topoplace.cluster_objects.gangs import GangObjects
 from topoplace.cluster_objects.nodes import merged, node_from_object, with_pods
 from topoplace.cluster_objects.pods import RunningPod, decode_pod, pod_to_place, running_pod
 from topoplace.cluster_objects.priority import (
@@ -101,7 +101,7 @@ def read_cluster(paths: Sequence[str], snapshot_nodes: Sequence[NodeState] = ())
                 budget_items.append(item)
             elif item.kind == "HyperNode":
                 hypernodes.append(_decoded_hypernode(item))
-            elif item.kind in GANG_KINDS:
+            elif gangs.reads(item):
                 gangs.add(item)
             elif item.kind == "Node":
                 node = node_from_object(item)

@@ -77,7 +77,7 @@ def _gang_of(pods: list[PodRequest], pod_paths: Sequence[str], gangs: GangObject
             raise ValueError(f"--pods: the pods name PodGroup {name!r}, which no --cluster file holds")
         return GangInput(podgroup=group, pods=tuple(pods))
     if _one([p.annotations.get(KUEUE_GROUP) for p in pods]):
-        return GangInput(pods=tuple(pods))
+        return GangInput(pods=tuple(pods), kueue_feature_gates=dict(gangs.kueue_feature_gates or {}))
     if _one(kai):
         raise ValueError(f"--pods: the pods name KAI PodGroup '{namespace}/{kai[0]}', which no --cluster file holds")
     raise ValueError(

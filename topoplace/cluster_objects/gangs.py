@@ -6,6 +6,8 @@
 - `Topology`: Kueue's (`kueue.x-k8s.io`) or KAI's (`kai.scheduler`), its levels' node labels by name.
 - `ResourceFlavor` (`kueue.x-k8s.io`): its `spec.nodeLabels` and `spec.topologyName`, so that a pod
   Kueue admitted to a flavor (its nodeSelector holds the flavor's labels) uses that flavor's Topology.
+- `Configuration` (`config.kueue.x-k8s.io`, Kueue's manager configuration file): its `featureGates`,
+  which a Kueue gang reads (TASBalancedPlacement); a Configuration of another API group is not read.
 
 A pod joins a `scheduling.k8s.io` gang by `spec.schedulingGroup.podGroupName` (v1alpha2 / v1beta1)
 or `spec.workloadRef` {name, podGroup, podGroupReplicaKey} (v1alpha1); KAI's by its annotation
@@ -26,6 +28,7 @@ from topoplace.cluster_objects.files import ClusterInputError, ClusterObject
 
 GANG_KINDS = ("PodGroup", "Workload", "Topology", "ResourceFlavor")
 KUEUE_GROUP_API, KAI_TOPOLOGY_API = "kueue.x-k8s.io", "kai.scheduler"
+KUEUE_CONFIG_API = "config.kueue.x-k8s.io"
 
 
 class _Level(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
@@ -53,6 +56,10 @@ class _FlavorSpec(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
 class _Flavor(msgspec.Struct, frozen=True, kw_only=True):
     metadata: _Named = _Named()
     spec: _FlavorSpec = _FlavorSpec()
+
+
+class _KueueConfiguration(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    feature_gates: dict[str, bool] = {}
 
 
 class FlavorTopology(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,10 +92,19 @@ class GangObjects(msgspec.Struct, kw_only=True):
     # (API group, Topology name) -> its levels' node labels, top first: Kueue's and KAI's may share a name
     topologies: dict[tuple[str, str], tuple[str, ...]] = {}
     flavors: list[FlavorTopology] = []  # Kueue ResourceFlavors that name a Topology, by name
+    kueue_feature_gates: dict[str, bool] | None = None  # Kueue's Configuration `featureGates` (None: none given)
+
+    def reads(self, item: ClusterObject) -> bool:
+        """Whether the object is one of these (a Configuration only when it is Kueue's)."""
+        return item.kind in GANG_KINDS or (item.kind == "Configuration" and _group_of(item) == KUEUE_CONFIG_API)
 
     def add(self, item: ClusterObject) -> None:
         group = _group_of(item)
-        if item.kind == "ResourceFlavor":
+        if item.kind == "Configuration":
+            if self.kueue_feature_gates is not None:
+                raise ClusterInputError(item.where, "featureGates", "Kueue's Configuration given twice")
+            self.kueue_feature_gates = dict(_decoded(item, _KueueConfiguration).feature_gates)
+        elif item.kind == "ResourceFlavor":
             flavor = _decoded(item, _Flavor)
             if flavor.spec.topology_name:
                 found = FlavorTopology(

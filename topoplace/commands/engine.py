@@ -47,7 +47,11 @@ def add_parser(subparsers: Any) -> None:
     )
     place_parser.add_argument("--pods", action="append", default=[], help="with --cluster: the Pod object to place")
     place_parser.add_argument("--node", default=None, help="with --cluster: the one node to consider")
-    place_parser.add_argument("--feature-gates", default=None, help="with --cluster: Name=true|false,... (noted)")
+    place_parser.add_argument(
+        "--feature-gates",
+        default=None,
+        help="with --cluster: Name=true|false,... (DRA gates; Kueue's TASBalancedPlacement; others noted)",
+    )
     place_parser.add_argument("--json", action="store_true", help="print the answer as JSON (the default)")
     place_parser.add_argument("--mode", choices=MODES, default=MODES[0])
     place_parser.add_argument("--explain", action="store_true", help="print a table instead of JSON")

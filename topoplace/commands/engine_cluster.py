@@ -151,10 +151,10 @@ def place_on_cluster(args: argparse.Namespace) -> int:
         pods = read_pods(args.pods, cluster.volumes, cluster.workloads)
         for line in cluster.notes:
             _note(line)
-        for gate in sorted(set(gates) - set(dra_gates())):
+        for gate in sorted(set(gates) - set(dra_gates()) - set(kueue_gates())):
             _note(f"feature gate {gate}: not used by topoplace yet")
         if len(pods) > 1:
-            return _place_gang(cluster, pods, args)
+            return _place_gang(cluster, pods, args, gates)
         pod = _the_pod(pods, args.node)
         preemptor = read_preemptor(args.pods, pod, Priorities(cluster.priority_classes))
         # Pods nominated to a node hold their room there from pods of lower or equal priority (kube's filters).
@@ -228,6 +228,13 @@ def dra_gates() -> tuple[str, ...]:
     return tuple(Features.__struct_fields__)
 
 
+def kueue_gates() -> tuple[str, ...]:
+    """Kueue's feature gates a Kueue gang reads (TASBalancedPlacement)."""
+    from schemas.gangs import KUEUE_BALANCED_PLACEMENT
+
+    return (KUEUE_BALANCED_PLACEMENT,)
+
+
 def _with_claims(
     decision: Decision, cluster: ClusterRead, pod_paths: list[str], gates: dict[str, bool]
 ) -> tuple[Decision, list[dict[str, Any]] | None]:
@@ -251,10 +258,11 @@ def dra_features(gates: dict[str, bool]) -> Features:
     return Features(**{g: v for g, v in gates.items() if g in dra_gates()})
 
 
-def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace) -> int:
+def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace, gates: dict[str, bool]) -> int:
     """The gang answer (`engine place --snapshot` with `gang`); when it fits nowhere as things are, the
     domain where it runs by preemption, each member with the victims on its node (engine/decide/preempt/
-    gang.py). RequestError / ValueError: bad input."""
+    gang.py). Kueue's gates (TASBalancedPlacement) go to the gang, as Kueue's --feature-gates switch
+    them. RequestError / ValueError: bad input."""
     import msgspec
 
     from engine import Engine, Mode
@@ -266,6 +274,8 @@ def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Nam
     if args.node is not None:
         raise ValueError("--node: not with a gang (its members are placed inside one network domain)")
     given = gang_of(pods, args.pods, cluster.gangs)
+    kueue = {name: on for name, on in gates.items() if name in kueue_gates()}
+    given = msgspec.structs.replace(given, kueue_feature_gates={**given.kueue_feature_gates, **kueue})
     snapshot, mode, engine = with_gang_tree(cluster.snapshot, given, cluster.gangs), Mode(args.mode), Engine()
     built = build_tree(
         snapshot.hypernodes, {n.name: n.labels for n in snapshot.nodes}, topology_levels=snapshot.topology_levels

@@ -9,6 +9,7 @@ slots.py     how many members of each shape every node takes
 tiers.py     the constraint's limit, where running members pin the gang, a tier's candidates
 plan.py      members laid out inside one candidate hypernode
 nested.py    a subgroup's children laid out inside the domain it takes (nested subgroups)
+balance.py   Kueue's balanced placement (TASBalancedPlacement): a preferred level's pods spread evenly
 answer.py    the answer from the best plan, or why none fits
 refusals.py  why each tier below was refused, and every node's reason in kube's count
 """

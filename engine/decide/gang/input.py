@@ -7,7 +7,7 @@ from __future__ import annotations
 from engine.core.model import GangInput
 from engine.decide.gang.request import GangRequest
 from schemas.errors import FieldError
-from schemas.gangs import kueue_group, kueue_policy, volcano_policy
+from schemas.gangs import KUEUE_BALANCED_PLACEMENT, kueue_group, kueue_policy, volcano_policy
 from schemas.gangs_kai import kai_policy
 from schemas.gangs_kube import kube_policy
 
@@ -61,4 +61,5 @@ def gang_request(given: GangInput) -> GangRequest:
         sub_groups=sub_groups,
         pods=given.pods,
         minimum_placement=given.minimum_placement,
+        balanced=given.kueue_feature_gates.get(KUEUE_BALANCED_PLACEMENT, False),
     )

@@ -36,6 +36,7 @@ from engine.cluster.index import ClusterIndex
 from engine.cluster.network import NetworkTree, aggregate
 from engine.core.model import Mode, WorkloadClass
 from engine.decide.gang.answer import decision_of, placed_decision, why_not
+from engine.decide.gang.balance import balanced_plan
 from engine.decide.gang.joint import JointRules, ShapeFacts
 from engine.decide.gang.plan import MAX_PLANNED, Layout, Plan, UnitLimit, plan_in
 from engine.decide.gang.ranks import member_key
@@ -98,6 +99,9 @@ def place_gang(
     def layout(hypernode: str) -> Layout:
         return Layout(tree, hypernode, shape_of, per_node, fits, pin.lca, joint.placed() if joint_rules else None)
 
+    balanced = None if running or joint_rules else balanced_plan(tree, gang, shapes, per_node, fits)
+    if balanced is not None:  # Kueue's balanced placement; where it finds none, Kueue's fallback: the walk
+        return placed_decision(gang, tree, index, shapes, balanced, fits, running, 0, unit_of=unit_of)
     walk = _Walk(tree, pin, mode_hard, max_tier, totals, need, layout, units)
     walk.child_limits = child_limits
     best = walk.run(least=0)

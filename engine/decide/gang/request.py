@@ -19,6 +19,9 @@ class GangRequest(msgspec.Struct, frozen=True, kw_only=True):
     # When the whole gang does not fit: place at least `min_member` members (running ones count) and
     # each policy's minSubGroups, as Volcano and Kueue do, the rest joining later. Off: all or nothing.
     minimum_placement: bool = False
+    # Kueue's balanced placement (feature gate TASBalancedPlacement): a preferred level that needs several
+    # domains gets about as many members in each (engine.decide.gang.balance).
+    balanced: bool = False
 
 
 class MemberPlacement(msgspec.Struct, frozen=True, kw_only=True):
