@@ -10,9 +10,11 @@ tiers.py     the constraint's limit, where running members pin the gang, a tier'
 plan.py      members laid out inside one candidate hypernode
 nested.py    a subgroup's children laid out inside the domain it takes (nested subgroups)
 answer.py    the answer from the best plan, or why none fits
+claims.py    the members' ResourceClaims allocated jointly with the choice; a ComputeDomain in one clique
 """
 
+from engine.decide.gang.claims import GangClaims
 from engine.decide.gang.place import place_gang
-from engine.decide.gang.request import GangDecision, GangRequest, MemberPlacement
+from engine.decide.gang.request import ClaimAllocation, GangDecision, GangRequest, MemberPlacement
 
-__all__ = ["GangDecision", "GangRequest", "MemberPlacement", "place_gang"]
+__all__ = ["ClaimAllocation", "GangClaims", "GangDecision", "GangRequest", "MemberPlacement", "place_gang"]
