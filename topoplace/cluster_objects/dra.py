@@ -1,6 +1,6 @@
 """DRA objects of a cluster given as Kubernetes objects: ResourceSlices, DeviceClasses,
-ResourceClaims (and which ResourceClaimTemplates exist), DeviceTaintRules, and a Pod's
-spec.resourceClaims."""
+ResourceClaims, ResourceClaimTemplates, DeviceTaintRules, NVIDIA's ComputeDomains (the claim
+template of each one's IMEX channel), and Pods' spec.resourceClaims."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from typing import TypeVar
 import msgspec
 
 from engine.node.dra import DeviceClass, ResourceClaim, ResourceSlice
-from engine.node.dra.model import DeviceTaintRule
+from engine.node.dra.model import DeviceTaintRule, ResourceClaimSpec
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
 
-DRA_KINDS = frozenset({"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"})
+DRA_KINDS = frozenset(
+    {"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule", "ComputeDomain"}
+)
 
-T = TypeVar("T", ResourceSlice, DeviceClass, ResourceClaim, DeviceTaintRule)
+T = TypeVar("T", ResourceSlice, DeviceClass, ResourceClaim, DeviceTaintRule, "_Template", "_ComputeDomain")
 
 
 class DraObjects(msgspec.Struct, kw_only=True):
@@ -24,8 +26,10 @@ class DraObjects(msgspec.Struct, kw_only=True):
     slices: list[ResourceSlice] = []
     classes: dict[str, DeviceClass] = {}
     claims: dict[str, ResourceClaim] = {}  # by namespace/name
-    templates: set[str] = set()  # namespace/name of each ResourceClaimTemplate
+    templates: dict[str, ResourceClaimSpec] = {}  # each ResourceClaimTemplate's spec.spec, by namespace/name
     taint_rules: list[DeviceTaintRule] = []
+    # namespace/name of a ComputeDomain's channel claim template -> namespace/name of the ComputeDomain
+    compute_domains: dict[str, str] = {}
 
     def add(self, item: ClusterObject) -> None:
         if item.kind == "ResourceSlice":
@@ -39,8 +43,40 @@ class DraObjects(msgspec.Struct, kw_only=True):
         elif item.kind == "DeviceTaintRule":
             self.taint_rules.append(_decoded(item, DeviceTaintRule))
         elif item.kind == "ResourceClaimTemplate":
-            meta = item.body.get("metadata") or {}
-            self.templates.add(f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}")
+            template = _decoded(item, _Template)
+            self.templates[f"{template.metadata.namespace}/{template.metadata.name}"] = template.spec.spec
+        elif item.kind == "ComputeDomain":
+            domain = _decoded(item, _ComputeDomain)
+            where = f"{domain.metadata.namespace}/"
+            name = domain.spec.channel.resource_claim_template.name if domain.spec.channel is not None else ""
+            if name:
+                self.compute_domains[where + name] = where + domain.metadata.name
+
+
+class _TemplateSpec(msgspec.Struct, frozen=True, kw_only=True):
+    spec: ResourceClaimSpec = ResourceClaimSpec()
+
+
+class _Named(msgspec.Struct, frozen=True, kw_only=True):
+    name: str = ""
+
+
+class _Channel(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    resource_claim_template: _Named = _Named()
+
+
+class _DomainSpec(msgspec.Struct, frozen=True, kw_only=True):
+    channel: _Channel | None = None  # resource.nvidia.com ComputeDomain: spec.channel.resourceClaimTemplate.name
+
+
+class _Template(msgspec.Struct, frozen=True, kw_only=True):
+    metadata: _Meta = msgspec.field(default_factory=lambda: _Meta())
+    spec: _TemplateSpec = _TemplateSpec()
+
+
+class _ComputeDomain(msgspec.Struct, frozen=True, kw_only=True):
+    metadata: _Meta = msgspec.field(default_factory=lambda: _Meta())
+    spec: _DomainSpec = _DomainSpec()
 
 
 def _decoded(item: ClusterObject, kind: type[T]) -> T:
@@ -94,8 +130,9 @@ class PodClaims(msgspec.Struct, frozen=True, kw_only=True):
     refs: tuple[PodClaimRef, ...] = ()
 
 
-def pod_claims(paths: Sequence[str]) -> PodClaims:
-    """The first Pod's spec.resourceClaims (the pod to place), each resolved through the pod's status."""
+def pods_claims(paths: Sequence[str]) -> list[PodClaims]:
+    """Every Pod's spec.resourceClaims, in file order, each resolved through the pod's status."""
+    out: list[PodClaims] = []
     for path in paths:
         for item in read_objects(path):
             if item.kind != "Pod":
@@ -113,5 +150,11 @@ def pod_claims(paths: Sequence[str]) -> PodClaims:
                 )
                 for s in pod.spec.resource_claims
             )
-            return PodClaims(namespace=pod.metadata.namespace or "default", name=pod.metadata.name, refs=refs)
-    return PodClaims(namespace="default", name="")
+            out.append(PodClaims(namespace=pod.metadata.namespace or "default", name=pod.metadata.name, refs=refs))
+    return out
+
+
+def pod_claims(paths: Sequence[str]) -> PodClaims:
+    """The first Pod's spec.resourceClaims (the pod to place)."""
+    found = pods_claims(paths)
+    return found[0] if found else PodClaims(namespace="default", name="")

@@ -16,9 +16,13 @@ A pod with spec.resourceClaims also gets
 allocated as kube-scheduler's structured allocator does on the chosen node (or the next
 fitting one); when none can hold them, node is null with kube-scheduler's reason.
 Several Pods of one gang get the gang answer (`engine place --snapshot` with `gang`): each
-member's node and devices, the hypernode and tier. A gang is a `scheduling.k8s.io` PodGroup or
-Workload pod group, a KAI PodGroup, a Volcano PodGroup, or Kueue's pod-group annotations
-(topoplace/cluster_objects/gang_input.py); without HyperNodes its tree is the Kueue or KAI Topology it names.
+member's node and devices, the hypernode and tier, and each member's `claims` (the same entries)
+allocated on its node jointly with the gang's choice: a claim several members name is allocated
+once and each of them lands where its devices are reachable; members of a ComputeDomain (their
+template is its channel's) stay inside one NVLink clique (topoplace/cluster_objects/gang_claims.py).
+A gang is a `scheduling.k8s.io` PodGroup or Workload pod group, a KAI PodGroup, a Volcano PodGroup,
+or Kueue's pod-group annotations (topoplace/cluster_objects/gang_input.py); without HyperNodes its
+tree is the Kueue or KAI Topology it names.
 Notes (kinds not used yet, devices read without their seal, feature gates) go to stderr, one line
 each. Exit codes: 0 placed (or nominated), 1 no place, 2 bad input (one line naming the
 file and the field).
@@ -145,7 +149,7 @@ def place_on_cluster(args: argparse.Namespace) -> int:
         for gate in sorted(set(gates) - set(dra_gates())):
             _note(f"feature gate {gate}: not used by topoplace yet")
         if len(pods) > 1:
-            return _place_gang(cluster, pods, args)
+            return _place_gang(cluster, pods, args, gates)
         pod = _the_pod(pods, args.node)
         preemptor = read_preemptor(args.pods, pod, Priorities(cluster.priority_classes))
         # Pods nominated to a node hold their room there from pods of lower or equal priority (kube's filters).
@@ -248,14 +252,30 @@ def _with_claims(
     return moved, list(outcome.claims)
 
 
-def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace) -> int:
-    """Today's gang answer (`engine place --snapshot` with `gang`); RequestError / ValueError: bad input."""
+def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace, gates: dict[str, bool]) -> int:
+    """The gang answer (`engine place --snapshot` with `gang`), each member's claims allocated on its node;
+    RequestError / ValueError: bad input."""
+    import msgspec
+
     from engine import Mode, PlaceInput
+    from engine.decide.gang import GangDecision, MemberPlacement
+    from engine.decide.gang.input import gang_request
+    from engine.node.dra import Features
+    from topoplace.cluster_objects.gang_claims import gang_claims
     from topoplace.cluster_objects.gang_input import gang_of, with_gang_tree
     from topoplace.commands.engine import place_gang_answer
 
     if args.node is not None:
         raise ValueError("--node: not with a gang (its members are placed inside one network domain)")
     gang = gang_of(pods, args.pods, cluster.gangs)
+    features = Features(**{g: v for g, v in gates.items() if g in dra_gates()})
+    claims = gang_claims(pods, args.pods, cluster.dra, features)
+    if isinstance(claims, str):  # a claim it cannot have yet: the gang waits, as kube-scheduler says
+        name = gang_request(gang).name
+        members = tuple(MemberPlacement(name=p.name, uid=p.uid) for p in pods)
+        waiting = GangDecision(gang=name, placed=False, pods=members, reason=f"gang {name}: {claims}")
+        answer = {**msgspec.to_builtins(waiting), "problems": []}
+        print(msgspec.json.format(msgspec.json.encode(answer).decode(), indent=2))
+        return NO_PLACE
     given = PlaceInput(snapshot=with_gang_tree(cluster.snapshot, gang, cluster.gangs), gang=gang)
-    return place_gang_answer(given, Mode(args.mode), explain=False)
+    return place_gang_answer(given, Mode(args.mode), explain=False, claims=claims)

@@ -1,0 +1,134 @@
+"""`engine place --cluster` with a gang whose pods claim devices: each member's claims allocated on its
+node (the single-pod answer's entries), a ComputeDomain's pods inside one NVLink clique, a claim the
+cluster lacks answered with kube-scheduler's reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_cli_cluster import as_list, k8s_node, k8s_pod, run
+
+GPU_DRIVER = "gpu.example.com"
+CHANNEL_DRIVER = "compute-domain.nvidia.com"
+
+
+def k8s_slice(node: str, driver: str, *devices: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{driver}"},
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": d} for d in devices],
+        },
+    }
+
+
+def k8s_class(name: str, driver: str) -> dict[str, Any]:
+    selectors = [{"cel": {"expression": f'device.driver == "{driver}"'}}]
+    meta = {"name": name}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": meta,
+        "spec": {"selectors": selectors},
+    }
+
+
+def k8s_template(name: str, device_class: str, count: int) -> dict[str, Any]:
+    request = {"name": "req", "exactly": {"deviceClassName": device_class, "count": count}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+
+
+COMPUTE_DOMAIN = {
+    "apiVersion": "resource.nvidia.com/v1beta1",
+    "kind": "ComputeDomain",
+    "metadata": {"name": "imex", "namespace": "default"},
+    "spec": {"numNodes": 3, "channel": {"resourceClaimTemplate": {"name": "imex-channel"}}},
+}
+GROUP = {
+    "apiVersion": "scheduling.volcano.sh/v1beta1",
+    "kind": "PodGroup",
+    "metadata": {"name": "job", "namespace": "default"},
+    "spec": {"minMember": 3},
+}
+
+
+def cluster(second_clique: int, *extra: dict[str, Any]) -> dict[str, Any]:
+    """Clique c1: two nodes; clique c2: `second_clique` nodes; one node in none. Each: 2 GPUs, 1 channel."""
+    names = [("node-a1", "c1"), ("node-a2", "c1"), *((f"node-b{i}", "c2") for i in range(second_clique))]
+    nodes = [k8s_node(n, labels={"nvidia.com/gpu.clique": c}, pods="1") for n, c in names]
+    nodes.append(k8s_node("node-x", pods="1"))
+    objects: list[dict[str, Any]] = [*nodes, GROUP]
+    for n in nodes:
+        name = n["metadata"]["name"]
+        objects += [k8s_slice(name, GPU_DRIVER, "gpu-0", "gpu-1"), k8s_slice(name, CHANNEL_DRIVER, "channel-0")]
+    objects += [k8s_class("gpu", GPU_DRIVER), k8s_class("channel", CHANNEL_DRIVER)]
+    objects += [k8s_template("gpu-pair", "gpu", 2), k8s_template("imex-channel", "channel", 1)]
+    return as_list(*objects, *extra)
+
+
+def members(*claims: dict[str, str]) -> dict[str, Any]:
+    pods = []
+    for i in range(3):
+        pod = k8s_pod(f"w-{i}", annotations={"scheduling.k8s.io/group-name": "job"}, resourceClaims=list(claims))
+        pod["status"] = {"phase": "Pending"}
+        pods.append(pod)
+    return as_list(*pods)
+
+
+GPUS = {"name": "gpus", "resourceClaimTemplateName": "gpu-pair"}
+CHANNEL = {"name": "channel", "resourceClaimTemplateName": "imex-channel"}
+
+
+def test_found_a_compute_domain_gang_in_one_clique_with_every_claim_allocated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, answer, err = run(tmp_path, cluster(3, COMPUTE_DOMAIN), members(GPUS, CHANNEL), capsys=capsys)
+    assert code == 0, err
+    assert answer["placed"] and answer["hypernode"] == "nvlink:c2"
+    for pod in answer["pods"]:
+        assert pod["node"].startswith("node-b")
+        assert [c["name"] for c in pod["claims"]] == [f"{pod['name']}-gpus", f"{pod['name']}-channel"]
+        gpus, channel = (c["allocation"] for c in pod["claims"])
+        assert [r["device"] for r in gpus["devices"]["results"]] == ["gpu-0", "gpu-1"]
+        assert channel["devices"]["results"][0]["driver"] == CHANNEL_DRIVER
+        assert channel["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [pod["node"]]
+
+
+def test_none_no_clique_holds_the_compute_domains_gang(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, answer, err = run(tmp_path, cluster(2, COMPUTE_DOMAIN), members(GPUS, CHANNEL), capsys=capsys)
+    assert code == 1, err
+    assert not answer["placed"] and all(p["node"] is None for p in answer["pods"])
+    assert "no NVLink clique (ComputeDomain default/imex)" in answer["reason"]
+    # Without the ComputeDomain the same gang spreads over the cliques and the free node.
+    code, answer, err = run(tmp_path, cluster(2), members(GPUS, CHANNEL), capsys=capsys)
+    assert code == 0 and answer["placed"], err
+
+
+def test_none_a_member_needing_more_gpus_than_any_node_has_waits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    big = k8s_template("gpu-pair", "gpu", 4)  # a second template of the same name: the last one read stands
+    code, answer, err = run(tmp_path, cluster(3, big), members(GPUS), capsys=capsys)
+    assert code == 1, err
+    assert "cannot allocate all claims" in answer["reason"]
+
+
+def test_error_a_claim_the_cluster_lacks_is_kube_schedulers_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    named = members({"name": "data", "resourceClaimName": "shared"})
+    code, answer, err = run(tmp_path, cluster(3), named, capsys=capsys)
+    assert code == 1, err
+    assert answer["reason"] == 'gang default/job: resourceclaim.resource.k8s.io "shared" not found'
+    assert all(p["node"] is None for p in answer["pods"])
