@@ -132,3 +132,63 @@ def test_error_a_claim_the_cluster_lacks_is_kube_schedulers_reason(
     assert code == 1, err
     assert answer["reason"] == 'gang default/job: resourceclaim.resource.k8s.io "shared" not found'
     assert all(p["node"] is None for p in answer["pods"])
+
+
+# --- a scheduling.k8s.io PodGroup's own claims (KEP-5729): one claim for the whole group --------------------
+
+
+def fabric_cluster(group_claims: list[dict[str, str]]) -> dict[str, Any]:
+    """Two nodes taking one pod each; one network-attached device (an allNodes slice) for both."""
+    fabric = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "fabric"},
+        "spec": {
+            "driver": "fabric.example.com",
+            "allNodes": True,
+            "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "mem-0"}],
+        },
+    }
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "default"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "resourceClaims": group_claims},
+    }
+    nodes = [k8s_node(n, pods="1") for n in ("node-a", "node-b")]
+    objects = [*nodes, fabric, group, k8s_class("fabric", "fabric.example.com"), k8s_template("mem", "fabric", 1)]
+    return as_list(*objects)
+
+
+SHARED_MEMORY = {"name": "memory", "resourceClaimTemplateName": "mem"}
+
+
+def group_pods() -> dict[str, Any]:
+    pods = []
+    for i in range(2):
+        pod = k8s_pod(f"w-{i}", schedulingGroup={"podGroupName": "pg"}, resourceClaims=[SHARED_MEMORY])
+        pod["status"] = {"phase": "Pending"}
+        pods.append(pod)
+    return as_list(*pods)
+
+
+def test_found_a_pod_group_claim_is_made_once_and_shared_by_its_pods(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, answer, err = run(tmp_path, fabric_cluster([SHARED_MEMORY]), group_pods(), capsys=capsys)
+    assert code == 0, err
+    assert sorted(p["node"] for p in answer["pods"]) == ["node-a", "node-b"]
+    claims = [c for p in answer["pods"] for c in p["claims"]]
+    assert {c["name"] for c in claims} == {"pg-memory"}  # the group's one claim, not one per pod
+    assert claims[0]["allocation"] == claims[1]["allocation"]
+    assert claims[0]["allocation"]["devices"]["results"][0]["device"] == "mem-0"
+
+
+def test_none_without_the_group_claim_each_pod_needs_a_device_of_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = {"name": "memory", "resourceClaimTemplateName": "other"}  # not equal in every field: not the pod's
+    code, answer, err = run(tmp_path, fabric_cluster([other]), group_pods(), capsys=capsys)
+    assert code == 1, err
+    assert "cannot allocate all claims" in answer["reason"]

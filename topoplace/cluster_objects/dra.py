@@ -92,6 +92,7 @@ class PodClaimRef(msgspec.Struct, frozen=True, kw_only=True):
     name: str  # the entry's name in the pod
     claim_name: str | None = None  # resourceClaimName, or the claim created from the template (pod status)
     template: str | None = None  # resourceClaimTemplateName
+    named: str | None = None  # resourceClaimName as the pod spec gives it
 
 
 class _Source(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
@@ -147,6 +148,7 @@ def pods_claims(paths: Sequence[str]) -> list[PodClaims]:
                     name=s.name,
                     claim_name=s.resource_claim_name or created.get(s.name),
                     template=s.resource_claim_template_name,
+                    named=s.resource_claim_name,
                 )
                 for s in pod.spec.resource_claims
             )

@@ -269,7 +269,7 @@ def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Nam
         raise ValueError("--node: not with a gang (its members are placed inside one network domain)")
     gang = gang_of(pods, args.pods, cluster.gangs)
     features = Features(**{g: v for g, v in gates.items() if g in dra_gates()})
-    claims = gang_claims(pods, args.pods, cluster.dra, features)
+    claims = gang_claims(pods, args.pods, cluster.dra, features, gang.workload_group)
     if isinstance(claims, str):  # a claim it cannot have yet: the gang waits, as kube-scheduler says
         name = gang_request(gang).name
         members = tuple(MemberPlacement(name=p.name, uid=p.uid) for p in pods)
