@@ -13,11 +13,14 @@ from typing import Any
 import msgspec
 import pytest
 from dra_builders import claim, device, device_class, exact, slice_
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import NodeState, PodRequest, RequestError, new_index, place_gang
 from engine.cluster.network import CLIQUE_LABEL, build_tree
-from engine.decide.gang import GangClaims, GangDecision, GangRequest
-from engine.node.dra import AllocationInput, DeviceClass, ResourceClaim, ResourceSlice
+from engine.decide.gang import GangClaims, GangDecision, GangRequest, MemberPlacement
+from engine.decide.gang.claims import ClaimRules, Refinement
+from engine.node.dra import AllocationInput, CelPrograms, DeviceClass, ResourceClaim, ResourceSlice
 from engine.node.vendors import registry
 from schemas.events import NetworkConstraint, TopologyMode
 
@@ -27,10 +30,8 @@ CHANNEL_DRIVER = "compute-domain.nvidia.com"
 CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
 
 
-def node(name: str, pods: int = 8, **labels: str) -> NodeState:
-    return NodeState(
-        name=name, labels={k.replace("__", "/"): v for k, v in labels.items()}, allocatable={"pods": str(pods)}
-    )
+def node(name: str, pods: int = 8, labels: dict[str, str] | None = None) -> NodeState:
+    return NodeState(name=name, labels=labels or {}, allocatable={"pods": str(pods)})
 
 
 def gpus(node_name: str, count: int) -> ResourceSlice:
@@ -62,11 +63,11 @@ def decide(
     tree = build_tree([], {n.name: n.labels for n in nodes}, topology_levels=levels).tree
     pods = tuple(member(i) for i in range(len(members)))
     gang = GangRequest(name="default/job", min_member=len(pods), network=network, pods=pods)
-    given = AllocationInput(
+    cluster = AllocationInput(
         slices=tuple(slices),
         classes={c.metadata.name: c for c in (classes if classes is not None else [device_class()])},
     )
-    claims = GangClaims(members=members, given=given, compute_domain=compute_domain)
+    claims = GangClaims(members=members, given=cluster, compute_domain=compute_domain)
     return place_gang(registry, index, tree, gang, claims=claims)
 
 
@@ -80,8 +81,8 @@ def devices_of(decision: GangDecision) -> dict[str, list[tuple[str, str]]]:
 
 def two_racks(c_gpus: int) -> tuple[list[NodeState], list[ResourceSlice]]:
     """Rack r1: two nodes of 2 GPUs (the tightest rack); rack r2: one node of `c_gpus`."""
-    nodes = [node("node-a", **{"example.com__rack": "r1"}), node("node-b", **{"example.com__rack": "r1"})]
-    nodes.append(node("node-c", **{"example.com__rack": "r2"}))
+    nodes = [node("node-a", labels={RACK: "r1"}), node("node-b", labels={RACK: "r1"})]
+    nodes.append(node("node-c", labels={RACK: "r2"}))
     return nodes, [gpus("node-a", 2), gpus("node-b", 2), gpus("node-c", c_gpus)]
 
 
@@ -213,10 +214,10 @@ def channels(node_name: str) -> ResourceSlice:
 def clique_cluster(second_clique: int) -> tuple[list[NodeState], list[ResourceSlice]]:
     """Clique c1: two nodes; clique c2: `second_clique` nodes; two nodes in no clique. One pod a node."""
     nodes = [
-        node("node-a1", 1, **{"nvidia.com__gpu.clique": "c1"}),
-        node("node-a2", 1, **{"nvidia.com__gpu.clique": "c1"}),
+        node("node-a1", 1, labels={CLIQUE_LABEL: "c1"}),
+        node("node-a2", 1, labels={CLIQUE_LABEL: "c1"}),
     ]
-    nodes += [node(f"node-b{i}", 1, **{"nvidia.com__gpu.clique": "c2"}) for i in range(second_clique)]
+    nodes += [node(f"node-b{i}", 1, labels={CLIQUE_LABEL: "c2"}) for i in range(second_clique)]
     nodes += [node("node-x1", 1), node("node-x2", 1)]
     return nodes, [channels(n.name) for n in nodes]
 
@@ -262,3 +263,67 @@ def test_none_a_compute_domain_without_cliques_waits_naming_them() -> None:
     )
     assert not decision.placed
     assert "ComputeDomain default/imex needs its pods in one NVLink clique" in decision.reason
+
+
+# --- the rounds: what the next search changes ---------------------------------------------------------------
+
+
+def rules_for(members: dict[str, tuple[ResourceClaim, ...]], slices: list[ResourceSlice]) -> ClaimRules:
+    cluster = AllocationInput(slices=tuple(slices), classes={"gpu": device_class()})
+    return ClaimRules(GangClaims(members=members, given=cluster), CelPrograms())
+
+
+def on_nodes(*where: str) -> GangDecision:
+    pods = tuple(MemberPlacement(name=f"worker-{i}", uid=f"uid-{i}", node=n) for i, n in enumerate(where))
+    return GangDecision(gang="default/job", placed=True, pods=pods)
+
+
+def test_a_node_that_cannot_hold_the_next_member_has_its_slots_cut_to_what_it_held() -> None:
+    rules = rules_for(own_claims(2, 1), [gpus("node-a", 1)])
+    nodes = {"node-a": node("node-a")}
+    change = rules.allocate_members(on_nodes("node-a", "node-a"), nodes)
+    assert isinstance(change, Refinement) and change.cap is not None
+    assert change.cap[1:] == ("node-a", 1)
+    assert rules.refined(change).slots("uid-1", nodes["node-a"], 2) == 1
+
+
+def test_a_shared_claim_out_of_a_members_reach_is_fixed_where_its_first_member_got_it() -> None:
+    one = shared()
+    rules = rules_for({"uid-0": (one,), "uid-1": (one,)}, [gpus("node-a", 1), gpus("node-b", 1)])
+    nodes = {"node-a": node("node-a"), "node-b": node("node-b")}
+    assert rules.slots("uid-1", nodes["node-b"], 1) == 1  # before: either node could hold it
+    change = rules.allocate_members(on_nodes("node-a", "node-b"), nodes)
+    assert isinstance(change, Refinement) and change.fixed is not None
+    key, allocation = change.fixed
+    assert key == "default/shared-gpu" and allocation.devices.results[0].pool == "node-a"
+    fixed = rules.refined(change)
+    assert fixed.slots("uid-1", nodes["node-b"], 1) == 0  # out of reach now
+    assert fixed.slots("uid-1", nodes["node-a"], 2) == 2
+
+
+# --- generated clusters: never one device twice, on the member's node, placed exactly when room exists -------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    devices=st.lists(st.integers(0, 4), min_size=1, max_size=4),
+    per_node=st.integers(1, 3),
+    size=st.integers(1, 4),
+    each=st.integers(1, 3),
+)
+def test_generated_gangs_get_distinct_devices_on_their_own_nodes(
+    devices: list[int], per_node: int, size: int, each: int
+) -> None:
+    nodes = [node(f"node-{i}", per_node) for i in range(len(devices))]
+    slices = [gpus(f"node-{i}", n) for i, n in enumerate(devices) if n]
+    decision = decide(nodes, slices, own_claims(size, each))
+    room = sum(min(per_node, n // each) for n in devices)
+    assert decision.placed is (room >= size)
+    if not decision.placed:
+        return
+    seen: set[tuple[str, str]] = set()
+    for pod in decision.pods:
+        got = [(r.pool, r.device) for c in pod.claims for r in c.allocation.devices.results]
+        assert len(got) == each and {p for p, _ in got} == {pod.node}  # node-local: on its own node
+        assert not seen & set(got)
+        seen |= set(got)
