@@ -4,11 +4,14 @@ cluster lacks answered with kube-scheduler's reason."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_cli_cluster import as_list, k8s_node, k8s_pod, run
+
+from topoplace.cli import main
 
 GPU_DRIVER = "gpu.example.com"
 CHANNEL_DRIVER = "compute-domain.nvidia.com"
@@ -192,3 +195,22 @@ def test_none_without_the_group_claim_each_pod_needs_a_device_of_its_own(
     code, answer, err = run(tmp_path, fabric_cluster([other]), group_pods(), capsys=capsys)
     assert code == 1, err
     assert "cannot allocate all claims" in answer["reason"]
+
+
+def test_the_compute_domain_example_goes_to_the_clique_with_four_free_nodes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    cluster, pods = examples / "gang-compute-domain.yaml", examples / "gang-compute-domain-pods.yaml"
+    code = main(["engine", "place", "--cluster", str(cluster), "--pods", str(pods), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "not yet used" not in captured.err
+    answer = json.loads(captured.out)
+    assert answer["hypernode"] == "nvlink:rack-b.1"  # rack-a.1: gb200-a3's GPUs are another claim's
+    assert [p["node"] for p in answer["pods"]] == [f"gb200-b{i}" for i in range(4)]
+    for pod in answer["pods"]:
+        gpus, channel = pod["claims"]
+        assert len(gpus["allocation"]["devices"]["results"]) == 4
+        config = channel["allocation"]["devices"]["config"][0]  # the template's, copied with its source
+        assert config["source"] == "FromClaim" and config["opaque"]["parameters"]["domainID"] == "cd-uid-1"
