@@ -104,6 +104,7 @@ class ClaimRules:
                 users[key] = users.get(key, 0) + 1
         self.shared = frozenset(k for k, n in users.items() if n > 1)
         self._caps_of: dict[tuple[bytes, str, int], int] = {}
+        self._signatures: dict[str, bytes] = {}
 
     def refined(self, change: Refinement) -> ClaimRules:
         fixed, caps = dict(self.fixed), dict(self.caps)
@@ -121,12 +122,16 @@ class ClaimRules:
     def signature(self, uid: str) -> bytes:
         """What a member's claims ask, so that members asking alike share a shape: own claims by spec,
         shared and allocated ones by name."""
+        found = self._signatures.get(uid)
+        if found is not None:
+            return found
         parts: list[object] = []
         for claim in self.claims.members.get(uid, ()):
             key = claim_key(claim)
             named = key in self.shared or self.allocation_of(claim) is not None
             parts.append(key if named else claim.spec)
-        return msgspec.json.encode(parts)
+        found = self._signatures[uid] = msgspec.json.encode(parts)
+        return found
 
     def slots(self, uid: str, node: NodeState, cap: int) -> int:
         """How many members asking as `uid` does the node holds, one after the other (at most `cap`)."""
