@@ -327,3 +327,33 @@ def test_generated_gangs_get_distinct_devices_on_their_own_nodes(
         assert len(got) == each and {p for p, _ in got} == {pod.node}  # node-local: on its own node
         assert not seen & set(got)
         seen |= set(got)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cliques=st.lists(st.integers(1, 4), min_size=1, max_size=3), loose=st.integers(0, 3), size=st.integers(1, 4))
+def test_generated_compute_domain_gangs_stay_in_one_clique_and_wait_only_when_none_holds_them(
+    cliques: list[int], loose: int, size: int
+) -> None:
+    nodes = [node(f"c{c}-{i}", 1, labels={CLIQUE_LABEL: f"c{c}"}) for c, n in enumerate(cliques) for i in range(n)]
+    nodes += [node(f"x-{i}", 1) for i in range(loose)]
+    slices = [channels(n.name) for n in nodes]
+    decision = decide(nodes, slices, channel_claims(size), classes=CHANNEL_CLASSES, compute_domain="default/imex")
+    assert decision.placed is (max(cliques) >= size)
+    if decision.placed:
+        assert len({(p.node or "").split("-")[0] for p in decision.pods}) == 1
+        assert all(not (p.node or "").startswith("x-") for p in decision.pods)
+
+
+@settings(max_examples=40, deadline=None)
+@given(devices=st.lists(st.integers(0, 2), min_size=1, max_size=4), per_node=st.integers(1, 3), size=st.integers(2, 3))
+def test_generated_members_sharing_a_node_local_claim_share_its_node(
+    devices: list[int], per_node: int, size: int
+) -> None:
+    nodes = [node(f"node-{i}", per_node) for i in range(len(devices))]
+    slices = [gpus(f"node-{i}", n) for i, n in enumerate(devices) if n]
+    one = shared()
+    decision = decide(nodes, slices, {f"uid-{i}": (one,) for i in range(size)})
+    assert decision.placed is (per_node >= size and any(devices))
+    if decision.placed:
+        assert len({p.node for p in decision.pods}) == 1
+        assert len({msgspec.json.encode(c.allocation) for p in decision.pods for c in p.claims}) == 1
