@@ -249,7 +249,8 @@ def test_a_compute_domain_keeps_its_gang_in_one_nvlink_clique(
         assert decision.hypernode == "nvlink:c2"
         assert all(c.allocation.devices.results[0].device == "channel-0" for p in decision.pods for c in p.claims)
     if not placed:
-        assert "no NVLink clique (ComputeDomain default/imex)" in decision.reason, decision.reason
+        assert "ComputeDomain default/imex keeps its pods in one NVLink clique" in decision.reason
+        assert "(the roomiest, nvlink:c1, takes 2)" in decision.reason, decision.reason
 
 
 def test_none_a_compute_domain_without_cliques_waits_naming_them() -> None:
@@ -262,7 +263,10 @@ def test_none_a_compute_domain_without_cliques_waits_naming_them() -> None:
         compute_domain="default/imex",
     )
     assert not decision.placed
-    assert "ComputeDomain default/imex needs its pods in one NVLink clique" in decision.reason
+    assert decision.reason == (
+        "gang default/job: ComputeDomain default/imex keeps its pods in one NVLink clique;"
+        " no node has nvidia.com/gpu.clique"
+    )
 
 
 # --- the rounds: what the next search changes ---------------------------------------------------------------

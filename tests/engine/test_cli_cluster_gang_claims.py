@@ -112,7 +112,10 @@ def test_none_no_clique_holds_the_compute_domains_gang(tmp_path: Path, capsys: p
     code, answer, err = run(tmp_path, cluster(2, COMPUTE_DOMAIN), members(GPUS, CHANNEL), capsys=capsys)
     assert code == 1, err
     assert not answer["placed"] and all(p["node"] is None for p in answer["pods"])
-    assert "no NVLink clique (ComputeDomain default/imex)" in answer["reason"]
+    assert answer["reason"].startswith(
+        "gang default/job: ComputeDomain default/imex keeps its pods in one NVLink clique (nvidia.com/gpu.clique)"
+        " and none holds its 3 pending member(s) (the roomiest, nvlink:c1, takes 2)"
+    )
     # Without the ComputeDomain the same gang spreads over the cliques and the free node.
     code, answer, err = run(tmp_path, cluster(2), members(GPUS, CHANNEL), capsys=capsys)
     assert code == 0 and answer["placed"], err

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from engine.cluster.index import ClusterIndex
-from engine.cluster.network import NetworkTree, aggregate
+from engine.cluster.network import CLIQUE_LABEL, NetworkTree, aggregate
 from engine.core.model import Mode, WorkloadClass
 from engine.decide.gang.answer import decision_of, placed_decision, why_not
 from engine.decide.gang.claims import CANNOT_ALLOCATE, MAX_ROUNDS, ClaimRules, GangClaims, cut_by_claims, gave_up
@@ -125,7 +125,8 @@ def _search(
     if domain:  # a ComputeDomain's pods: inside one NVLink clique, whatever else the gang allows
         cliques = clique_domains(tree)
         if cliques is None:
-            reason = f"gang {gang.name}: ComputeDomain {domain} needs its pods in one NVLink clique; no node has one"
+            head = f"gang {gang.name}: ComputeDomain {domain} keeps its pods in one NVLink clique"
+            reason = f"{head}; no node has {CLIQUE_LABEL}"
             return decision_of(gang, tree, index, pending, {}, running, placed=False, reason=reason, unit_of=unit_of)
         mode_hard, max_tier, within = True, cliques[0], cliques[1]
     signature = rules.signature if rules is not None else None
@@ -159,10 +160,33 @@ def _search(
     best_slots = max((most_slots(tree, t, totals, need) for t in allowed_tiers), default=0)
     reason = why_not(index, gang, misses, mode_hard, max_tier, best_slots, need)
     if domain:
-        reason = reason.replace(f"no hypernode of tier <= {max_tier}", f"no NVLink clique (ComputeDomain {domain})")
+        reason = _clique_reason(gang.name, domain, tree, max_tier, totals, need, reason)
     return decision_of(
         gang, tree, index, pending, {}, running, placed=False, reason=reason, planned=walk.planned, unit_of=unit_of
     )
+
+
+def _clique_reason(
+    name: str,
+    domain: str,
+    tree: NetworkTree,
+    tier: int,
+    totals: dict[bytes, tuple[int, ...]],
+    need: dict[bytes, int],
+    reason: str,
+) -> str:
+    """A ComputeDomain's gang that no clique holds: the roomiest clique named, then kube's per-node counts."""
+    rooms = sorted(
+        (-sum(min(totals[key][tree.hypernode_index(h)], n) for key, n in need.items()), h)
+        for h in tree.hypernodes_at(tier)
+    )
+    roomiest = f" (the roomiest, {rooms[0][1]}, takes {-rooms[0][0]})" if rooms else ""
+    head = (
+        f"gang {name}: ComputeDomain {domain} keeps its pods in one NVLink clique ({CLIQUE_LABEL}) and none holds"
+        f" its {sum(need.values())} pending member(s){roomiest}"
+    )
+    kube = reason.partition("; ")[2]
+    return f"{head}; {kube}" if kube else head
 
 
 def _unit_limit(tree: NetworkTree, unit: Unit) -> UnitLimit:
