@@ -38,7 +38,7 @@ from engine.core.model import (
     WorkloadClass,
 )
 from engine.decide.engine import DeviceChoice, Engine, node_reads
-from engine.decide.gang import GangDecision, GangRequest
+from engine.decide.gang import GangClaims, GangDecision, GangRequest
 from engine.node.registry import VendorRegistry
 from engine.node.vendor import SetCandidate
 from engine.node.vendors import registry
@@ -98,6 +98,7 @@ def place_gang(
     mode: Mode = Mode.DEFAULT,
     *,
     workload: tuple[WorkloadClass, ...] = (),
+    claims: GangClaims | None = None,
 ) -> GangDecision:
     """`Engine.place_gang` by a fresh engine of `vendors`."""
-    return Engine(vendors).place_gang(index, tree, gang, mode, workload=workload)
+    return Engine(vendors).place_gang(index, tree, gang, mode, workload=workload, claims=claims)

@@ -19,7 +19,10 @@ is placed, every placed pod still inside the topology domain, as the Kubernetes 
 with a basic policy). Pods added to a group with running members go to the running members'
 domain, or wait, as the docs say of both policies. The topology key is
 a hard constraint named by the node label, which is a tier's name in a tree of label levels.
-Not read: PodGroup `resourceClaims` (KEP-5729) and the `PodGroupScheduled` condition.
+`resourceClaims` of a PodGroup or its template (KEP-5729, gate DRAWorkloadResourceClaims): a pod's
+claim entry equal to one of them in every field (name, resourceClaimName, resourceClaimTemplateName)
+is the group's one claim, shared by every pod of the group.
+Not read: the `PodGroupScheduled` condition.
 """
 
 from __future__ import annotations
@@ -55,6 +58,14 @@ class SchedulingConstraintsSpec(msgspec.Struct, frozen=True, kw_only=True):
     topology: tuple[TopologyConstraintSpec, ...] = ()
 
 
+class PodGroupResourceClaim(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    """KEP-5729: a claim of the group (a claim named, or one made from a template for the group)."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
 class PodGroupTemplateSpec(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
     """A v1alpha1 `podGroups[]` entry (its `policy`) or a v1alpha2 `podGroupTemplates[]` entry."""
 
@@ -62,6 +73,7 @@ class PodGroupTemplateSpec(msgspec.Struct, rename="camel", frozen=True, kw_only=
     policy: SchedulingPolicySpec | None = None  # v1alpha1
     scheduling_policy: SchedulingPolicySpec | None = None  # v1alpha2 / v1beta1
     scheduling_constraints: SchedulingConstraintsSpec | None = None
+    resource_claims: tuple[PodGroupResourceClaim, ...] = ()  # KEP-5729
 
 
 class WorkloadSpec(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
@@ -97,6 +109,7 @@ class KubePodGroupSpec(msgspec.Struct, rename="camel", frozen=True, kw_only=True
     pod_group_template_ref: TemplateRef | None = None
     scheduling_policy: SchedulingPolicySpec | None = None
     scheduling_constraints: SchedulingConstraintsSpec | None = None
+    resource_claims: tuple[PodGroupResourceClaim, ...] = ()  # KEP-5729: claims shared by the group's pods
 
 
 class KubePodGroup(msgspec.Struct, frozen=True, kw_only=True):
@@ -124,6 +137,7 @@ def resolved(group: KubePodGroup, workload: Workload | None) -> KubePodGroup:
             spec,
             scheduling_policy=spec.scheduling_policy or template.scheduling_policy or template.policy,
             scheduling_constraints=spec.scheduling_constraints or template.scheduling_constraints,
+            resource_claims=spec.resource_claims or template.resource_claims,
         ),
     )
 
@@ -137,6 +151,7 @@ def from_template(workload: Workload, template: PodGroupTemplateSpec, replica_ke
         spec=KubePodGroupSpec(
             scheduling_policy=template.scheduling_policy or template.policy,
             scheduling_constraints=template.scheduling_constraints,
+            resource_claims=template.resource_claims,
         ),
     )
 

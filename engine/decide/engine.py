@@ -27,7 +27,7 @@ from engine.core.limits import Limits
 from engine.core.memo import Memo
 from engine.core.model import Decision, Mode, NodeState, PodRequest, Snapshot, WorkloadClass
 from engine.core.node_key import NodeKeys
-from engine.decide.gang import GangDecision, GangRequest, place_gang
+from engine.decide.gang import GangClaims, GangDecision, GangRequest, place_gang
 from engine.decide.gang.slots import SlotTables
 from engine.decide.node_rules import NodeFactsTable
 from engine.decide.parts import DecisionParts
@@ -172,9 +172,12 @@ class Engine:
         mode: Mode = Mode.DEFAULT,
         *,
         workload: tuple[WorkloadClass, ...] = (),
+        claims: GangClaims | None = None,
     ) -> GangDecision:
         """Every pending member of `gang` inside one network domain of `tree`, or none (with the reason)."""
-        return place_gang(self._parts, index, tree, gang, mode, workload=workload)
+        return place_gang(
+            self._parts, index, tree, gang, mode, workload=workload, claims=claims, programs=self.dra_programs
+        )
 
     def preempt(
         self,

@@ -1,6 +1,8 @@
 """One gang's decision against the view; pure and synchronous (the service does the I/O).
 
-A gang arrives whole (`gangs.pending`). Its members are read against the view:
+A gang arrives whole (`gangs.pending`). Its members' DRA claims (read whole) are allocated by the
+engine jointly with the gang's choice and carried in each member's decision (gang_claims.py).
+Its members are read against the view:
 a member the cluster reports bound, or that already holds a decision of ours,
 is *running* for the engine (never placed again; the rest stay near it); the
 others are placed together, or, when they do not all fit, at least the gang's
@@ -28,6 +30,7 @@ import msgspec
 
 from engine import Engine, Mode, PodRequest, RequestError, WorkloadClass
 from engine.decide.gang import GangDecision, GangRequest, MemberPlacement
+from engine.node.dra import ResourceSlice
 from schemas.events import (
     GangPlacementEvent,
     PendingGangEvent,
@@ -35,6 +38,8 @@ from schemas.events import (
     PlacementEvent,
     PlacementOutcome,
 )
+from services.placer.dra_allocation import read_whole
+from services.placer.gang_claims import live_gang_claims, member_claims
 from services.placer.requests import decision_id, held_placement, pod_request, request_error_text
 from services.placer.view import ClusterView
 
@@ -67,11 +72,17 @@ def decide_gang(
     if not fresh:
         return GangResult(placement=_existing(gang, members, view, now), repeated=True)
     attempt = sum(view.dropped_decisions(m.uid) for m in members)
-    claiming = [m.name for m in fresh if m.claims]
-    if claiming:
-        # Placing a gang member's claims is not done yet: better unschedulable than bound without its devices.
-        reason = f"invalid gang: DRA ResourceClaims of gang members are not supported ({', '.join(claiming)})"
+    claiming = [m for m in fresh if m.claims]
+    unready = next((c.waiting for m in claiming for c in m.claims if c.waiting), "")
+    if unready:  # kube-scheduler's reason; the gang comes again once the claim exists
+        return GangResult(placement=_unschedulable(gang, fresh, attempt, unready, now))
+    if any(not read_whole(m.claims) for m in claiming):
+        # Claims without their spec (an older watcher): better unschedulable than bound without its devices.
+        names = ", ".join(m.name for m in claiming)
+        reason = f"invalid gang: DRA ResourceClaims of gang members read without their spec ({names})"
         return GangResult(placement=_unschedulable(gang, fresh, attempt, reason, now))
+    dra = view.dra_cluster() if claiming else None
+    claims = live_gang_claims(claiming, dra) if dra is not None else None
     try:
         pods = [pod_request(m, node_policy=node_policy, volumes=view.storage.rules_for(m)) for m in fresh]
         pods += [pod_request(m, node_policy=node_policy, node_name=held[m.uid][0].node) for m in members if held[m.uid]]
@@ -84,7 +95,7 @@ def decide_gang(
             pods=tuple(pods),
             minimum_placement=True,
         )
-        decision = engine.place_gang(view.index(), view.network_tree(), request, mode, workload=workload)
+        decision = engine.place_gang(view.index(), view.network_tree(), request, mode, workload=workload, claims=claims)
     except RequestError as exc:
         return GangResult(
             placement=_unschedulable(gang, fresh, attempt, f"invalid gang: {request_error_text(exc)}", now)
@@ -93,8 +104,9 @@ def decide_gang(
         return GangResult(placement=_unschedulable(gang, fresh, attempt, decision.reason, now))
     by_uid = {p.uid: p for p in decision.pods}
     # At its minimum (decision.partial): the members without a node wait, out of this decision.
+    slices = claims.given.slices if claims is not None else ()
     placed = [m for m in fresh if by_uid[m.uid].node]
-    placements = [_member(m, by_uid[m.uid], attempt, now, view) for m in placed]
+    placements = [_member(m, by_uid[m.uid], attempt, now, view, slices) for m in placed]
     for member, placement in zip(placed, placements, strict=True):
         view.assume(placement)  # before anything is published: the next decision cannot reuse them
         view.storage.decided(member, placement.node)  # its claims are in use (ReadWriteOncePod), attached there
@@ -103,18 +115,26 @@ def decide_gang(
 
 
 def _member(
-    pending: PendingPodEvent, placed: MemberPlacement, attempt: int, now: float, view: ClusterView
+    pending: PendingPodEvent,
+    placed: MemberPlacement,
+    attempt: int,
+    now: float,
+    view: ClusterView,
+    slices: tuple[ResourceSlice, ...],
 ) -> PlacementEvent:
     node = placed.node or ""
+    claims, gpus = member_claims(pending, placed, view.index().get(node) if node else None, slices)
+    devices = (*placed.devices, *gpus)
     return PlacementEvent(
-        decision_id=decision_id(pending.uid, pending.resource_version, attempt, node, placed.devices),
+        decision_id=decision_id(pending.uid, pending.resource_version, attempt, node, devices),
         uid=pending.uid,
         namespace=pending.namespace,
         name=pending.name,
         pod_resource_version=pending.resource_version,
         outcome=PlacementOutcome.PLACED,
         node=node,
-        devices=placed.devices,
+        devices=devices,
+        claims=claims,
         score=placed.score,
         score_parts=dict(placed.score_parts),
         gang=pending.gang,

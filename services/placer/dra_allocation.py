@@ -87,7 +87,8 @@ def engine_claims(namespace: str, claims: tuple[PodClaim, ...]) -> list[Resource
     ]
 
 
-def _held(cluster: DraCluster, own: frozenset[str]) -> AllocationInput:
+def held_by_others(cluster: DraCluster, own: frozenset[str]) -> AllocationInput:
+    """The slices (with DeviceTaintRules) and what every claim but `own` holds: the cluster as allocation reads it."""
     others = [e for e in cluster.allocated if e.uid not in own and not e.deleted]
     as_claims = [
         ResourceClaim(
@@ -209,7 +210,7 @@ def place_allocated(
     resources (KEP-5004), allocated after its own. Raises RequestError for claims that cannot be
     read (a missing DeviceClass, a broken selector), naming the node and the field."""
     own = frozenset(c.claim_uid for c in claims if c.claim_uid)
-    given = _held(cluster, own)
+    given = held_by_others(cluster, own)
     pinned = _pinned(claims, cluster)
     pinned_nodes = {e.node for e in pinned.values()}
     pending = [
@@ -236,7 +237,7 @@ def place_allocated(
         out.append(_claim_allocation(base.namespace, claim, allocation, held))
     if extra is not None:
         out.append(_extended_allocation(base.namespace, extra, next(fresh)))
-    devices = _gpus(node, on_node.slices, out)
+    devices = known_gpus(node, on_node.slices, out)
     return msgspec.structs.replace(decision, devices=(*decision.devices, *devices)), tuple(out)
 
 
@@ -279,7 +280,7 @@ def _extended_allocation(namespace: str, made: ExtendedClaim, allocation: Alloca
     )
 
 
-def _gpus(
+def known_gpus(
     node: NodeState, slices: tuple[ResourceSlice, ...], claims: list[ClaimAllocation]
 ) -> tuple[DeviceAssignment, ...]:
     """The allocated devices the node agent knows by UUID, whole: what the view holds for the pod."""

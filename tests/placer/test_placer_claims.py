@@ -246,4 +246,4 @@ def test_a_gang_member_with_claims_is_refused_rather_than_bound_without_its_devi
     gang = PendingGangEvent(name="default/job", namespace="default", min_member=2, members=members)
     placement = decide_gang(view, gang, engine=Engine()).placement
     assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
-    assert "ResourceClaims of gang members are not supported" in placement.reason
+    assert "ResourceClaims of gang members read without their spec" in placement.reason

@@ -1,6 +1,6 @@
 """DRA objects of a cluster given as Kubernetes objects: ResourceSlices, DeviceClasses,
-ResourceClaims (and which ResourceClaimTemplates exist), DeviceTaintRules, and a Pod's
-spec.resourceClaims."""
+ResourceClaims, ResourceClaimTemplates, DeviceTaintRules, NVIDIA's ComputeDomains (the claim
+template of each one's IMEX channel), and Pods' spec.resourceClaims."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ from typing import TypeVar
 import msgspec
 
 from engine.node.dra import DeviceClass, ResourceClaim, ResourceSlice
-from engine.node.dra.model import DeviceTaintRule
+from engine.node.dra.model import DeviceTaintRule, ResourceClaimSpec
 from schemas.dra import ContainerRequests
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject, read_objects
 
-DRA_KINDS = frozenset({"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"})
+DRA_KINDS = frozenset(
+    {"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule", "ComputeDomain"}
+)
 
-T = TypeVar("T", ResourceSlice, DeviceClass, ResourceClaim, DeviceTaintRule)
+T = TypeVar("T", ResourceSlice, DeviceClass, ResourceClaim, DeviceTaintRule, "_Template", "_ComputeDomain")
 
 
 class DraObjects(msgspec.Struct, kw_only=True):
@@ -25,8 +27,10 @@ class DraObjects(msgspec.Struct, kw_only=True):
     slices: list[ResourceSlice] = []
     classes: dict[str, DeviceClass] = {}
     claims: dict[str, ResourceClaim] = {}  # by namespace/name
-    templates: set[str] = set()  # namespace/name of each ResourceClaimTemplate
+    templates: dict[str, ResourceClaimSpec] = {}  # each ResourceClaimTemplate's spec.spec, by namespace/name
     taint_rules: list[DeviceTaintRule] = []
+    # namespace/name of a ComputeDomain's channel claim template -> namespace/name of the ComputeDomain
+    compute_domains: dict[str, str] = {}
 
     def add(self, item: ClusterObject) -> None:
         if item.kind == "ResourceSlice":
@@ -40,8 +44,40 @@ class DraObjects(msgspec.Struct, kw_only=True):
         elif item.kind == "DeviceTaintRule":
             self.taint_rules.append(_decoded(item, DeviceTaintRule))
         elif item.kind == "ResourceClaimTemplate":
-            meta = item.body.get("metadata") or {}
-            self.templates.add(f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}")
+            template = _decoded(item, _Template)
+            self.templates[f"{template.metadata.namespace}/{template.metadata.name}"] = template.spec.spec
+        elif item.kind == "ComputeDomain":
+            domain = _decoded(item, _ComputeDomain)
+            where = f"{domain.metadata.namespace}/"
+            name = domain.spec.channel.resource_claim_template.name if domain.spec.channel is not None else ""
+            if name:
+                self.compute_domains[where + name] = where + domain.metadata.name
+
+
+class _TemplateSpec(msgspec.Struct, frozen=True, kw_only=True):
+    spec: ResourceClaimSpec = ResourceClaimSpec()
+
+
+class _Named(msgspec.Struct, frozen=True, kw_only=True):
+    name: str = ""
+
+
+class _Channel(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
+    resource_claim_template: _Named = _Named()
+
+
+class _DomainSpec(msgspec.Struct, frozen=True, kw_only=True):
+    channel: _Channel | None = None  # resource.nvidia.com ComputeDomain: spec.channel.resourceClaimTemplate.name
+
+
+class _Template(msgspec.Struct, frozen=True, kw_only=True):
+    metadata: _Meta = msgspec.field(default_factory=lambda: _Meta())
+    spec: _TemplateSpec = _TemplateSpec()
+
+
+class _ComputeDomain(msgspec.Struct, frozen=True, kw_only=True):
+    metadata: _Meta = msgspec.field(default_factory=lambda: _Meta())
+    spec: _DomainSpec = _DomainSpec()
 
 
 def _decoded(item: ClusterObject, kind: type[T]) -> T:
@@ -57,6 +93,7 @@ class PodClaimRef(msgspec.Struct, frozen=True, kw_only=True):
     name: str  # the entry's name in the pod
     claim_name: str | None = None  # resourceClaimName, or the claim created from the template (pod status)
     template: str | None = None  # resourceClaimTemplateName
+    named: str | None = None  # resourceClaimName as the pod spec gives it
 
 
 class _Source(msgspec.Struct, rename="camel", frozen=True, kw_only=True):
@@ -121,8 +158,9 @@ def _containers(spec: _Spec) -> tuple[ContainerRequests, ...]:
     )
 
 
-def pod_claims(paths: Sequence[str]) -> PodClaims:
-    """The first Pod's spec.resourceClaims (the pod to place), each resolved through the pod's status."""
+def pods_claims(paths: Sequence[str]) -> list[PodClaims]:
+    """Every Pod's spec.resourceClaims, in file order, each resolved through the pod's status."""
+    out: list[PodClaims] = []
     for path in paths:
         for item in read_objects(path):
             if item.kind != "Pod":
@@ -137,14 +175,23 @@ def pod_claims(paths: Sequence[str]) -> PodClaims:
                     name=s.name,
                     claim_name=s.resource_claim_name or created.get(s.name),
                     template=s.resource_claim_template_name,
+                    named=s.resource_claim_name,
                 )
                 for s in pod.spec.resource_claims
             )
-            return PodClaims(
-                namespace=pod.metadata.namespace or "default",
-                name=pod.metadata.name,
-                uid=pod.metadata.uid,
-                refs=refs,
-                containers=_containers(pod.spec),
+            out.append(
+                PodClaims(
+                    namespace=pod.metadata.namespace or "default",
+                    name=pod.metadata.name,
+                    uid=pod.metadata.uid,
+                    refs=refs,
+                    containers=_containers(pod.spec),
+                )
             )
-    return PodClaims(namespace="default", name="")
+    return out
+
+
+def pod_claims(paths: Sequence[str]) -> PodClaims:
+    """The first Pod's spec.resourceClaims (the pod to place)."""
+    found = pods_claims(paths)
+    return found[0] if found else PodClaims(namespace="default", name="")

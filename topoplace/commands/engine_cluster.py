@@ -24,6 +24,10 @@ A gang that fits nowhere as things are may fit by preemption inside one network 
 (engine/decide/preempt/gang.py): each member then carries `victims` (those on its node) and
 `nominated`, the answer `victims` (all of them, victim gangs' members elsewhere too) and
 `preemption` (the domain, whole victim gangs, why each victim).
+Each member's `claims` (the single pod's entries) are allocated on its node jointly with the
+gang's choice: a claim several members name is allocated once and each of them lands where its
+devices are reachable; members of a ComputeDomain (their template is its channel's) stay inside
+one NVLink clique (topoplace/cluster_objects/gang_claims.py). The gang's part is engine_gang.py.
 Notes (kinds not used yet, devices read without their seal, feature gates) go to stderr, one line
 each. Exit codes: 0 placed (or nominated), 1 no place, 2 bad input (one line naming the
 file and the field).
@@ -35,28 +39,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from topoplace.commands.engine_gang import place_gang
 from topoplace.commands.exit_codes import BAD_INPUT, NO_PLACE, OK
+from topoplace.commands.feature_gates import dra_features, dra_gates, kueue_gates, parse_feature_gates
 
 if TYPE_CHECKING:
     from engine import Decision, NodeState, PodRequest, Snapshot
     from engine.decide.preempt import Preemptor
-    from engine.decide.preempt import RunningPod as PreemptiblePod
-    from engine.decide.preempt.gang import GangPreemption
-    from engine.node.dra import Features
     from topoplace.cluster_objects.cluster import ClusterRead
-
-
-def parse_feature_gates(text: str | None) -> dict[str, bool]:
-    """`Name=true,Other=false` as kube-scheduler's --feature-gates reads it; ValueError names the bad part."""
-    gates: dict[str, bool] = {}
-    for part in (text or "").split(","):
-        if not part.strip():
-            continue
-        name, sep, value = part.strip().partition("=")
-        if not sep or not name or value.lower() not in ("true", "false"):
-            raise ValueError(f"--feature-gates: expected Name=true or Name=false, got {part.strip()!r}")
-        gates[name] = value.lower() == "true"
-    return gates
 
 
 def _note(line: str) -> None:
@@ -154,7 +144,7 @@ def place_on_cluster(args: argparse.Namespace) -> int:
         for gate in sorted(set(gates) - set(dra_gates()) - set(kueue_gates())):
             _note(f"feature gate {gate}: not used by topoplace yet")
         if len(pods) > 1:
-            return _place_gang(cluster, pods, args, gates)
+            return place_gang(cluster, pods, args, gates)
         pod = _the_pod(pods, args.node)
         preemptor = read_preemptor(args.pods, pod, Priorities(cluster.priority_classes))
         # Pods nominated to a node hold their room there from pods of lower or equal priority (kube's filters).
@@ -221,20 +211,6 @@ def _not_helpful(nodes: int) -> str:
     return "preemption: " + fit_error_message(nodes, [NOT_HELPFUL] * nodes)
 
 
-def dra_gates() -> tuple[str, ...]:
-    """The DRA feature gates the allocator reads (DRAAdminAccess, DRAPrioritizedList, ...)."""
-    from engine.node.dra import Features
-
-    return tuple(Features.__struct_fields__)
-
-
-def kueue_gates() -> tuple[str, ...]:
-    """Kueue's feature gates a Kueue gang reads (TASBalancedPlacement)."""
-    from schemas.gangs import KUEUE_BALANCED_PLACEMENT
-
-    return (KUEUE_BALANCED_PLACEMENT,)
-
-
 def _with_claims(
     decision: Decision, cluster: ClusterRead, pod_paths: list[str], gates: dict[str, bool]
 ) -> tuple[Decision, list[dict[str, Any]] | None]:
@@ -249,84 +225,3 @@ def _with_claims(
     features = dra_features(gates)
     outcome = place_claims(decision, pod, cluster.dra, cluster.snapshot.nodes, CelPrograms(), features)
     return decided_with(decision, outcome)
-
-
-def dra_features(gates: dict[str, bool]) -> Features:
-    """The allocator's features: the DRA gates given, the others as in the newest release."""
-    from engine.node.dra import Features
-
-    return Features(**{g: v for g, v in gates.items() if g in dra_gates()})
-
-
-def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace, gates: dict[str, bool]) -> int:
-    """The gang answer (`engine place --snapshot` with `gang`); when it fits nowhere as things are, the
-    domain where it runs by preemption, each member with the victims on its node (engine/decide/preempt/
-    gang.py). Kueue's gates (TASBalancedPlacement) go to the gang, as Kueue's --feature-gates switch
-    them. RequestError / ValueError: bad input."""
-    import msgspec
-
-    from engine import Engine, Mode
-    from engine.cluster.network import build_tree
-    from engine.decide.gang.input import gang_request
-    from topoplace.cluster_objects.gang_input import gang_of, with_gang_tree
-    from topoplace.cluster_objects.priority import Priorities, read_preemptor
-
-    if args.node is not None:
-        raise ValueError("--node: not with a gang (its members are placed inside one network domain)")
-    given = gang_of(pods, args.pods, cluster.gangs)
-    kueue = {name: on for name, on in gates.items() if name in kueue_gates()}
-    given = msgspec.structs.replace(given, kueue_feature_gates={**given.kueue_feature_gates, **kueue})
-    snapshot, mode, engine = with_gang_tree(cluster.snapshot, given, cluster.gangs), Mode(args.mode), Engine()
-    built = build_tree(
-        snapshot.hypernodes, {n.name: n.labels for n in snapshot.nodes}, topology_levels=snapshot.topology_levels
-    )
-    gang = gang_request(given)
-    index = engine.index_of(snapshot)
-    decision = engine.place_gang(index, built.tree, gang, mode, workload=snapshot.workload)
-    answer: dict[str, Any] = msgspec.to_builtins(decision)
-    answer["problems"] = [f"{p.object}: {p.field}: {p.reason}" for p in built.problems]
-    if not decision.placed:
-        preemptor = read_preemptor(args.pods, pods[0], Priorities(cluster.priority_classes))
-        running = [_with_group_minimum(p, cluster) for p in cluster.running]
-        result = engine.preempt_gang(index, built.tree, gang, preemptor.priority, running, cluster.budgets, mode,
-                                     policy=preemptor.policy, workload=snapshot.workload)  # fmt: skip
-        answer = _gang_preempted(answer, result, running)
-    print(msgspec.json.format(msgspec.json.encode(answer).decode(), indent=2))
-    return OK if answer["placed"] else NO_PLACE
-
-
-def _with_group_minimum(pod: PreemptiblePod, cluster: ClusterRead) -> PreemptiblePod:
-    """A member of a Volcano group with its PodGroup's minMember (when a file holds the PodGroup)."""
-    import msgspec
-
-    group = cluster.gangs.volcano.get(pod.gang) if pod.gang else None
-    return msgspec.structs.replace(pod, gang_min_member=group.spec.min_member) if group is not None else pod
-
-
-def _gang_preempted(answer: dict[str, Any], result: GangPreemption, running: list[PreemptiblePod]) -> dict[str, Any]:
-    """The gang's answer once placed by preemption: each member nominated to its node, with the victims
-    there; or the reason, with preemption's own."""
-    import msgspec
-
-    if result.decision is None:
-        return {**answer, "reason": f"{answer['reason']} {result.reason}"}
-    node_of = {p.key: p.node for p in running}
-    members = []
-    for member in msgspec.to_builtins(result.decision.pods):
-        here = [v.pod for v in result.victims if node_of.get(v.pod) == member["node"]]
-        members.append({**member, "victims": here, "nominated": not member["running"]})
-    return {
-        **msgspec.to_builtins(result.decision),
-        "pods": members,
-        "problems": answer["problems"],
-        "victims": [v.pod for v in result.victims],
-        "nominated": True,
-        "preemption": {
-            "unschedulable": answer["reason"],
-            "hypernode": result.hypernode,
-            "tier": result.tier,
-            "budget_violations": result.budget_violations,
-            "whole_gangs": list(result.whole_gangs),
-            "victims": [msgspec.to_builtins(v) for v in result.victims],
-        },
-    }

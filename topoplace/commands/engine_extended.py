@@ -42,7 +42,7 @@ def place_extended(
     from services.placer.dra_allocation import only_on
     from topoplace.cluster_objects.dra import pod_claims
     from topoplace.cluster_objects.dra_claims import decided_with, place_claims
-    from topoplace.commands.engine_cluster import dra_features
+    from topoplace.commands.feature_gates import dra_features
 
     features = dra_features(gates)
     mapping = class_mapping(cluster.dra.classes.values())

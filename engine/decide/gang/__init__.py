@@ -12,9 +12,11 @@ nested.py    a subgroup's children laid out inside the domain it takes (nested s
 balance.py   Kueue's balanced placement (TASBalancedPlacement): a preferred level's pods spread evenly
 answer.py    the answer from the best plan, or why none fits
 refusals.py  why each tier below was refused, and every node's reason in kube's count
+claims.py    the members' ResourceClaims allocated jointly with the choice; a ComputeDomain in one clique
 """
 
+from engine.decide.gang.claims import GangClaims
 from engine.decide.gang.place import place_gang
-from engine.decide.gang.request import GangDecision, GangRequest, MemberPlacement
+from engine.decide.gang.request import ClaimAllocation, GangDecision, GangRequest, MemberPlacement
 
-__all__ = ["GangDecision", "GangRequest", "MemberPlacement", "place_gang"]
+__all__ = ["ClaimAllocation", "GangClaims", "GangDecision", "GangRequest", "MemberPlacement", "place_gang"]

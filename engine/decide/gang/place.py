@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from engine.cluster.index import ClusterIndex
-from engine.cluster.network import NetworkTree, aggregate
-from engine.core.model import Mode, WorkloadClass
+from engine.cluster.network import CLIQUE_LABEL, NetworkTree, aggregate
+from engine.core.model import Mode, PodRequest, WorkloadClass
 from engine.decide.gang.answer import decision_of, placed_decision, why_not
 from engine.decide.gang.balance import balanced_plan
+from engine.decide.gang.claims import CANNOT_ALLOCATE, MAX_ROUNDS, ClaimRules, GangClaims, cut_by_claims, gave_up
 from engine.decide.gang.joint import JointRules, ShapeFacts
 from engine.decide.gang.plan import MAX_PLANNED, Layout, Plan, UnitLimit, plan_in
 from engine.decide.gang.ranks import member_key
@@ -47,6 +48,7 @@ from engine.decide.gang.subgroups import Unit, descendants, leaves, units_of
 from engine.decide.gang.tiers import (
     NODE_TIER,
     Pin,
+    clique_domains,
     limit_of,
     minimum_candidates,
     most_slots,
@@ -54,6 +56,8 @@ from engine.decide.gang.tiers import (
     pin_of,
     tier_candidates,
 )
+from engine.node.dra import AllocationError, CelPrograms
+from engine.node.vendor import RequestError
 
 if TYPE_CHECKING:  # the parts import the gang's slot tables: a type only, to keep the import one way
     from engine.decide.parts import DecisionParts
@@ -67,11 +71,42 @@ def place_gang(
     mode: Mode = Mode.DEFAULT,
     *,
     workload: tuple[WorkloadClass, ...] = (),
+    claims: GangClaims | None = None,
+    programs: CelPrograms | None = None,
 ) -> GangDecision:
     """Every pending member of `gang` placed inside one network domain, or none (with the reason); with
-    `gang.minimum_placement`, at least its minimum when the whole gang does not fit.
+    `gang.minimum_placement`, at least its minimum when the whole gang does not fit. `claims`: the
+    members' ResourceClaims, allocated jointly with the choice (engine.decide.gang.claims).
 
-    Raises RequestError(field, reason) for a member or constraint that cannot be read."""
+    Raises RequestError(field, reason) for a member, constraint or claim that cannot be read."""
+    if claims is None:
+        return _search(parts, index, tree, gang, mode, workload, None)
+    rules = ClaimRules(claims, programs if programs is not None else CelPrograms())
+    try:
+        for _ in range(MAX_ROUNDS):
+            decision = _search(parts, index, tree, gang, mode, workload, rules)
+            if not decision.placed:
+                return decision
+            nodes = {p.node: index.get(p.node) for p in decision.pods if p.node is not None}
+            outcome = rules.allocate_members(decision, {k: v for k, v in nodes.items() if v is not None})
+            if isinstance(outcome, GangDecision):
+                return outcome
+            rules = rules.refined(outcome)
+    except AllocationError as exc:
+        raise RequestError("claims", str(exc)) from None
+    return gave_up(decision, f"gang {gang.name}: {CANNOT_ALLOCATE} of its members ({MAX_ROUNDS} searches)")
+
+
+def _search(
+    parts: DecisionParts,
+    index: ClusterIndex,
+    tree: NetworkTree,
+    gang: GangRequest,
+    mode: Mode,
+    workload: tuple[WorkloadClass, ...],
+    rules: ClaimRules | None,
+) -> GangDecision:
+    """One search of the tier walk (the module docstring); `rules`: the members' claims cut their slots."""
     pending = sorted((p for p in gang.pods if not p.node_name), key=member_key)
     running = sorted((p for p in gang.pods if p.node_name), key=member_key)
     sub_units, own = units_of(gang.sub_groups, pending, running)
@@ -87,12 +122,24 @@ def place_gang(
         mode_hard, max_tier = False, tree.tiers[-1]
     child_limits = {c.name: _unit_limit(tree, c) for u in sub_units for c in descendants(u)}
     units.append((own, own_limit))
-    shapes = shapes_of(parts.slots, parts.vendors, parts.facts, pending, mode, workload, index)
+    within = named_domains(tree, gang.network)
+    domain = rules.claims.compute_domain if rules is not None else ""
+    if domain:  # a ComputeDomain's pods: inside one NVLink clique, whatever else the gang allows
+        cliques = clique_domains(tree)
+        if cliques is None:
+            head = f"gang {gang.name}: ComputeDomain {domain} keeps its pods in one NVLink clique"
+            reason = f"{head}; no node has {CLIQUE_LABEL}"
+            return _unplaced(gang, tree, index, pending, running, reason, 0, unit_of)
+        mode_hard, max_tier, within = True, cliques[0], cliques[1]
+    signature = rules.signature if rules is not None else None
+    shapes = shapes_of(parts.slots, parts.vendors, parts.facts, pending, mode, workload, index, signature)
     shape_of = {m.uid: s.key for s in shapes for m in s.members}
-    pin = msgspec.structs.replace(pin_of(tree, running, mode_hard, max_tier), within=named_domains(tree, gang.network))
+    pin = msgspec.structs.replace(pin_of(tree, running, mode_hard, max_tier), within=within)
     joint = JointRules(index, [ShapeFacts(s.key, s.request, s.rules, index) for s in shapes])
     joint_rules = joint if joint.joint else None
     per_node, fits, misses = node_slots(parts.slots, index, tree, shapes, joint_rules)
+    if rules is not None:
+        cut_by_claims(rules, index, tree, shapes, per_node, fits, misses)
     totals = {key: aggregate(tree, values) for key, values in per_node.items()}
     need = {shape.key: len(shape.members) for shape in shapes}
 
@@ -121,10 +168,50 @@ def place_gang(
     best_slots = max((most_slots(tree, t, totals, need) for t in allowed_tiers), default=0)
     reasons = node_reasons(index, tree, per_node[shapes[0].key], misses, max_tier if mode_hard else None)
     reason = why_not(index, gang, reasons, mode_hard, max_tier, best_slots, need, refusals_text(refused))
+    if domain:
+        reason = _clique_reason(gang.name, domain, tree, max_tier, totals, need, reason)
+    return _unplaced(gang, tree, index, pending, running, reason, walk.planned, unit_of, refused)
+
+
+def _unplaced(
+    gang: GangRequest,
+    tree: NetworkTree,
+    index: ClusterIndex,
+    pending: list[PodRequest],
+    running: list[PodRequest],
+    reason: str,
+    planned: int,
+    unit_of: dict[str, str],
+    refused: tuple[TierRefusal, ...] = (),
+) -> GangDecision:
+    """The gang unplaced, with the reason and the tiers refused on the way."""
     decision = decision_of(
-        gang, tree, index, pending, {}, running, placed=False, reason=reason, planned=walk.planned, unit_of=unit_of
+        gang, tree, index, pending, {}, running, placed=False, reason=reason, planned=planned, unit_of=unit_of
     )
     return msgspec.structs.replace(decision, refused_tiers=refused)
+
+
+def _clique_reason(
+    name: str,
+    domain: str,
+    tree: NetworkTree,
+    tier: int,
+    totals: dict[bytes, tuple[int, ...]],
+    need: dict[bytes, int],
+    reason: str,
+) -> str:
+    """A ComputeDomain's gang that no clique holds: the roomiest clique named, then kube's per-node counts."""
+    rooms = sorted(
+        (-sum(min(totals[key][tree.hypernode_index(h)], n) for key, n in need.items()), h)
+        for h in tree.hypernodes_at(tier)
+    )
+    roomiest = f" (the roomiest, {rooms[0][1]}, takes {-rooms[0][0]})" if rooms else ""
+    head = (
+        f"gang {name}: ComputeDomain {domain} keeps its pods in one NVLink clique ({CLIQUE_LABEL}) and none holds"
+        f" its {sum(need.values())} pending member(s){roomiest}"
+    )
+    kube = reason.partition("; ")[2]
+    return f"{head}; {kube}" if kube else head
 
 
 def _unit_limit(tree: NetworkTree, unit: Unit) -> UnitLimit:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from engine.core.model import PodRequest
+from engine.node.dra.model import AllocationResult
 from schemas.events import DeviceAssignment, NetworkConstraint, SubGroupPolicy
 
 
@@ -24,6 +25,14 @@ class GangRequest(msgspec.Struct, frozen=True, kw_only=True):
     balanced: bool = False
 
 
+class ClaimAllocation(msgspec.Struct, frozen=True, kw_only=True):
+    """One of a member's ResourceClaims and its status.allocation, as `engine place --cluster` answers a pod's."""
+
+    namespace: str
+    name: str
+    allocation: AllocationResult
+
+
 class MemberPlacement(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     uid: str
@@ -37,6 +46,7 @@ class MemberPlacement(msgspec.Struct, frozen=True, kw_only=True):
     rank: int | None = None  # its pod index (engine.decide.gang.ranks); None: it has none
     domain: str | None = None  # the lowest hypernode holding its node
     sub_group: str = ""  # "<policy>/<values>" or "<policy>/slice-<n>"; "": the gang's own
+    claims: tuple[ClaimAllocation, ...] = ()  # its ResourceClaims allocated on `node` (a gang given its claims)
 
 
 class TierRefusal(msgspec.Struct, frozen=True, kw_only=True):

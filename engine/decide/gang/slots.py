@@ -8,6 +8,7 @@ memoised per class), capped by the node's free resources and pod count and its n
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 
 import msgspec
 
@@ -161,12 +162,14 @@ def shapes_of(
     mode: Mode,
     workload: tuple[WorkloadClass, ...],
     index: ClusterIndex | None = None,
+    claims: Callable[[str], bytes] | None = None,
 ) -> list[Shape]:
     """The pending members grouped by shape, the largest group first (then by first name); `index`: the
-    cluster whose running pods the members' InterPodAffinity and PodTopologySpread filters read."""
+    cluster whose running pods the members' InterPodAffinity and PodTopologySpread filters read;
+    `claims`: what a member's ResourceClaims ask, by uid (members asking differently differ in shape)."""
     by_key: dict[bytes, Shape] = {}
     for pod in pending:
-        key = _shape_key(pod, index)
+        key = _shape_key(pod, index) + (claims(pod.uid) if claims is not None else b"")
         shape = by_key.get(key)
         if shape is None:
             try:

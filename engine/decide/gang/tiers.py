@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import msgspec
 
 from engine.cluster.network import NetworkTree
+from engine.cluster.network.cliques import PREFIX as CLIQUE_PREFIX
 from engine.core.model import PodRequest
 from engine.node.vendor import RequestError
 from schemas.events import NetworkConstraint, TopologyMode
@@ -52,6 +53,15 @@ class NamedDomains(msgspec.Struct, frozen=True, kw_only=True):
     def holds(self, start: int, end: int) -> bool:
         i = bisect_right(self.starts, start) - 1
         return i >= 0 and end <= self.ends[i] and end > start
+
+
+def clique_domains(tree: NetworkTree) -> tuple[int, NamedDomains] | None:
+    """The NVLink cliques' tier and node ranges (None: no node is in a clique)."""
+    spans = sorted(tree.node_range(h) for h in tree.hypernodes if h.startswith(CLIQUE_PREFIX))
+    if not spans:
+        return None
+    tier = min(tree.tier_of(h) for h in tree.hypernodes if h.startswith(CLIQUE_PREFIX))
+    return tier, NamedDomains(starts=tuple(a for a, _ in spans), ends=tuple(b for _, b in spans))
 
 
 def named_domains(tree: NetworkTree, network: NetworkConstraint | None) -> NamedDomains | None:

@@ -1,0 +1,62 @@
+"""A gang's members' ResourceClaims read whole, for the engine's gang search; pure.
+
+The engine allocates them jointly with the gang's choice (engine/decide/gang/claims.py): each
+member's claims on its node, a claim several members name once, reachable from each. Every device
+another claim holds (ours in flight too) is taken; a member's claim allocated already (an earlier
+decision of ours, written) keeps its allocation and holds the member to its node selector. Each
+placed member's answer becomes its PlacementEvent's claims, and the GPUs the node agent knows among
+its devices become its devices, so the view holds them as it holds any pod's. A ComputeDomain's
+clique is not kept here: the pending pods' events do not say which template a claim came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from engine import NodeState
+from engine.decide.gang import GangClaims, MemberPlacement
+from engine.node.dra.model import ResourceClaim, ResourceClaimStatus, ResourceSlice
+from schemas.dra import ClaimAllocation, DeviceResult
+from schemas.events import DeviceAssignment, PendingPodEvent
+from services.placer.dra_allocation import DraCluster, engine_claims, held_by_others, known_gpus
+
+
+def live_gang_claims(members: Sequence[PendingPodEvent], cluster: DraCluster) -> GangClaims:
+    """The members' claims (read whole) and every device other claims hold."""
+    own = frozenset(c.claim_uid for m in members for c in m.claims if c.claim_uid)
+    allocated = {e.uid: e for e in cluster.allocated if not e.deleted and e.allocation is not None}
+    by_member: dict[str, tuple[ResourceClaim, ...]] = {}
+    for member in members:
+        claims: list[ResourceClaim] = []
+        for given, claim in zip(member.claims, engine_claims(member.namespace, member.claims), strict=True):
+            held = allocated.get(given.claim_uid)
+            if held is not None:
+                claim = msgspec.structs.replace(claim, status=ResourceClaimStatus(allocation=held.allocation))
+            claims.append(claim)
+        by_member[member.uid] = tuple(claims)
+    return GangClaims(members=by_member, given=held_by_others(cluster, own))
+
+
+def member_claims(
+    pending: PendingPodEvent, placed: MemberPlacement, node: NodeState | None, slices: tuple[ResourceSlice, ...]
+) -> tuple[tuple[ClaimAllocation, ...], tuple[DeviceAssignment, ...]]:
+    """The member's claims as its PlacementEvent carries them, and the GPUs among them the node agent knows."""
+    uids = {c.claim_name: c.claim_uid for c in pending.claims}
+    claims = tuple(
+        ClaimAllocation(
+            namespace=c.namespace,
+            name=c.name,
+            uid=uids.get(c.name, ""),
+            results=tuple(
+                DeviceResult(request=r.request, driver=r.driver, pool=r.pool, device=r.device)
+                for r in c.allocation.devices.results
+            ),
+            allocation=c.allocation,
+        )
+        for c in placed.claims
+    )
+    if node is None or not claims:
+        return claims, ()
+    return claims, known_gpus(node, slices, list(claims))

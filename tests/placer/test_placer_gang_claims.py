@@ -1,0 +1,81 @@
+"""A gang's members' DRA claims in the placer: allocated by the engine jointly with the gang's choice and
+carried in each member's decision (services/placer/gang_claims.py); a claim they share allocated once;
+a claim not created yet is kube-scheduler's reason; claims read without their spec still refuse the gang."""
+
+from __future__ import annotations
+
+import msgspec
+from placer_builders import status, topology
+from test_placer_dra_allocator import GPU_DRIVER, claim, claimed, device, exactly, slice_event, view_with
+
+from engine import Engine
+from schemas.dra import PodClaim
+from schemas.events import PendingGangEvent, PendingPodEvent, PlacementOutcome
+from services.placer.decide import decide
+from services.placer.decide_gang import decide_gang
+from services.placer.view import ClusterView
+
+
+def gpu_nodes(*names: str) -> ClusterView:
+    return view_with(*(slice_event(n, GPU_DRIVER, [device(i, n) for i in range(4)]) for n in names), nodes=names)
+
+
+def gang(*members: PendingPodEvent) -> PendingGangEvent:
+    return PendingGangEvent(name="default/job", namespace="default", min_member=len(members), members=members)
+
+
+def test_found_each_member_gets_its_own_claims_on_its_node_and_the_view_holds_them() -> None:
+    view = gpu_nodes("n1", "n2")
+    members = (
+        claimed("p1", claim([exactly("gpus", 4)], uid="c1")),
+        claimed("p2", claim([exactly("gpus", 4)], uid="c2")),
+    )
+    placement = decide_gang(view, gang(*members), engine=Engine()).placement
+    assert placement is not None and placement.outcome is PlacementOutcome.PLACED, placement
+    assert sorted(m.node for m in placement.members) == ["n1", "n2"]  # four GPUs each: a node each
+    for member in placement.members:
+        (allocation,) = member.claims
+        assert allocation.uid in ("c1", "c2") and allocation.allocation is not None
+        assert {r.pool for r in allocation.results} == {member.node} and len(allocation.results) == 4
+        assert sorted(d.uuid for d in member.devices) == [f"GPU-{member.node}-{i}" for i in range(4)]
+    # assumed before publishing: no GPU is left for another pod
+    after = decide(view, claimed("p3", claim([exactly("gpus")], uid="c3")), engine=Engine()).placement
+    assert after is not None and after.outcome is PlacementOutcome.UNSCHEDULABLE
+
+
+def test_none_a_gang_whose_claims_no_nodes_devices_hold_is_unschedulable() -> None:
+    view = gpu_nodes("n1", "n2")
+    members = tuple(claimed(f"p{i}", claim([exactly("gpus", 4)], uid=f"c{i}")) for i in range(3))
+    placement = decide_gang(view, gang(*members), engine=Engine()).placement
+    assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
+    assert "(at most 2 fit in one)" in placement.reason  # a node's four GPUs hold one member's claim
+    assert not any(view.holdings_of(m.uid) for m in members)
+
+
+def test_found_a_claim_two_members_name_is_allocated_once_on_their_node() -> None:
+    view = gpu_nodes("n1", "n2")
+    one = claim([exactly("gpus", 1)], uid="shared")
+    placement = decide_gang(view, gang(claimed("p1", one), claimed("p2", one)), engine=Engine()).placement
+    assert placement is not None and placement.outcome is PlacementOutcome.PLACED, placement
+    nodes = {m.node for m in placement.members}
+    assert len(nodes) == 1  # node-local devices: both members where the claim's device is
+    assert len({msgspec.json.encode(m.claims) for m in placement.members}) == 1
+
+
+def test_a_claim_not_created_yet_is_kube_schedulers_reason() -> None:
+    view = gpu_nodes("n1")
+    waiting = PodClaim(
+        pod_claim_name="gpu", claim_name="", waiting='pod "default/pod-p1": ResourceClaim not created yet'
+    )
+    placement = decide_gang(view, gang(claimed("p1", waiting)), engine=Engine()).placement
+    assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
+    assert placement.reason == 'pod "default/pod-p1": ResourceClaim not created yet'
+
+
+def test_a_bare_node_is_never_given_to_a_member_with_claims() -> None:
+    view = gpu_nodes("n1")
+    view.apply(topology("bare", 4))
+    view.apply(status("bare"))
+    placement = decide_gang(view, gang(claimed("p1", claim([exactly("gpus", 4)], uid="c1"))), engine=Engine()).placement
+    assert placement is not None and placement.outcome is PlacementOutcome.PLACED, placement
+    assert [m.node for m in placement.members] == ["n1"]  # "bare" has no ResourceSlice
