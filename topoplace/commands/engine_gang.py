@@ -62,7 +62,8 @@ def place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Name
     decision = engine.place_gang(index, built.tree, gang, mode, workload=snapshot.workload, claims=claims)
     answer: dict[str, Any] = msgspec.to_builtins(decision)
     answer["problems"] = [f"{p.object}: {p.field}: {p.reason}" for p in built.problems]
-    if not decision.placed:
+    # Gang preemption does not allocate claims yet: a gang with claims is not placed by evicting others.
+    if not decision.placed and claims is None:
         preemptor = read_preemptor(args.pods, pods[0], Priorities(cluster.priority_classes))
         running = [_with_group_minimum(p, cluster) for p in cluster.running]
         result = engine.preempt_gang(index, built.tree, gang, preemptor.priority, running, cluster.budgets, mode,
