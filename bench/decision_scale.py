@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 import numpy as np
@@ -85,7 +85,15 @@ def cold_index(nodes: Sequence[NodeState]) -> tuple[Engine, ClusterIndex, float]
     return engine, index, elapsed_ms(started)
 
 
-def measure(settings: ScaleSettings, mode: Mode = Mode.DEFAULT) -> DecisionScaleRun:
+def _nothing() -> None:
+    return None
+
+
+def measure(
+    settings: ScaleSettings, mode: Mode = Mode.DEFAULT, *, settle: Callable[[], None] = _nothing
+) -> DecisionScaleRun:
+    """`settle`: called once the warm index is built and answered once per pod shape (the bench passes the
+    placer's `freeze_long_lived`, as the placer calls it once its view is built)."""
     rng = random.Random(settings.seed)
     nodes = realistic_nodes(settings.nodes, settings.seed)
     pods = [random_pod(rng, f"stream-{j:06d}") for j in range(settings.warm + settings.cold + 8)]
@@ -129,6 +137,7 @@ def measure(settings: ScaleSettings, mode: Mode = Mode.DEFAULT) -> DecisionScale
     for j, shape in enumerate(WARM_UP):  # one untimed decision per pod shape: the classes answered once
         pod = gpu_pod(f"warm-up-{j}", shape, shared=shape == 0)
         _apply(index, placer.place_in(index, pod, mode), pod, live)
+    settle()
     warm_ms: list[float] = []
     reference_ms: list[float] = []
     unplaced = 0

@@ -20,7 +20,7 @@ import numpy as np
 from bench.device_baselines import first_fit, gpuallocator_best_effort, hami_v27
 from bench.job_speed import COMM_HEAVY_SHARE, throughput_factor
 from bench.links import PairTable, best_set, link_class, optimum
-from engine import Allocation, Engine, Mode, NodeState, PodRequest, Snapshot
+from engine import Allocation, Engine, Mode, NodeState, PodRequest
 from schemas.events import HyperNodeEvent, HyperNodeMember, MemberKind
 from schemas.topology import Vendor
 from services.collector.node.topology_files import fixture_node_annotations, fixture_node_labels, load_topology
@@ -81,13 +81,31 @@ class SimNode:
     state: NodeState  # the node with no allocations
     table: PairTable
     holders: dict[int, str] = field(default_factory=dict)  # position -> job uid
+    version: int = 0  # moved on at every change of `holders`: what the placer's view hears as a node event
+    _built: tuple[int, NodeState] | None = None  # the last state built, and the version it was built at
 
     def free(self) -> list[int]:
         return [p for p in range(self.table.size) if p not in self.holders]
 
+    def take(self, positions: Sequence[int], uid: str) -> None:
+        for p in positions:
+            self.holders[p] = uid
+        self.version += 1
+
+    def release(self, positions: Sequence[int]) -> None:
+        for p in positions:
+            del self.holders[p]
+        self.version += 1
+
     def snapshot_state(self) -> NodeState:
-        allocs = tuple(Allocation(pod_uid=uid, index=self.table.indices[p]) for p, uid in sorted(self.holders.items()))
-        return msgspec.structs.replace(self.state, allocations=allocs)
+        """The node with its allocations; the same object while it is unchanged (as in the placer's view)."""
+        if self._built is not None and self._built[0] == self.version:
+            return self._built[1]
+        held = sorted(self.holders.items())
+        allocs = tuple(Allocation(pod_uid=uid, index=self.table.indices[p]) for p, uid in held)
+        state = msgspec.structs.replace(self.state, allocations=allocs)
+        self._built = (self.version, state)
+        return state
 
 
 def build_cluster(per_type: int) -> tuple[list[SimNode], tuple[HyperNodeEvent, ...]]:
@@ -197,13 +215,21 @@ def engine_request(job: Job, mode: Mode) -> PodRequest:
 
 
 def engine_chooser(mode: Mode) -> NodeChooser:
-    placer = Engine()  # one per replay: its memo tables carry over between jobs
+    """The engine as the placer runs it: one long-lived index of the cluster, a node re-read only when its
+    allocations change (an unchanged node is the same object, which the index skips by identity), and one
+    `place_in` per job. One engine per replay: its memo tables carry over between jobs."""
+    placer = Engine()
+    index = placer.new_index()
+    seen: dict[str, int] = {}  # node -> the version the index holds
 
     def choose(
         nodes: list[SimNode], hyper: tuple[HyperNodeEvent, ...], job: Job, rng: np.random.Generator
     ) -> tuple[SimNode, tuple[int, ...]] | None:
-        snapshot = Snapshot(nodes=tuple(n.snapshot_state() for n in nodes), hypernodes=hyper)
-        decision = placer.place(snapshot, engine_request(job, mode), mode)
+        for n in nodes:
+            if seen.get(n.name) != n.version:  # the node events since the last decision
+                index.upsert(n.snapshot_state())
+                seen[n.name] = n.version
+        decision = placer.place_in(index, engine_request(job, mode), mode)
         if decision.node is None:
             return None
         node = next(n for n in nodes if n.name == decision.node)
@@ -217,6 +243,9 @@ def _fitting(nodes: list[SimNode], job: Job) -> list[SimNode]:
     return [n for n in nodes if n.vendor is job.vendor and len(n.free()) >= job.devices]
 
 
+_HAMI_ENGINE = engine_chooser(Mode.HAMI)  # one engine for HAMi's MetaX and Neuron picks, kept like topoplace's
+
+
 def hami_chooser(
     nodes: list[SimNode], hyper: tuple[HyperNodeEvent, ...], job: Job, rng: np.random.Generator
 ) -> tuple[SimNode, tuple[int, ...]] | None:
@@ -224,7 +253,7 @@ def hami_chooser(
     NVIDIA devices by the reimplemented topology-aware rule; MetaX and Neuron as the engine's HAMi mode
     (the issue asks for those rules "as in the engine's compatibility mode")."""
     if job.vendor is not Vendor.NVIDIA:
-        return engine_chooser(Mode.HAMI)(nodes, hyper, job, rng)
+        return _HAMI_ENGINE(nodes, hyper, job, rng)
     fitting = _fitting(nodes, job)
     if not fitting:
         return None
@@ -296,8 +325,7 @@ def run_policy(name: str, chooser: NodeChooser, jobs: Sequence[Job], per_type: i
         still = []
         for end, node, positions in running:
             if end <= job.arrival:
-                for p in positions:
-                    del node.holders[p]
+                node.release(positions)
             else:
                 still.append((end, node, positions))
         running = still
@@ -328,8 +356,7 @@ def run_policy(name: str, chooser: NodeChooser, jobs: Sequence[Job], per_type: i
             )
             weighted += job.devices * throughput_factor(cls, job.comm_heavy)
             weight += job.devices
-        for p in positions:
-            node.holders[p] = job.uid
+        node.take(positions, job.uid)
         running.append((job.arrival + job.duration, node, positions))
         placed += 1
     return DevicePolicyResult(

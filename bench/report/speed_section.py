@@ -62,7 +62,10 @@ def search_figures(search: Sequence[SearchFigure]) -> list[Figure]:
             name=f"search.ms.{s.topology.split(' ')[0]}.{s.devices}dev.k{s.request}",
             value=round(s.search_ms, 4),
             unit="ms",
-            baselines={"exhaustive": round(s.exhaustive_ms, 4)} if s.exhaustive_ms is not None else {},
+            baselines={
+                "step_cold": round(s.step_cold_ms, 4),
+                **({"exhaustive": round(s.exhaustive_ms, 4)} if s.exhaustive_ms is not None else {}),
+            },
             detail=f"{s.sets} sets; exact={s.exact}; same answer as exhaustive={s.same_answer}",
         )
         for s in search
@@ -71,20 +74,25 @@ def search_figures(search: Sequence[SearchFigure]) -> list[Figure]:
 
 
 def search_notes(search: Sequence[SearchFigure]) -> list[str]:
-    """Where the engine's per-node search is slower than plain enumeration, said plainly."""
+    """Where the engine's per-node search is slower than plain enumeration, said plainly: its cold search step
+    (pair table + search) against the enumeration (pair table + every set), both medians of the same run."""
 
     def row_label(f: SearchFigure) -> str:
         return f"{f.topology.split(' ')[0]} k={f.request}"
 
-    slower = [row_label(f) for f in search if f.exhaustive_ms is not None and f.search_ms > f.exhaustive_ms]
-    faster = [row_label(f) for f in search if f.exhaustive_ms is not None and f.search_ms <= f.exhaustive_ms]
+    compared = [f for f in search if f.exhaustive_ms is not None]
+    slower = [row_label(f) for f in compared if f.exhaustive_ms is not None and f.step_cold_ms > f.exhaustive_ms]
+    faster = [row_label(f) for f in compared if f.exhaustive_ms is not None and f.step_cold_ms <= f.exhaustive_ms]
     beyond = [f for f in search if f.exhaustive_ms is None]
-    if not slower:
+    if not compared:
         return []
-    text = f"The engine's per-node search is NOT faster than plain enumeration on {', '.join(slower)}"
+    if not slower:
+        head = "The engine's per-node search (cold step) is as fast as plain enumeration or faster"
+        return [f"{head} on all {len(compared)} rows compared."]
+    text = f"The engine's per-node search (cold step) is NOT faster than plain enumeration on {', '.join(slower)}"
     text += f"; it is faster on {', '.join(faster)}" if faster else ""
     if beyond:
-        worst = max(f.search_ms for f in beyond)
+        worst = max(f.step_cold_ms for f in beyond)
         text += f"; where enumeration was not run (too many sets) it finished within {worst:.0f} ms"
     return [text + "."]
 
@@ -94,13 +102,15 @@ def search_markdown(search: Sequence[SearchFigure]) -> list[str]:
     if not search:
         return []
     table = markdown_table(
-        ["topology", "devices", "k", "search ms", "exhaustive ms", "sets", "same answer"],
+        ["topology", "devices", "k", "decision ms", "step cold ms", "step warm ms", "exhaustive ms", "sets", "same"],
         [
             [
                 s.topology,
                 str(s.devices),
                 str(s.request),
                 f"{s.search_ms:.3f}",
+                f"{s.step_cold_ms:.3f}",
+                f"{s.step_warm_ms:.3f}",
                 f"{s.exhaustive_ms:.3f}" if s.exhaustive_ms is not None else "not run",
                 str(s.sets),
                 str(s.same_answer),
@@ -108,4 +118,10 @@ def search_markdown(search: Sequence[SearchFigure]) -> list[str]:
             for s in search
         ],
     )
-    return ["## Per-node device search vs exhaustive enumeration", "", table, ""]
+    legend = (
+        "decision: the engine's whole per-node decision (its first on a fresh engine in the short profile); "
+        "step: the NVIDIA search step alone (pair table + search), cold (tables built afresh, median) and warm; "
+        "exhaustive: pair table + every C(free, k) set by the same key (median). Step cold vs exhaustive is the "
+        "like-for-like comparison."
+    )
+    return ["## Per-node device search vs exhaustive enumeration", "", legend, "", table, ""]

@@ -126,6 +126,7 @@ class ClusterIndex:
         self._nodes: dict[str, NodeState] = {}
         self._class: dict[str, int] = {}
         self._members: dict[int, list[str]] = {}
+        self._class_states: dict[int, NodeState] = {}  # live classes' states, built on first need
         self._names: list[str] = []
         self._snapshot_nodes: tuple[NodeState, ...] | None = None
         # Classes in the order they gained their first node (again): rankings kept per request
@@ -197,6 +198,7 @@ class ClusterIndex:
         del members[bisect.bisect_left(members, name)]
         if not members:
             del self._members[class_id]
+            self._class_states.pop(class_id, None)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -239,8 +241,13 @@ class ClusterIndex:
         return len(self._members)
 
     def class_state(self, class_id: int) -> NodeState:
-        """The class as it presents itself to a vendor (its first member, nameless)."""
-        return self.device_classes.state_of(self._nodes[self._members[class_id][0]], self.reads)
+        """The class as it presents itself to a vendor (its first member, nameless): one object per live class,
+        so what is kept of a state by identity (its device loads) is built once for every request."""
+        found = self._class_states.get(class_id)
+        if found is None:
+            found = self.device_classes.state_of(self._nodes[self._members[class_id][0]], self.reads)
+            self._class_states[class_id] = found
+        return found
 
     # --- from a snapshot ---------------------------------------------------------------------
 

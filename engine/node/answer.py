@@ -9,16 +9,17 @@ pure helpers below (`check_unique`, `prefixed`) are public too.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from engine.core.memo import BoundedCache, Interner, Memo
+from engine.core.memo import BoundedCache, IdentityCache, Interner, Memo
 from engine.core.model import Mode, NodeState
 from engine.core.node_key import NodeKeys
 from engine.node.explain import unfit_device_reason
 from engine.node.policies.registry import NodePolicies
 from engine.node.vendor import (
+    DeviceLoad,
     DeviceRequest,
     NodeScore,
     NodeScratch,
@@ -28,6 +29,7 @@ from engine.node.vendor import (
     TopologyMaps,
     Unfit,
     VendorPlugin,
+    device_loads,
     topology_maps,
 )
 from schemas.topology import Device
@@ -53,6 +55,7 @@ class NodeMiss(msgspec.Struct, frozen=True, kw_only=True):
 RESULT_BOUND = 16_384
 REQUEST_BOUND = 1_024
 TOPOLOGY_MAPS_BOUND = 1_024
+LOADS_BOUND = 4_096  # device loads of the node states asked lately (a class state is asked once per request)
 _NOT_READY = NodeMiss(node="", unfit=Unfit(reason="not ready", summary=NOT_READY))
 _CORDONED = NodeMiss(node="", unfit=Unfit(reason="cordoned", summary=CORDONED))
 
@@ -70,6 +73,9 @@ class NodeAnswers:
         self._requests: Interner[tuple[object, ...]] = memo.interner(REQUEST_BOUND)
         # Read-only maps, a function of the node's devices and links alone: shared by its twins.
         self._maps: BoundedCache[tuple[int, int], TopologyMaps] = memo.table(TOPOLOGY_MAPS_BOUND)
+        # Read-only device loads by node state (identity): the index hands out one state per class, which
+        # every request then evaluates.
+        self._loads: IdentityCache[NodeState, Mapping[int, DeviceLoad]] = memo.identity(LOADS_BOUND)
 
     def named(self, plugin: VendorPlugin, request: DeviceRequest, node: NodeState, mode: Mode) -> NodeFit | NodeMiss:
         """One node's answer with its name: node filter, device filter, set search, node score."""
@@ -119,20 +125,32 @@ class NodeAnswers:
             answers.append(found)
         return answers
 
-    def scratch(self, node: NodeState, mode: Mode) -> NodeScratch:
-        maps = self.memo.remembered(self._maps, lambda: self.keys.topology_key(node), lambda: topology_maps(node))
-        return NodeScratch.build(node, mode, maps)
+    def maps(self, node: NodeState) -> TopologyMaps:
+        return self.memo.remembered(self._maps, lambda: self.keys.topology_key(node), lambda: topology_maps(node))
+
+    def scratch(self, node: NodeState, mode: Mode, maps: TopologyMaps | None = None) -> NodeScratch:
+        if maps is None:
+            maps = self.maps(node)
+        if not self.memo.enabled:
+            return NodeScratch.build(node, mode, maps)
+        loads = self._loads.get(node)
+        if loads is None:
+            loads = device_loads(node, maps[0])
+            self._loads.put(node, loads)
+        return NodeScratch.build(node, mode, maps, loads)
 
     def evaluate(self, plugin: VendorPlugin, request: DeviceRequest, node: NodeState, mode: Mode) -> NodeFit | NodeMiss:
         """The node's nameless answer, computed now (readiness and cordon are the caller's)."""
-        scratch = self.scratch(node, mode)
+        maps = self.maps(node)
         if request.count == 0:  # a pod without devices that the node policy still scores (vendor contract)
             nothing = SetChoice(assignments=())
+            scratch = self.scratch(node, mode, maps)
             return NodeFit(node="", choice=nothing, score=self.score(plugin, scratch, request, nothing))
-        own = tuple(d for d in scratch.devices.values() if d.vendor is plugin.vendor)
+        own = tuple(d for d in maps[0].values() if d.vendor is plugin.vendor)
         insufficient = f"Insufficient {request.resource}"
-        if not own:
+        if not own:  # answered before any scratch is built: most classes of a mixed cluster, for most requests
             return NodeMiss(node="", unfit=Unfit(reason=f"no {request.device_noun} devices", summary=insufficient))
+        scratch = self.scratch(node, mode, maps)
         usable: list[Device] = []
         rejected: list[tuple[Device, str]] = []
         classes: Counter[str] = Counter()

@@ -24,13 +24,15 @@ idle devices a set takes, and the earliest sets in the caller's order are
 found directly (`uniform_best`).
 
 The runners-up are the true next sets by the key (search.py reports the best
-sets its branch-and-bound happened to evaluate, which depend on its pruning).
+sets its branch-and-bound happened to evaluate, which depend on its pruning),
+as the enumeration's (search_enumerate.py): a lookup and a walk answer alike.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from math import comb
 from operator import add
 
 import msgspec
@@ -101,9 +103,7 @@ def table_best(
     scores = table.scores
     whole = scores[idle_mask] if idle_mask is not None else 0
     ranked: list[tuple[int, int, int, int]] = []  # (-internal, cut, -reversed rank mask, mask)
-    scanned = 0
     for level in table.levels(k):
-        scanned += len(level.masks)
         hits = [m for m in level.masks if not m & blocked]
         if not hits:
             continue
@@ -122,7 +122,9 @@ def table_best(
             break
     ranked.sort()
     found = [_found(rank_bit, g, entry) for entry in ranked[: RUNNERS_UP + 1]]
-    return SearchResult(best=found[0], runners_up=tuple(found[1:]), exact=True, expanded=scanned)
+    # `expanded`: the sets the answer ranks over, as the enumeration reports it (search_enumerate.py): the two
+    # answer alike, so which one a warm or cold engine took never shows.
+    return SearchResult(best=found[0], runners_up=tuple(found[1:]), exact=True, expanded=comb(g, k))
 
 
 def _found(rank_bit: list[int], g: int, entry: tuple[int, int, int, int]) -> Found:

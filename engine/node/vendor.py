@@ -93,7 +93,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 
 from engine.core.errors import RequestError
-from engine.core.model import Mode, NodeState, PodRequest, WorkloadClass
+from engine.core.model import Allocation, Mode, NodeState, PodRequest, WorkloadClass
 from schemas.events import DeviceAssignment
 from schemas.topology import Device, Link, Vendor
 
@@ -209,10 +209,18 @@ class NodeScratch:
     warnings: list[str] = field(default_factory=list)
 
     @classmethod
-    def build(cls, node: NodeState, mode: Mode, maps: TopologyMaps | None = None) -> NodeScratch:
-        """`maps`: the node's devices and links by index, when the caller keeps them (a twin's are equal)."""
+    def build(
+        cls,
+        node: NodeState,
+        mode: Mode,
+        maps: TopologyMaps | None = None,
+        loads: Mapping[int, DeviceLoad] | None = None,
+    ) -> NodeScratch:
+        """`maps`: the node's devices and links by index, when the caller keeps them (a twin's are equal);
+        `loads`: its device loads (`device_loads`), likewise."""
         devices, links = maps if maps is not None else topology_maps(node)
-        loads = _loads(node, devices)
+        if loads is None:
+            loads = device_loads(node, devices)
         return cls(node=node, mode=mode, devices=devices, loads=loads, links=links)
 
     def warn(self, message: str) -> None:
@@ -234,34 +242,32 @@ def topology_maps(node: NodeState) -> TopologyMaps:
     return devices, links
 
 
-def _loads(node: NodeState, devices: Mapping[int, Device]) -> dict[int, DeviceLoad]:
-    pods: dict[int, int] = {i: 0 for i in devices}
-    memory: dict[int, int] = {i: 0 for i in devices}
-    cores: dict[int, int] = {i: 0 for i in devices}
-    qos: dict[int, list[str]] = {i: [] for i in devices}
-    app_classes: dict[int, list[str]] = {i: [] for i in devices}
+def device_loads(node: NodeState, devices: Mapping[int, Device]) -> dict[int, DeviceLoad]:
+    """Every device's load, in one pass over the allocations (most devices of a node hold nothing)."""
+    held: dict[int, list[Allocation]] = {}
     for alloc in node.allocations:
-        device = devices.get(alloc.index)
-        if device is None:
-            continue  # an allocation on a device the node no longer reports holds nothing we can give
-        pods[alloc.index] += 1
-        # memory_mib 0 = the device's whole memory; cores count as given, capped at the
-        # device's own (a default 100 on a 2-core Neuron device means all its cores)
-        memory[alloc.index] += alloc.memory_mib if alloc.memory_mib > 0 else device.memory_mib
-        cores[alloc.index] += min(alloc.cores, device.cores)
-        qos[alloc.index].append(alloc.qos)
-        app_classes[alloc.index].append(alloc.app_class)
-    return {
-        i: DeviceLoad(
-            index=i,
-            pods=pods[i],
-            memory_used_mib=min(memory[i], devices[i].memory_mib),
-            cores_used=min(cores[i], devices[i].cores),
-            qos=tuple(qos[i]),
-            app_classes=tuple(app_classes[i]),
-        )
-        for i in devices
-    }
+        if alloc.index in devices:  # an allocation on a device the node no longer reports holds nothing we can give
+            held.setdefault(alloc.index, []).append(alloc)
+    loads: dict[int, DeviceLoad] = {}
+    for i, device in devices.items():
+        allocs = held.get(i)
+        loads[i] = DeviceLoad(index=i) if allocs is None else _load(i, device, allocs)
+    return loads
+
+
+def _load(index: int, device: Device, allocs: list[Allocation]) -> DeviceLoad:
+    # memory_mib 0 = the device's whole memory; cores count as given, capped at the
+    # device's own (a default 100 on a 2-core Neuron device means all its cores)
+    memory = sum(a.memory_mib if a.memory_mib > 0 else device.memory_mib for a in allocs)
+    cores = sum(min(a.cores, device.cores) for a in allocs)
+    return DeviceLoad(
+        index=index,
+        pods=len(allocs),
+        memory_used_mib=min(memory, device.memory_mib),
+        cores_used=min(cores, device.cores),
+        qos=tuple(a.qos for a in allocs),
+        app_classes=tuple(a.app_class for a in allocs),
+    )
 
 
 class VendorPlugin(Protocol):

@@ -336,10 +336,13 @@ async def run_placer(
     mode: Mode = Mode.DEFAULT,
     stop: asyncio.Event | None = None,
     engine: Engine | None = None,
+    on_caught_up: Callable[[], None] | None = None,
 ) -> None:
     """Run one placer replica until `stop` is set (or a stream fails for a reason other than Kafka).
 
-    `engine`: the engine every decision of this replica uses, across stream restarts (its own when None)."""
+    `engine`: the engine every decision of this replica uses, across stream restarts (its own when None).
+    `on_caught_up`: called each time the view holds what the topics say, before the first decision (the
+    command freezes the long-lived view out of the garbage collector's way there)."""
     if mode is Mode.HAMI and settings.node_policy not in (None, "binpack", "spread"):
         # HAMi knows binpack and spread only; refuse at start rather than fail every pod.
         raise ConfigError(NODE_POLICY, f"{settings.node_policy!r} is not a node policy of hami mode (binpack, spread)")
@@ -357,6 +360,8 @@ async def run_placer(
         )
 
         def working() -> None:
+            if on_caught_up is not None:
+                on_caught_up()
             metrics.CAUGHT_UP.set(1)
             log.info("placer.caught_up", extra={"fields": {"view": service.decider.view.sizes()}})
 

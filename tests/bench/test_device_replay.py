@@ -48,3 +48,18 @@ def test_every_policy_replays_with_quality_at_most_optimal():
         assert 0 < result.modelled_throughput <= 1.0
     topoplace = run_policy("topoplace", DEVICE_POLICIES["topoplace"], jobs, per_type=1, seed=2)
     assert all(d.quality_pct == 100.0 for d in topoplace.decisions)  # the engine's default search is exact
+
+
+def test_a_node_state_is_the_same_object_until_the_node_changes():
+    """As in the placer's view: the engine's index skips an unchanged node by identity."""
+    nodes, _ = build_cluster(1)
+    node = nodes[0]
+    before = node.snapshot_state()
+    assert node.snapshot_state() is before
+    node.take([0, 1], "job-1")
+    taken = node.snapshot_state()
+    assert taken is not before
+    assert [a.pod_uid for a in taken.allocations] == ["job-1", "job-1"]
+    assert node.snapshot_state() is taken
+    node.release([0, 1])
+    assert node.snapshot_state().allocations == ()

@@ -3,6 +3,7 @@ the Volcano-style gang search against place_gang, the memory driver, and the fig
 
 from __future__ import annotations
 
+import gc
 import random
 from collections import deque
 
@@ -39,6 +40,7 @@ from engine.cluster.network import build_tree
 from engine.decide.node_rules import PodRules
 from engine.node.vendors import registry
 from schemas.events import DeviceAssignment
+from topoplace import gc_tuning
 
 
 def test_realistic_nodes_are_each_unique_and_carry_what_the_node_rules_read():
@@ -214,3 +216,25 @@ def test_the_memory_figure_is_the_child_s_own_peak_not_its_parent_s():
     run = placer_memory.measure(20, 100)
     assert run.index_nodes == 20 and run.pods_known_end == 0
     assert run.peak_rss_mb < 200 < len(ballast) / (1024 * 1024)
+
+
+def test_the_gang_p999_is_read_over_fifty_gangs_or_more():
+    run = measure_gang(GangSettings(nodes=400, warm=2, cold=1, volcano=0, pods=4))
+    assert run.p999("warm_ms") is None  # two gangs: a p99.9 would be their maximum
+    many = msgspec.structs.replace(run, warm_ms=tuple(float(i) for i in range(100)))
+    assert many.p999("warm_ms") == pytest.approx(98.901)
+
+
+def test_scale_decides_with_the_placer_collector_settings_and_puts_the_defaults_back(monkeypatch):
+    before = gc.get_threshold()
+    seen: list[tuple[int, int, int]] = []
+    monkeypatch.setattr(scale, "freeze_long_lived", lambda: seen.append(gc.get_threshold()))
+    profile = scale.ScaleProfile(
+        decisions=(ScaleSettings(nodes=40, warm=4, cold=1, reference_every=2, reference_cold=0),),
+        gang=GangSettings(nodes=400, warm=2, cold=1, volcano=0, pods=4),
+        memory=None,
+    )
+    scale.run(profile, lambda _: None)
+    placer = (gc_tuning.GEN0_THRESHOLD, gc_tuning.GEN1_THRESHOLD, gc_tuning.GEN2_THRESHOLD)
+    assert seen == [placer, placer]  # once the decision index is built, once the gang index is
+    assert gc.get_threshold() == before

@@ -28,11 +28,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _run(args: argparse.Namespace) -> int:
     from engine import Mode
     from services.placer.service import run_placer
+    from topoplace.gc_tuning import freeze_long_lived, tune_collector
 
     try:
         settings = Settings.from_env()
         mode = Mode(args.mode)
-        run_until_signalled(lambda stop: run_placer(settings, mode=mode, stop=stop))
+        tune_collector()  # no full collection inside a decision: see topoplace/gc_tuning.py
+        run_until_signalled(lambda stop: run_placer(settings, mode=mode, stop=stop, on_caught_up=freeze_long_lived))
     except ConfigError as exc:
         print(f"topoplace placer: {exc}", file=sys.stderr)
         return 2

@@ -1,16 +1,23 @@
 """NVIDIA's default-mode set search: the best-connected set of usable GPUs (exact optimum,
 ties broken to keep whole NVLink groups idle), per NUMA node when the pod asks for one.
 
-Sets are found by lookup (engine/node/search_table.py) where a topology allows, else by the
-bounded branch-and-bound (engine/node/search.py); pair tables are kept per wiring.
+Sets are found by the cheapest exact path the problem's size allows: a formula on uniform nodes,
+lookup in a node's subset table (engine/node/search_table.py) once the topology's searches have paid
+for building it, enumeration where the sets are few (engine/node/search_enumerate.py), else the
+bounded branch-and-bound (engine/node/search.py). All answer by the same key; pair tables are kept
+per wiring.
 """
 
 from __future__ import annotations
+
+import itertools
+from math import comb
 
 from engine.core.memo import BoundedCache
 from engine.node.policy import NodeMeasures, NodePolicy
 from engine.node.registry import VendorContext
 from engine.node.search import SOLVED_BOUND, SearchResult, best_subset, problem_key
+from engine.node.search_enumerate import enumerable, enumerate_best
 from engine.node.search_table import TABLE_DEVICES, SubsetTable, table_best, uniform_best
 from engine.node.vendor import (
     NodeScratch,
@@ -32,11 +39,17 @@ from schemas.topology import Device, Vendor
 PAIR_TABLE_BOUND = 1_024
 # ~5 MB per 16-GPU topology once every request size was asked; a fleet has a few machine types.
 TOPOLOGY_SETS_BOUND = 32
+# A subset table costs about 0.07 us an entry to build (2^n entries: ~5 ms at 16 GPUs); walking C(g, k) sets
+# about 0.05-0.3 us a set per chosen device. Until a topology's searches have paid for its table
+# (TABLE_ENTRIES_PER_SEARCH entries a search: a 16-GPU node's waits for its 33rd search, a node of up to 11
+# GPUs has it at the second), a problem whose walk is cheaper than building (C(g, k) * k <= 2^n) is walked.
+# Both answer alike (the same sets, runners-up and counts), so which path a search took never shows.
+TABLE_ENTRIES_PER_SEARCH = 2_048
 
 
 class SetSearch:
     """The set search of one engine's NVIDIA plugin, and what it keeps: pair tables and subset tables per
-    wiring, solved branch-and-bound problems (all in the engine's memo, bounded)."""
+    wiring, solved branch-and-bound and enumerated problems (all in the engine's memo, bounded)."""
 
     def __init__(self, context: VendorContext) -> None:
         self.memo = context.memo
@@ -45,6 +58,8 @@ class SetSearch:
         self._pair_tables: BoundedCache[tuple[int, int], PairTable] = self.memo.table(PAIR_TABLE_BOUND)
         self._topology_sets: BoundedCache[tuple[int, int], _TopologySets] = self.memo.table(TOPOLOGY_SETS_BOUND)
         self._solved: BoundedCache[tuple[object, ...], SearchResult] = self.memo.table(SOLVED_BOUND)
+        # the same answers again, by the node's wiring and the problem's positions in its pair table
+        self._searched: BoundedCache[tuple[object, ...], SearchResult] = self.memo.table(SOLVED_BOUND)
 
     def pair_table(self, scratch: NodeScratch) -> PairTable:
         node = scratch.node
@@ -56,11 +71,11 @@ class SetSearch:
         """The best k of `members` (pair-table positions, in preference order) by search.py's key.
 
         `idle_positions`: the node's idle GPUs whose links the remainder keeps (None: no remainder term).
-        Uniform nodes and nodes of at most TABLE_DEVICES GPUs are answered by lookup (search_table.py,
-        unless the limits say otherwise); larger ones by the bounded branch-and-bound, which is also the
-        reference for both."""
+        Unless the limits say otherwise, uniform nodes are answered by formula, nodes of at most TABLE_DEVICES
+        GPUs by lookup once their table is built, few sets by enumeration; the rest by the bounded
+        branch-and-bound, which is also the reference for all of them."""
+        node = scratch.node
         if self.limits.table_search:
-            node = scratch.node
             sets = self.memo.remembered(
                 self._topology_sets, lambda: self.keys.wiring_key(node), lambda: _TopologySets(table)
             )
@@ -68,9 +83,21 @@ class SetSearch:
                 idle = set(idle_positions or ())
                 count = len(idle) if idle_positions is not None else None
                 return uniform_best(sets.uniform, k, [p in idle for p in members], count)
-            if len(table.indices) <= TABLE_DEVICES:
+            subsets = sets.table(len(members), k)
+            if subsets is not None:
                 idle_mask = sum(1 << p for p in idle_positions) if idle_positions is not None else None
-                return table_best(sets.table(), k, members, idle_mask)
+                return table_best(subsets, k, members, idle_mask)
+        # Keyed by positions in the wiring's pair table: O(g) to build where the weights are O(g^2)
+        # (the branch-and-bound's own memo, by weights, then shares answers between wirings).
+        return self.memo.remembered(
+            self._searched,
+            lambda: (self.keys.wiring_key(node), tuple(members), k, _frozen(idle_positions)),
+            lambda: self._search(table, members, k, idle_positions),
+        )
+
+    def _search(self, table: PairTable, members: list[int], k: int, idle_positions: list[int] | None) -> SearchResult:
+        if self.limits.table_search and (enumerable(len(members), k) or len(table.indices) <= TABLE_DEVICES):
+            return enumerate_best(table.scores, members, k, idle_positions)
         weights = [[table.scores[p][q] for q in members] for p in members]
         if idle_positions is None:
             return self._best_subset(weights, k, None, None)
@@ -89,6 +116,10 @@ class SetSearch:
             lambda: problem_key(weights, k, cut_degree, idle, cap),
             lambda: best_subset(weights, k, cut_degree=cut_degree, idle=idle, cap=cap),
         )
+
+
+def _frozen(positions: list[int] | None) -> tuple[int, ...] | None:
+    return None if positions is None else tuple(positions)
 
 
 def _pairs(scratch: NodeScratch) -> PairTable:
@@ -175,11 +206,12 @@ def _best_in_group(
     protect: bool,
 ) -> SetChoice:
     k = request.count
-    pos = [table.position(d.index) for d in group]
-    idle_positions = [table.position(i) for i in sorted(idle)]
+    where = {index: p for p, index in enumerate(table.indices)}  # PairTable.position, one pass for all
+    pos = [where[d.index] for d in group]
+    idle_positions = [where[i] for i in sorted(idle)]
     result = sets.best_sets(scratch, table, pos, k, idle_positions if protect else None)
     chosen = sorted((group[p] for p in result.best.positions), key=lambda d: d.index)
-    idle_before = table.set_score(sorted(idle))
+    idle_before = _pair_sum(table, idle_positions)
     if not result.exact:
         scratch.warn(f"search bound hit after {result.expanded} branches: best set found, not proven optimal")
     runners = tuple(
@@ -207,18 +239,36 @@ def _best_in_group(
 
 
 class _TopologySets:
-    """What the set search keeps per topology: whether every pair scores the same, and the subset table."""
+    """What the set search keeps per topology: whether every pair scores the same, and the subset table
+    (built once the topology's searches have paid for it; never above TABLE_DEVICES)."""
 
     def __init__(self, pairs: PairTable) -> None:
         self.pairs = pairs
-        values = {score for p, row in enumerate(pairs.scores) for q, score in enumerate(row) if q != p}
+        values: set[int] = set(itertools.chain.from_iterable(pairs.scores))
+        if len(values) <= 2:  # the diagonal's 0 and at most one other score: look off the diagonal alone
+            values = set()
+            for p, row in enumerate(pairs.scores):
+                values.update(row[:p], row[p + 1 :])
         self.uniform: int | None = next(iter(values)) if len(values) == 1 else None
-        self._table: SubsetTable | None = None  # built on first need: uniform nodes never need it
+        self._table: SubsetTable | None = None
+        self._searches = 0
 
-    def table(self) -> SubsetTable:
-        if self._table is None:
-            self._table = SubsetTable(self.pairs.scores)
+    def table(self, g: int, k: int) -> SubsetTable | None:
+        """The subset table for a search of k among g; None where there is none (above TABLE_DEVICES) or where,
+        the table not yet paid for, walking the sets costs less than building it."""
+        n = len(self.pairs.indices)
+        if self._table is None and n <= TABLE_DEVICES:
+            self._searches += 1
+            paid = 1 << n <= TABLE_ENTRIES_PER_SEARCH * (self._searches - 1)
+            if paid or comb(g, k) * k > 1 << n:
+                self._table = SubsetTable(self.pairs.scores)
         return self._table
+
+
+def _pair_sum(table: PairTable, positions: list[int]) -> int:
+    """The pair-score sum of the devices at `positions` (PairTable.set_score, by position)."""
+    rows = table.scores
+    return sum(rows[p][q] for x, p in enumerate(positions) for q in positions[x + 1 :])
 
 
 def _why_lost(best_internal: int, best_cut: int, internal: int, cut: int) -> str:
