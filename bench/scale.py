@@ -156,6 +156,13 @@ def figures(results: ScaleResults) -> list[Figure]:
                 ),
             )
         )
+    out += _memory_figures(results)
+    return out
+
+
+def _memory_figures(results: ScaleResults) -> list[Figure]:
+    """The placer's peak RSS at 10,000 nodes, or why it was not measured."""
+    out: list[Figure] = []
     if results.memory is not None:
         m = results.memory
         out.append(

@@ -66,13 +66,16 @@ class NodeKeys:
         return (self._devices.id_of(node.devices), self._links_id(node.links))
 
     def wiring_key(self, node: NodeState) -> tuple[int, int]:
-        """Equal for two nodes whose devices are wired alike: indices, vendors, NVSwitch links and links.
+        """Equal for two nodes whose devices are wired alike: indices, vendors, NVSwitch links, NUMA nodes
+        (they break ties between NVLink pairs printed without a PCIe path) and links.
 
         What pair scores depend on, and nothing else: UUIDs, models, memory and health do not change
         how two devices are connected, so nodes that differ only there share their pair tables."""
         found = self._wiring_seen.get(node.devices)
         if found is None:
-            found = self._wiring.id_of(tuple((d.index, d.vendor.value, d.nvswitch_links) for d in node.devices))
+            found = self._wiring.id_of(
+                tuple((d.index, d.vendor.value, d.nvswitch_links, d.numa_node) for d in node.devices)
+            )
             self._wiring_seen.put(node.devices, found)
         return (found, self._links_id(node.links))
 

@@ -5,6 +5,7 @@ Each expectation is derived in the comment next to it from the rules in docs/eng
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from engine_builders import fixture_node, gpu, indices, matrix_links, node, place, pod, snapshot
 
@@ -252,3 +253,17 @@ def test_numa_binding_unschedulable_in_both_modes() -> None:
     hami = place(snap, request, Mode.HAMI)
     assert hami.node is None
     assert hami.alternatives[0].reason == "HAMi's walk found 1 usable GPU on one NUMA node, 2 requested"
+
+
+def test_nodes_wired_alike_on_other_numa_nodes_do_not_share_their_pair_scores() -> None:
+    # On the DGX H100 print, an NVSwitch pair has no PCIe path: its NUMA nodes break the tie. A node
+    # wired alike whose GPUs 3 and 4 share a NUMA node (and 5, 6 do not) must pair 3 with 4, even in an
+    # engine that already scored the first node's wiring.
+    first = fixture_node("a", "dgx-h100", busy=[0, 1, 2, 7])
+    regrouped = tuple(msgspec.structs.replace(d, numa_node=0 if d.index <= 4 else 1) for d in first.devices)
+    second = msgspec.structs.replace(fixture_node("b", "dgx-h100", busy=[0, 1, 2, 7]), devices=regrouped)
+    engine = Engine()
+    assert indices(engine.place(snapshot(first), pod(2, policy="topology-aware")).devices) == [4, 5]
+    shared = engine.place(snapshot(second), pod(2, policy="topology-aware"))
+    fresh = Engine().place(snapshot(second), pod(2, policy="topology-aware"))
+    assert indices(shared.devices) == indices(fresh.devices) == [3, 4]
