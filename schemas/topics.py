@@ -138,6 +138,14 @@ RESOURCE_TAINT_RULES = Topic(
     compacted=True,
     description="DRA DeviceTaintRules: taints on the devices each selects (cluster watcher).",
 )
+DISRUPTION_BUDGETS = Topic(
+    name="disruption.budgets",
+    event=events.DisruptionBudgetEvent,
+    key="<namespace>/<name>",
+    compacted=True,
+    partitions=1,
+    description="PodDisruptionBudgets: the disruptions each still allows, which preemption respects (cluster watcher).",
+)
 PODS_PENDING = Topic(
     name="pods.pending",
     event=events.PendingPodEvent,
@@ -192,6 +200,7 @@ ALL: tuple[Topic, ...] = (
     NAMESPACES,
     RESOURCE_CLASSES,
     RESOURCE_TAINT_RULES,
+    DISRUPTION_BUDGETS,
     PODS_PENDING,
     GANGS_PENDING,
     PODS_LIFECYCLE,

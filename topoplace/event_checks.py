@@ -30,6 +30,7 @@ from schemas.events import (
     DeviceClassEvent,
     DeviceTaintRuleEvent,
     DeviceUsageEvent,
+    DisruptionBudgetEvent,
     Event,
     HyperNodeEvent,
     NamespaceEvent,
@@ -119,6 +120,12 @@ def check_named(key: str | None, event: Event) -> None:
     _keyed_by("name", key, event.name)
 
 
+def check_budget(key: str | None, event: Event) -> None:
+    """PodDisruptionBudgets, keyed by "<namespace>/<name>"."""
+    assert isinstance(event, DisruptionBudgetEvent)
+    _keyed_by("namespace/name", key, event.key)
+
+
 EDGE_CHECKS: Mapping[str, EventCheck] = {
     topics.TOPOLOGY_NODES.name: check_topology,
     topics.USAGE_DEVICES.name: check_usage,
@@ -130,6 +137,7 @@ EDGE_CHECKS: Mapping[str, EventCheck] = {
     topics.RESOURCE_CLASSES.name: check_named,
     topics.RESOURCE_TAINT_RULES.name: check_named,
     topics.PODS_LIFECYCLE.name: check_lifecycle,
+    topics.DISRUPTION_BUDGETS.name: check_budget,
 }
 
 

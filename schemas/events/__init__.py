@@ -14,6 +14,7 @@ One module per family of topics; every name is re-exported here, so
     resources.py     resources.slices, resources.claims (DRA)
     gangs.py         gangs.pending, gangs.placements
     decisions.py     placements, bindings
+    disruption.py    disruption.budgets (PodDisruptionBudgets)
     dead_letters.py  <topic>.dlq
 """
 
@@ -28,7 +29,9 @@ from schemas.events.decisions import (
     BindingOutcome,
     PlacementEvent,
     PlacementOutcome,
+    PreemptionVictim,
 )
+from schemas.events.disruption import DisruptionBudgetEvent
 from schemas.events.gangs import (
     GangPlacementEvent,
     NetworkConstraint,
@@ -71,6 +74,7 @@ __all__ = [
     "DeviceAssignment",
     "DeviceUsage",
     "DeviceUsageEvent",
+    "DisruptionBudgetEvent",
     "Event",
     "GangPlacementEvent",
     "GangRef",
@@ -89,6 +93,7 @@ __all__ = [
     "PlacementEvent",
     "PlacementOutcome",
     "PodLifecycleEvent",
+    "PreemptionVictim",
     "ResourceSliceEvent",
     "RunningMember",
     "SubGroupPolicy",

@@ -77,6 +77,8 @@ METHODS: dict[str, tuple[str, str, str]] = {
     "replace_namespaced_resource_claim_status": (DRA, "resourceclaims/status", "update"),
     "list_resource_claim_template_for_all_namespaces": (DRA, "resourceclaimtemplates", "list"),
     "patch_namespaced_lease": (COORDINATION, "leases", "patch"),
+    "list_pod_disruption_budget_for_all_namespaces": ("policy", "poddisruptionbudgets", "list"),
+    "delete_namespaced_pod": (CORE, "pods", "delete"),
 }
 # Library classes that call the API on our behalf: naming one counts as making its calls.
 LIBRARY_CALLS: dict[str, tuple[tuple[str, str, str], ...]] = {

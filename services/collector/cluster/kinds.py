@@ -26,6 +26,7 @@ from schemas.events import (
     AllocatedClaimEvent,
     DeviceClassEvent,
     DeviceTaintRuleEvent,
+    DisruptionBudgetEvent,
     Event,
     HyperNodeEvent,
     LifecyclePhase,
@@ -36,7 +37,7 @@ from schemas.events import (
     TopologyLevelsEvent,
 )
 from schemas.seal import DecisionKey
-from services.collector.cluster import dra, trackers, workloads
+from services.collector.cluster import disruption, dra, trackers, workloads
 from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
 from services.collector.cluster.trackers import KeyedTracker, Outcome, PodTracker
 from topoplace.informer import ListFunction
@@ -134,6 +135,7 @@ class Trackers:
         self.claims_of_pods = ClaimsOfPods(self.claims, self.pods)
         self.classes = dra.class_tracker()
         self.taint_rules = dra.taint_rule_tracker()
+        self.budgets = disruption.budget_tracker()
 
 
 def _always(_obj: object) -> bool:
@@ -324,6 +326,15 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         api_group=DRA_GROUP,
         seed=_keyed_seed(lambda t: t.taint_rules, DeviceTaintRuleEvent, lambda e: e.name),
         seeded_from=topics.RESOURCE_TAINT_RULES,
+    ),
+    WatchedKind[disruption.PodDisruptionBudget](
+        "poddisruptionbudgets",  # what preemption must respect
+        disruption.PodDisruptionBudget,
+        lambda api: [("poddisruptionbudgets", client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces)],
+        lambda t: t.budgets,
+        disruption.budget_key,
+        seed=_keyed_seed(lambda t: t.budgets, DisruptionBudgetEvent, lambda e: e.key),
+        seeded_from=topics.DISRUPTION_BUDGETS,
     ),
 )
 # The compacted topics whose records seed the trackers at start, in the table's order.

@@ -59,6 +59,7 @@ PUBLISHED_TOPICS = (
     topics.NAMESPACES,
     topics.RESOURCE_CLASSES,
     topics.RESOURCE_TAINT_RULES,
+    topics.DISRUPTION_BUDGETS,
 )
 
 log = logging.getLogger(__name__)
