@@ -53,6 +53,7 @@ FOLLOWED_TOPICS: tuple[topics.Topic, ...] = (
     topics.NAMESPACES,
     topics.RESOURCE_CLASSES,
     topics.RESOURCE_TAINT_RULES,
+    topics.DISRUPTION_BUDGETS,
     topics.PODS_LIFECYCLE,
     topics.PLACEMENTS,
     topics.GANG_PLACEMENTS,

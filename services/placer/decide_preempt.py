@@ -1,0 +1,74 @@
+"""A pod that fits nowhere: wait for the victims of its nomination, or make room (preemption.py).
+
+Returns the UNSCHEDULABLE decision to publish with the node the pod is nominated to and the
+victims to evict; None when eviction cannot help (the caller reports the pod unschedulable, with
+the engine's reason added).
+"""
+
+from __future__ import annotations
+
+from engine import Engine, Mode, PodRequest
+from schemas.events import PendingPodEvent, PlacementEvent, PlacementOutcome, PreemptionVictim
+from services.placer.preemption import PreemptionInput, make_room
+from services.placer.requests import decision_id
+from services.placer.view import ClusterView
+
+
+def nominated_placement(
+    pending: PendingPodEvent,
+    *,
+    attempt: int,
+    node: str,
+    victims: tuple[PreemptionVictim, ...],
+    reason: str,
+    now: float,
+) -> PlacementEvent:
+    """The decision that nominates the pod to `node` once `victims` are gone (none: still waiting)."""
+    return PlacementEvent(
+        decision_id=decision_id(pending.uid, pending.resource_version, attempt, node, ()),
+        uid=pending.uid,
+        namespace=pending.namespace,
+        name=pending.name,
+        pod_resource_version=pending.resource_version,
+        outcome=PlacementOutcome.UNSCHEDULABLE,
+        reason=reason,
+        gang=pending.gang,
+        requests=dict(pending.requests),
+        decided_at=now,
+        nominated_node=node,
+        victims=victims,
+        priority=pending.priority,
+    )
+
+
+def preempt_for(
+    view: ClusterView,
+    pending: PendingPodEvent,
+    request: PodRequest,
+    *,
+    engine: Engine,
+    mode: Mode,
+    attempt: int,
+    now: float,
+) -> tuple[PlacementEvent | None, str]:
+    """(the nominating decision, or None and why preemption did not help)."""
+    nominated = view.nominations.of(pending.uid, now)
+    if nominated is not None:
+        waiting = [uid for uid in nominated.victims if view.running_node(uid) == nominated.node]
+        if waiting:
+            reason = f"waiting for {len(waiting)} pod(s) evicted for it to terminate on node {nominated.node}"
+            return None, reason
+    seen = PreemptionInput(
+        snapshot=view.snapshot(),
+        running=view.running_pods(),
+        budgets=view.budgets(),
+        nominations=tuple(view.nominations.live(now)),
+    )
+    node, victims, why = make_room(pending, request, seen, engine=engine, mode=mode, nominated=nominated)
+    if not node:
+        return None, why
+    names = ", ".join(f"{v.namespace}/{v.name}" for v in victims)
+    reason = f"preempting {len(victims)} lower-priority pod(s) on node {node}: {names}"
+    placement = nominated_placement(pending, attempt=attempt, node=node, victims=victims, reason=reason, now=now)
+    view.nominations.apply_placement(placement)  # held at once, before the topic echoes it
+    return placement, ""
