@@ -13,6 +13,7 @@ KAFKA_BOOTSTRAP = "KAFKA_BOOTSTRAP"
 KAFKA_IDEMPOTENCE = "TOPOPLACE_KAFKA_IDEMPOTENCE"
 EMBEDDED_BROKER = "TOPOPLACE_EMBEDDED_BROKER"
 TOPOLOGY_REPUBLISH = "TOPOPLACE_TOPOLOGY_REPUBLISH_SECONDS"
+NOMINATION_SECONDS = "TOPOPLACE_NOMINATION_SECONDS"
 KUBE_API_URL = "TOPOPLACE_KUBE_API_URL"
 KUBECONFIG = "KUBECONFIG"
 SCHEDULER_NAME = "TOPOPLACE_SCHEDULER_NAME"
@@ -53,6 +54,7 @@ ENV_VARS: tuple[str, ...] = (
     KAFKA_IDEMPOTENCE,
     EMBEDDED_BROKER,
     TOPOLOGY_REPUBLISH,
+    NOMINATION_SECONDS,
     KUBE_API_URL,
     KUBECONFIG,
     SCHEDULER_NAME,
@@ -155,6 +157,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     kafka_security: KafkaSecurity = KafkaSecurity()  # TLS / SASL of every Kafka client; its password is masked
     topic_durability: TopicDurability = TopicDurability()  # replicas of the topics a service creates
     topology_republish_seconds: float = 60.0  # the node agent sends an unchanged topology again this often
+    nomination_seconds: float = 300.0  # how long a preemption's freed room is held for the nominated pod
     kube_api_url: str | None = None
     kubeconfig: str | None = None
     scheduler_name: str = "topoplace"
@@ -197,6 +200,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             kafka_idempotence=idempotence,
             embedded_broker=_bool(environ, EMBEDDED_BROKER, default=False),
             topology_republish_seconds=_positive_seconds(environ, TOPOLOGY_REPUBLISH, default=60.0),
+            nomination_seconds=_positive_seconds(environ, NOMINATION_SECONDS, default=300.0),
             kube_api_url=kube_api_url,
             kubeconfig=_optional(environ, KUBECONFIG),
             scheduler_name=_name(environ, SCHEDULER_NAME, "topoplace"),

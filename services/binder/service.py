@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import urllib.request
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -42,7 +43,9 @@ from services.binder.metrics import (
     UNSEALED_PODS,
 )
 from services.binder.pod_reader import PodReader
+from services.binder.preemption import PreemptionExecutor
 from services.binder.reporting import PodReporter
+from services.binder.reservations import HeldRoom, Reservations
 from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
 from topoplace import kube, telemetry
 from topoplace.config import Settings
@@ -236,8 +239,16 @@ def _binder_run(
         claims=claims,
         decision_key=decision_key,
     )
+    reservations = Reservations(hold_seconds=settings.nomination_seconds, pod_gone=cluster.knows_gone)
+    preemption = PreemptionExecutor(core, cluster, reservations, component=settings.scheduler_name, policy=policy)
     steps = BindingSteps(
-        ledger=ledger, binder=binder, reporter=reporter, cluster=cluster, reader=PodReader(core, policy=policy)
+        ledger=ledger,
+        binder=binder,
+        reporter=reporter,
+        cluster=cluster,
+        reader=PodReader(core, policy=policy),
+        preemption=preemption,
+        held=HeldRoom(reservations, cluster, time.time),
     )
     tracer = telemetry.get_tracer("topoplace.binder", service=SERVICE)
     placements = PlacementHandler(steps=steps, producer=producer, tracer=tracer)

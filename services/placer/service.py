@@ -352,6 +352,7 @@ async def run_placer(
             node_policy=settings.node_policy,
             default_enforcement=Enforcement(settings.enforcement) if settings.enforcement else None,
         )
+        service.decider.view.nominations.ttl = settings.nomination_seconds
 
         def working() -> None:
             metrics.CAUGHT_UP.set(1)
