@@ -77,6 +77,7 @@ class PlacementEvent(Event, frozen=True, kw_only=True):
     nominated_node: str = ""
     victims: tuple[PreemptionVictim, ...] = ()
     priority: int = 0
+    nominated_devices: tuple[DeviceAssignment, ...] = ()  # the devices it gets there once they are gone
 
 
 # --- bindings (key = pod uid) ---------------------------------------------------------------

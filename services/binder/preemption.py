@@ -119,6 +119,8 @@ class PreemptionExecutor:
         # The devices the victims hold by their seals; a victim whose devices are not known holds the node's.
         known = [view.devices for _, view in evict]
         freed = None if any(d is None for d in known) else frozenset(a.index for d in known for a in d or ())
+        if freed is not None:  # and those the placer chose for the preemptor there
+            freed |= {d.index for d in placement.nominated_devices}
         who = f"{placement.namespace}/{placement.name}"
         self._reservations.reserve(placement.uid, who, node, preemptor.priority, freed, len(evict), self._clock())
         try:

@@ -58,8 +58,8 @@ class Reservations:
     ) -> None:
         """Hold `devices` on `node` for the preemptor (again: the hold grows, its clock restarts)."""
         known = self._by_preemptor.get(preemptor)
-        if known is not None and known.node == node and known.devices is not None and devices is not None:
-            devices = known.devices | devices
+        if known is not None and known.node == node:  # again (a re-delivery, a restart): the hold only grows
+            devices = None if known.devices is None or devices is None else known.devices | devices
             victims += known.victims
         self._by_preemptor[preemptor] = Reservation(
             preemptor=preemptor,

@@ -8,8 +8,8 @@ the engine's reason added).
 from __future__ import annotations
 
 from engine import Engine, Mode, PodRequest
-from schemas.events import PendingPodEvent, PlacementEvent, PlacementOutcome, PreemptionVictim
-from services.placer.preemption import PreemptionInput, make_room
+from schemas.events import PendingPodEvent, PlacementEvent, PlacementOutcome
+from services.placer.preemption import PreemptionInput, Room, make_room
 from services.placer.requests import decision_id
 from services.placer.view import ClusterView
 
@@ -18,14 +18,13 @@ def nominated_placement(
     pending: PendingPodEvent,
     *,
     attempt: int,
-    node: str,
-    victims: tuple[PreemptionVictim, ...],
+    room: Room,
     reason: str,
     now: float,
 ) -> PlacementEvent:
-    """The decision that nominates the pod to `node` once `victims` are gone (none: still waiting)."""
+    """The decision that nominates the pod to the room's node once its victims are gone."""
     return PlacementEvent(
-        decision_id=decision_id(pending.uid, pending.resource_version, attempt, node, ()),
+        decision_id=decision_id(pending.uid, pending.resource_version, attempt, room.node, room.devices),
         uid=pending.uid,
         namespace=pending.namespace,
         name=pending.name,
@@ -35,9 +34,10 @@ def nominated_placement(
         gang=pending.gang,
         requests=dict(pending.requests),
         decided_at=now,
-        nominated_node=node,
-        victims=victims,
+        nominated_node=room.node,
+        victims=room.victims,
         priority=pending.priority,
+        nominated_devices=room.devices,
     )
 
 
@@ -64,11 +64,11 @@ def preempt_for(
         budgets=view.budgets(),
         nominations=tuple(view.nominations.live(now)),
     )
-    node, victims, why = make_room(pending, request, seen, engine=engine, mode=mode, nominated=nominated)
-    if not node:
-        return None, why
-    names = ", ".join(f"{v.namespace}/{v.name}" for v in victims)
-    reason = f"preempting {len(victims)} lower-priority pod(s) on node {node}: {names}"
-    placement = nominated_placement(pending, attempt=attempt, node=node, victims=victims, reason=reason, now=now)
+    room = make_room(pending, request, seen, engine=engine, mode=mode, nominated=nominated)
+    if not room.node:
+        return None, room.reason
+    names = ", ".join(f"{v.namespace}/{v.name}" for v in room.victims)
+    reason = f"preempting {len(room.victims)} lower-priority pod(s) on node {room.node}: {names}"
+    placement = nominated_placement(pending, attempt=attempt, room=room, reason=reason, now=now)
     view.nominations.apply_placement(placement)  # held at once, before the topic echoes it
     return placement, ""

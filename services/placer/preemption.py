@@ -17,15 +17,20 @@ Nominations are rebuilt from the placements topic, which the placer replays from
 
 from __future__ import annotations
 
+import math
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import msgspec
 
-from engine import ClusterIndex, Engine, Mode, PodRequest, Snapshot
+from engine import Allocation, ClusterIndex, Engine, Mode, NodeState, PodRequest, Snapshot
 from engine.decide.preempt import DisruptionBudget, Preemptor, RunningPod
 from engine.decide.preempt.nominated import with_nominated
 from schemas.events import (
+    BindingEvent,
+    BindingOutcome,
+    DeviceAssignment,
     DisruptionBudgetEvent,
     LifecyclePhase,
     PendingPodEvent,
@@ -36,6 +41,7 @@ from schemas.events import (
 )
 
 DEFAULT_NOMINATION_SECONDS = 300.0
+SETTLED_BOUND = 200_000  # pods remembered as placed, bound or deleted (uid and time), the oldest go first
 
 
 class Nomination(msgspec.Struct, frozen=True, kw_only=True):
@@ -49,6 +55,8 @@ class Nomination(msgspec.Struct, frozen=True, kw_only=True):
     requests: dict[str, str]
     victims: tuple[str, ...]  # uids
     decided_at: float
+    decision_id: str = ""
+    devices: tuple[DeviceAssignment, ...] = ()  # the devices it gets there: held from others too
 
 
 class Nominations:
@@ -57,12 +65,23 @@ class Nominations:
     def __init__(self, ttl: float = DEFAULT_NOMINATION_SECONDS) -> None:
         self.ttl = ttl
         self._by_uid: dict[str, Nomination] = {}
+        # When each pod was placed (decided_at), or inf once bound or deleted: a nomination decided
+        # before that is over. Placements are keyed by node, nominations by pod: replayed from
+        # different partitions, a nomination may come after the placement that ended it.
+        self._settled: OrderedDict[str, float] = OrderedDict()
+
+    def _settle(self, uid: str, at: float) -> None:
+        self._by_uid.pop(uid, None)
+        self._settled[uid] = max(at, self._settled.get(uid, at))
+        self._settled.move_to_end(uid)
+        while len(self._settled) > SETTLED_BOUND:
+            self._settled.popitem(last=False)
 
     def apply_placement(self, event: PlacementEvent) -> None:
         if event.outcome is PlacementOutcome.PLACED:
-            self._by_uid.pop(event.uid, None)  # placed: the held room becomes its own
+            self._settle(event.uid, event.decided_at)  # placed: the held room becomes its own
             return
-        if not event.nominated_node:
+        if not event.nominated_node or event.decided_at <= self._settled.get(event.uid, -math.inf):
             return
         known = self._by_uid.get(event.uid)
         if known is not None and known.decided_at > event.decided_at:
@@ -79,15 +98,24 @@ class Nominations:
             requests=dict(event.requests),
             victims=victims,
             decided_at=event.decided_at,
+            decision_id=event.decision_id,
+            devices=event.nominated_devices or (known.devices if known is not None else ()),
         )
 
     def apply_lifecycle(self, event: PodLifecycleEvent) -> None:
         """A pod bound or deleted is no longer nominated."""
         if event.phase is LifecyclePhase.DELETED or event.node:
-            self._by_uid.pop(event.uid, None)
+            self._settle(event.uid, math.inf)
+
+    def apply_binding(self, event: BindingEvent) -> None:
+        """The binder could not carry the preemption out (conflict, failed): its victims may never go."""
+        known = self._by_uid.get(event.uid)
+        refused = event.outcome in (BindingOutcome.CONFLICT, BindingOutcome.FAILED)
+        if known is not None and refused and known.decision_id == event.decision_id:
+            del self._by_uid[event.uid]
 
     def forget(self, uid: str) -> None:
-        self._by_uid.pop(uid, None)
+        self._settle(uid, math.inf)
 
     def live(self, now: float) -> list[Nomination]:
         return [n for _, n in sorted(self._by_uid.items()) if now - n.decided_at <= self.ttl]
@@ -121,14 +149,27 @@ def holding_nominated(
         yield index
         return
     before = [index.node(name) for name in names]
-    held = with_nominated(Snapshot(nodes=tuple(before)), held_room(nominations), priority, own)
+    holding = [n for n in nominations if n.priority >= priority and f"{n.namespace}/{n.name}" != own]
+    held = with_nominated(Snapshot(nodes=tuple(before)), held_room(holding), priority, own)
     try:
         for node in held.nodes:
-            index.upsert(node)
+            index.upsert(_with_devices(node, holding))
         yield index
     finally:
         for node in before:
             index.upsert(node)
+
+
+def _with_devices(node: NodeState, nominations: Sequence[Nomination]) -> NodeState:
+    """The node with the devices each nominated pod gets there allocated to it (the engine counts a
+    device pod's room by devices, not by its extended-resource request)."""
+    extra = tuple(
+        Allocation(pod_uid=n.uid, index=d.index, memory_mib=d.memory_mib, cores=d.cores)
+        for n in nominations
+        if n.node == node.name
+        for d in n.devices
+    )
+    return msgspec.structs.replace(node, allocations=node.allocations + extra) if extra else node
 
 
 def budget_of(event: DisruptionBudgetEvent) -> DisruptionBudget:
@@ -165,6 +206,16 @@ class PreemptionInput(msgspec.Struct, frozen=True, kw_only=True):
     nominations: tuple[Nomination, ...]
 
 
+class Room(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a pod is nominated once `victims` are gone and the devices it gets there; `node` "": none,
+    and `reason` says why (the engine's words)."""
+
+    node: str = ""
+    victims: tuple[PreemptionVictim, ...] = ()
+    devices: tuple[DeviceAssignment, ...] = ()
+    reason: str = ""
+
+
 def make_room(
     pending: PendingPodEvent,
     request: PodRequest,
@@ -173,15 +224,15 @@ def make_room(
     engine: Engine,
     mode: Mode,
     nominated: Nomination | None,
-) -> tuple[str, tuple[PreemptionVictim, ...], str]:
-    """(node, victims, reason): where the pod is nominated once `victims` are gone ("" and the engine's
-    reason, in kube's words, when eviction cannot help or the pod may not preempt)."""
+) -> Room:
+    """Where the pod runs by evicting lower-priority pods, and which (Engine.preempt)."""
     evicting = {uid for n in seen.nominations for uid in n.victims}
     running = [running_pod(e, evicting=e.uid in evicting) for e in seen.running]
     by_key = {p.key: e for p, e in zip(running, seen.running, strict=True)}
     own = f"{pending.namespace}/{pending.name}"
-    others = [n for n in seen.nominations if n.uid != pending.uid]
-    snapshot = with_nominated(seen.snapshot, held_room(others), pending.priority, own)
+    others = [n for n in seen.nominations if n.uid != pending.uid and n.priority >= pending.priority]
+    counted = with_nominated(seen.snapshot, held_room(others), pending.priority, own)
+    snapshot = msgspec.structs.replace(counted, nodes=tuple(_with_devices(n, others) for n in counted.nodes))
     preemptor = Preemptor(
         request=request,
         priority=pending.priority,
@@ -191,7 +242,9 @@ def make_room(
     budgets = [budget_of(b) for b in seen.budgets]
     found = engine.preempt(snapshot, preemptor, running, budgets, mode)
     if found.node is None:
-        return "", (), found.reason
+        return Room(reason=found.reason)
+    if not found.victims:  # it fits there without evicting anyone: pods left since it was decided
+        return Room(reason="preemption: a node has room now; the pod is decided again")
     victims = tuple(
         PreemptionVictim(
             uid=by_key[v.pod].uid,
@@ -202,4 +255,5 @@ def make_room(
         )
         for v in found.victims
     )
-    return found.node, victims, ""
+    devices = found.decision.devices if found.decision is not None else ()
+    return Room(node=found.node, victims=victims, devices=devices)

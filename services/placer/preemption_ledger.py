@@ -1,13 +1,13 @@
 """The placer view's part for preemption: nominations, PodDisruptionBudgets, the pods running.
 
-Nominations ride on the placements and pods.lifecycle topics (preemption.py's `Nominations`);
+Nominations ride on the placements, bindings and pods.lifecycle topics (preemption.py's `Nominations`);
 budgets come on disruption.budgets. The view's rows (view.py's VIEW_TOPICS) call these
 handlers, which then hand the event on to the pod ledger.
 """
 
 from __future__ import annotations
 
-from schemas.events import DisruptionBudgetEvent, LifecyclePhase, PlacementEvent, PodLifecycleEvent
+from schemas.events import BindingEvent, DisruptionBudgetEvent, LifecyclePhase, PlacementEvent, PodLifecycleEvent
 from services.placer.holdings import ViewChange
 from services.placer.pod_ledger import PodLedger
 from services.placer.preemption import Nominations
@@ -28,6 +28,10 @@ class PreemptionLedger(PodLedger):
     def _apply_decision(self, event: PlacementEvent) -> ViewChange:
         self.nominations.apply_placement(event)
         return self._apply_placement(event)
+
+    def _apply_answer(self, event: BindingEvent) -> ViewChange:
+        self.nominations.apply_binding(event)
+        return self._apply_binding(event)
 
     def _apply_pod(self, event: PodLifecycleEvent) -> ViewChange:
         self.nominations.apply_lifecycle(event)

@@ -356,7 +356,7 @@ VIEW_TOPICS: tuple[ViewTopic, ...] = (
     ViewTopic(topics.DISRUPTION_BUDGETS, ClusterView._apply_budget, ClusterView._budget_gone),
     ViewTopic(topics.PODS_LIFECYCLE, ClusterView._apply_pod, ClusterView._pod_gone),
     ViewTopic(topics.PLACEMENTS, ClusterView._apply_decision),
-    ViewTopic(topics.BINDINGS, ClusterView._apply_binding),
+    ViewTopic(topics.BINDINGS, ClusterView._apply_answer),
 )
 _BY_EVENT = {row.topic.event: row for row in VIEW_TOPICS}
 _BY_TOPIC = {row.topic.name: row for row in VIEW_TOPICS}

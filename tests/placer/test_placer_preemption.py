@@ -8,6 +8,8 @@ from placer_builders import GPU, pending, status
 
 from engine import Engine
 from schemas.events import (
+    BindingEvent,
+    BindingOutcome,
     DeviceAssignment,
     DisruptionBudgetEvent,
     LabelSelector,
@@ -138,3 +140,38 @@ def test_a_restarted_placer_rebuilds_the_nomination_from_the_placements_topic() 
     restarted.on_event(gone("b", "n"))
     thief = restarted.on_pending(pending("thief", 2, priority=2), now=102.0).placement
     assert thief is not None and thief.outcome is PlacementOutcome.UNSCHEDULABLE
+
+
+def test_a_preemption_the_binder_refused_waits_for_no_victim() -> None:
+    """The binder answered the nominating decision with a conflict: its victims will not go, so the pod is
+    decided afresh (and may preempt again) instead of waiting for them."""
+    decider = full_node()
+    nominating = decider.on_pending(pending("hi", 4, priority=10), now=100.0).placement
+    assert nominating is not None
+    refused = BindingEvent(
+        decision_id=nominating.decision_id,
+        uid="hi",
+        namespace="default",
+        name="pod-hi",
+        outcome=BindingOutcome.CONFLICT,
+        reason="preemption refused",
+    )
+    decider.on_event(refused, now=101.0)
+    assert decider.view.nominations.live(101.0) == []
+    again = decider.on_pending(pending("hi", 4, priority=10, rv="2"), now=102.0).placement
+    assert again is not None and again.victims  # not "waiting"
+
+
+def test_a_nomination_replayed_after_the_placement_that_ended_it_holds_nothing() -> None:
+    """Nominations (keyed by pod) and placements (keyed by node) are replayed from different partitions:
+    a nomination read after the pod's later placement is over, and holds no room."""
+    first = full_node()
+    nominating = first.on_pending(pending("hi", 4, priority=10), now=100.0).placement
+    first.on_event(gone("a", "n"))
+    first.on_event(gone("b", "n"))
+    placed = first.on_pending(pending("hi", 4, priority=10, rv="2"), now=104.0).placement
+    assert nominating is not None and placed is not None and placed.outcome is PlacementOutcome.PLACED
+    restarted = full_node()
+    restarted.on_event(placed, now=105.0)
+    restarted.on_event(nominating, now=105.0)
+    assert restarted.view.nominations.live(106.0) == []
