@@ -227,8 +227,11 @@ def make_room(
 ) -> Room:
     """Where the pod runs by evicting lower-priority pods, and which (Engine.preempt)."""
     evicting = {uid for n in seen.nominations for uid in n.victims}
-    running = [running_pod(e, evicting=e.uid in evicting) for e in seen.running]
-    by_key = {p.key: e for p, e in zip(running, seen.running, strict=True)}
+    # A gang member is no victim of a single pod: evicting it could leave its gang below minMember
+    # (whole-gang victims are the engine's gang preemption); it only holds its room.
+    candidates = [e for e in seen.running if not e.gang]
+    running = [running_pod(e, evicting=e.uid in evicting) for e in candidates]
+    by_key = {p.key: e for p, e in zip(running, candidates, strict=True)}
     own = f"{pending.namespace}/{pending.name}"
     others = [n for n in seen.nominations if n.uid != pending.uid and n.priority >= pending.priority]
     counted = with_nominated(seen.snapshot, held_room(others), pending.priority, own)

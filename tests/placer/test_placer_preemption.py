@@ -175,3 +175,14 @@ def test_a_nomination_replayed_after_the_placement_that_ended_it_holds_nothing()
     restarted.on_event(placed, now=105.0)
     restarted.on_event(nominating, now=105.0)
     assert restarted.view.nominations.live(106.0) == []
+
+
+def test_a_gang_member_is_never_a_victim_of_a_single_pod() -> None:
+    """Evicting one member could leave its gang below minMember: b and c, in a gang, stay; the pod waits."""
+    decider = Decider(engine=Engine())
+    decider.on_event(two_quads("n"))
+    decider.on_event(status("n", allocatable={GPU: "8", "cpu": "64", "memory": "512Gi", "pods": "110"}))
+    for name, (gpus, priority) in HOLDERS.items():
+        decider.on_event(bound(name, "n", gpus, priority, gang="default/g" if name in ("a", "b", "c") else ""))
+    placement = decider.on_pending(pending("hi", 4, priority=10), now=100.0).placement
+    assert placement is not None and not placement.victims and not placement.nominated_node
