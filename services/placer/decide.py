@@ -298,7 +298,7 @@ class Decider:
                     FollowUp(placement=p, cause=Cause.REPLAN, origin=ticket.origin)
                     for p in self._replan(ticket, rejected, now)
                 ]
-        if change.capacity_grew or change.dropped or change.pods_moved:
+        if change.capacity_grew or change.dropped or change.pods_moved or change.reported:
             self.parking.queue_helped(growth)
             out += self._retry_parked(now)
             out += self._retry_parked_gangs(now)
@@ -342,9 +342,12 @@ class Decider:
         placed: list[FollowUp] = []
         for ticket in self.parking.take_ready(RETRY_BUDGET):
             result = self._decide(ticket.pending, now)
-            # Still unschedulable: parked again, its backoff doubled; nothing new said (it was reported).
+            # Still unschedulable: parked again, its backoff doubled; nothing new said (it was reported),
+            # unless it now preempts: its victims are news the binder must hear.
             self._file(ticket.pending, result.placement, ticket.origin)
-            if result.placement is not None and result.placement.outcome is PlacementOutcome.PLACED:
+            if result.placement is not None and (
+                result.placement.outcome is PlacementOutcome.PLACED or result.placement.victims
+            ):
                 placed.append(FollowUp(placement=result.placement, cause=Cause.RETRY, origin=ticket.origin))
         return placed
 
@@ -387,6 +390,8 @@ def _pod_growth(change: ViewChange) -> Growth:
     """A pod that left frees its host resources (and devices); one that came, left or changed may
     let a pod held by pod affinity or spread in (a pod that only came frees nothing else)."""
     growth = Growth.PODS if change.pods_moved else Growth.NONE
+    if change.reported:
+        growth |= Growth.REPORTED
     if change.capacity_grew or change.dropped:
         growth |= Growth.HOST | (Growth.DEVICES if change.devices_freed else Growth.NONE)
     return growth

@@ -1,14 +1,16 @@
 """A pod that fits nowhere: wait for the victims of its nomination, or make room (preemption.py).
 
 Returns the UNSCHEDULABLE decision to publish with the node the pod is nominated to and the
-victims to evict; None when eviction cannot help (the caller reports the pod unschedulable, with
-the engine's reason added).
+victims to evict; None when eviction cannot help, or when the node it would choose holds pods
+decided there but not yet reported bound (the caller reports the pod unschedulable, with the
+reason added).
 """
 
 from __future__ import annotations
 
 from engine import Engine, Mode, PodRequest
 from schemas.events import PendingPodEvent, PlacementEvent, PlacementOutcome
+from services.placer.parking import AWAITING_REPORT
 from services.placer.preemption import PreemptionInput, Room, make_room
 from services.placer.requests import decision_id
 from services.placer.view import ClusterView
@@ -67,6 +69,12 @@ def preempt_for(
     room = make_room(pending, request, seen, engine=engine, mode=mode, nominated=nominated)
     if not room.node:
         return None, room.reason
+    # A pod decided onto that node but not yet reported bound holds devices there that preemption
+    # cannot weigh (no priority, labels or start time): victims chosen without it may break a budget
+    # or free no usable set. Its report wakes the pod again (parking's REPORTED).
+    unreported = view.unreported_on(room.node, but=pending.uid)
+    if unreported:
+        return None, f"{AWAITING_REPORT} {len(unreported)} pod(s) decided on node {room.node} before choosing victims"
     names = ", ".join(f"{v.namespace}/{v.name}" for v in room.victims)
     reason = f"preempting {len(room.victims)} lower-priority pod(s) on node {room.node}: {names}"
     placement = nominated_placement(pending, attempt=attempt, room=room, reason=reason, now=now)

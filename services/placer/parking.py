@@ -10,7 +10,8 @@ backoff queue and queueing hints are the model):
   ResourceSlice helps pods with claims; a pod leaving a node helps pods that
   lacked its host resources (cpu, memory, a pod slot); a pod coming, leaving or
   changing on a node helps pods with pod (anti-)affinity or spread, or held by
-  running pods' anti-affinity;
+  running pods' anti-affinity; a pod decided onto a node being reported there
+  helps a preemption that waited to know every pod of that node;
 - a queued pod is decided again only once its backoff has passed: 1 s after its
   first failure, doubling up to 10 s (podInitialBackoffSeconds, podMaxBackoffSeconds);
 - each event or tick re-decides at most a budget of queued pods, higher priority
@@ -53,6 +54,8 @@ MAX_PARKED_S = 300.0  # podMaxInUnschedulablePodsDuration: then retried whatever
 
 _INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9./_-]+)")
 TOO_MANY_PODS = "Too many pods"
+# A preemption's reason while the node it would choose holds pods decided but not yet reported bound.
+AWAITING_REPORT = "waiting for the cluster to report"
 
 
 class Growth(enum.Flag):
@@ -64,6 +67,7 @@ class Growth(enum.Flag):
     CLAIMS = enum.auto()  # a DRA ResourceSlice added or changed
     HOST = enum.auto()  # a pod's requests left a node: cpu, memory, a pod slot
     PODS = enum.auto()  # a pod came to, left or changed on a node (its labels, pod affinity): affinity, spread
+    REPORTED = enum.auto()  # a pod decided onto a node is now reported there by the cluster
 
 
 class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,6 +77,7 @@ class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
     claims: bool = False
     host: bool = False  # its reason names a host resource it lacked
     pods: bool = False  # it has pod (anti-)affinity or spread constraints, or running pods' anti-affinity held it
+    reported: bool = False  # its preemption waits for the cluster to report the pods decided onto a node
 
     def helped_by(self, growth: Growth) -> bool:
         return bool(
@@ -81,6 +86,7 @@ class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
             or (growth & Growth.CLAIMS and self.claims)
             or (growth & Growth.HOST and self.host)
             or (growth & Growth.PODS and self.pods)
+            or (growth & Growth.REPORTED and self.reported)
         )
 
 
@@ -96,7 +102,8 @@ def retry_hint(pending: PendingPodEvent, reason: str) -> RetryHint:
     lacked = _INSUFFICIENT.findall(reason)
     host = TOO_MANY_PODS in reason or any("/" not in name for name in lacked) or (bool(lacked) and not asks_devices)
     pods = pending.affinities is not None or bool(pending.topology_spread_constraints) or "affinity" in reason
-    return RetryHint(devices=asks_devices, claims=bool(pending.claims), host=host, pods=pods)
+    reported = AWAITING_REPORT in reason
+    return RetryHint(devices=asks_devices, claims=bool(pending.claims), host=host, pods=pods, reported=reported)
 
 
 def _nonzero(quantity: str) -> bool:

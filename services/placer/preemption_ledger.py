@@ -7,8 +7,10 @@ handlers, which then hand the event on to the pod ledger.
 
 from __future__ import annotations
 
+import msgspec
+
 from schemas.events import BindingEvent, DisruptionBudgetEvent, LifecyclePhase, PlacementEvent, PodLifecycleEvent
-from services.placer.holdings import ViewChange
+from services.placer.holdings import HoldingState, ViewChange
 from services.placer.pod_ledger import PodLedger
 from services.placer.preemption import Nominations
 
@@ -35,7 +37,22 @@ class PreemptionLedger(PodLedger):
 
     def _apply_pod(self, event: PodLifecycleEvent) -> ViewChange:
         self.nominations.apply_lifecycle(event)
-        return self._apply_lifecycle(event)
+        facts = self._pods.get(event.uid)
+        decided_only = facts is not None and facts.lifecycle is None and bool(facts.outstanding())
+        change = self._apply_lifecycle(event)
+        if decided_only and event.phase is LifecyclePhase.BOUND and event.node:
+            return msgspec.structs.replace(change, reported=True)
+        return change
+
+    def unreported_on(self, node: str, *, but: str) -> list[str]:
+        """Pods decided onto `node` (assumed or confirmed) that the cluster has not reported there yet,
+        `but` aside: their devices count as held, but preemption cannot weigh them as victims."""
+        return sorted(
+            h.pod_uid
+            for facts in self._pods_on(node)
+            for h in facts.holdings()
+            if h.node == node and h.state is not HoldingState.BOUND and h.pod_uid != but
+        )
 
     def _pod_gone(self, uid: str) -> ViewChange:
         self.nominations.forget(uid)

@@ -4,7 +4,7 @@ devices they free), the room is held for it from lower-priority pods, it waits f
 from __future__ import annotations
 
 import msgspec
-from placer_builders import GPU, pending, status
+from placer_builders import GPU, FakeClock, pending, status
 
 from engine import Engine
 from schemas.events import (
@@ -15,6 +15,7 @@ from schemas.events import (
     LabelSelector,
     LifecyclePhase,
     NodeTopologyEvent,
+    PlacementEvent,
     PlacementOutcome,
     PodLifecycleEvent,
 )
@@ -186,3 +187,35 @@ def test_a_gang_member_is_never_a_victim_of_a_single_pod() -> None:
         decider.on_event(bound(name, "n", gpus, priority, gang="default/g" if name in ("a", "b", "c") else ""))
     placement = decider.on_pending(pending("hi", 4, priority=10), now=100.0).placement
     assert placement is not None and not placement.victims and not placement.nominated_node
+
+
+def test_a_preemption_waits_until_the_cluster_reports_the_pods_decided_on_its_node() -> None:
+    """d was decided onto the node but the cluster has not reported it bound yet: its GPUs are held, yet it
+    cannot be weighed as a victim (no priority, labels or start time known). Choosing without it would
+    evict a and b, breaking a's budget, as the only quad then freeable; the pod waits instead, and d's
+    report wakes it: c and d go."""
+    clock = FakeClock()
+    decider = Decider(engine=Engine(), clock=clock)
+    decider.on_event(two_quads("n"))
+    decider.on_event(status("n", allocatable={GPU: "8", "cpu": "64", "memory": "512Gi", "pods": "110"}))
+    for name in ("a", "b", "c"):
+        gpus, priority = HOLDERS[name]
+        decider.on_event(bound(name, "n", gpus, priority, labels={"app": "db"} if name == "a" else {}))
+    decider.on_event(
+        DisruptionBudgetEvent(
+            namespace="default", name="db", selector=LabelSelector(match_labels={"app": "db"}), disruptions_allowed=0
+        )
+    )
+    decided = decider.on_pending(pending("d", 2, priority=6), now=90.0).placement
+    assert decided is not None and decided.outcome is PlacementOutcome.PLACED
+    assert sorted(d.index for d in decided.devices) == [6, 7]
+    waiting = decider.on_pending(pending("hi", 4, priority=10), now=100.0).placement
+    assert waiting is not None and not waiting.victims and not waiting.nominated_node
+    assert "waiting for the cluster to report 1 pod(s) decided on node n" in waiting.reason
+    clock.advance(10.0)  # past the parked pod's backoff
+    reported = bound("d", "n", (6, 7), 6)
+    follow_ups = decider.on_event(msgspec.structs.replace(reported, uid="d", name=decided.name), now=102.0)
+    [retried] = [f.placement for f in follow_ups if isinstance(f.placement, PlacementEvent)]
+    assert retried.uid == "hi" and retried.nominated_node == "n"
+    assert sorted(v.name for v in retried.victims) == ["c", decided.name]
+    assert not any(v.violates_budget for v in retried.victims)
