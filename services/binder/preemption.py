@@ -10,8 +10,8 @@ preemptor (reservations.py) before any write; the preemptor gets status.nominate
 pods of lower priority nominated to the same node lose theirs; each victim gets the condition
 DisruptionTarget (True, reason PreemptionByScheduler), is deleted with its uid as precondition
 (a pod re-created under the name is never touched) and its own grace period, and gets a
-`Preempted` Event. Every step is idempotent: a crash anywhere re-delivers the placement, which
-does the rest.
+`Preempted` Event (retried: the one record of why the pod went). Every step is idempotent: a
+crash anywhere re-delivers the placement, which does the rest.
 """
 
 from __future__ import annotations
@@ -182,7 +182,8 @@ class PreemptionExecutor:
     async def _preempted_event(
         self, victim: PreemptionVictim, placement: PlacementEvent, now: datetime.datetime
     ) -> None:
-        """kube's `Preempted` Event on the victim (best effort: the eviction stands without it)."""
+        """kube's `Preempted` Event on the victim, retried as the other writes are (the Event is the one
+        record of why the pod went); past the retries, best effort: the eviction stands without it."""
         about = PlacementEvent(
             decision_id=placement.decision_id,
             uid=victim.uid,
@@ -195,10 +196,20 @@ class PreemptionExecutor:
         body = pod_event(
             about, reason=PREEMPTED, event_type="Normal", message=message, component=self._component, now=now
         )
+        call = functools.partial(
+            self._core.create_namespaced_event,
+            victim.namespace,
+            body,
+            _preload_content=False,
+            _request_timeout=self._policy.request_timeout_seconds,
+        )
         try:
-            await self._core.create_namespaced_event(
-                victim.namespace, body, _request_timeout=self._policy.request_timeout_seconds
-            )
+            await call_with_retry("create event", functools.partial(raw_call, call), RetryBudget(self._policy))
+        except ApiException as exc:
+            if exc.status == 409:
+                return  # an earlier try was written and its reply lost: the Event is there
+            metrics.EVENTS_FAILED.inc()
+            log.warning("binder.event_failed", extra={"fields": {"reason": PREEMPTED, "error": api_error_text(exc)}})
         except Exception as exc:  # noqa: BLE001 — best effort, like every Event
             metrics.EVENTS_FAILED.inc()
             log.warning("binder.event_failed", extra={"fields": {"reason": PREEMPTED, "error": repr(exc)}})

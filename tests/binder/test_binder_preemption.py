@@ -215,3 +215,20 @@ async def test_victims_evicted_for_a_preemptor_never_bound_count_as_wasted(
     taken = await binder.handle(placement_for(third, node, devices(0, 1)))
     assert taken.outcome is BindingOutcome.BOUND, taken.reason
     assert metric("topoplace_binder_wasted_preemptions_total") == wasted + 2
+
+
+async def test_a_preempted_event_that_fails_once_is_written_again(
+    kube_api: KubeApiServer, core: client.CoreV1Api, watched: WatchedCluster, proxy: FaultProxy, clock: Clock
+) -> None:
+    """The Event is the one record of why a victim went: a transient failure (or a lost reply) is retried."""
+    binder = Binder(core, watched, clock)
+    node = new_node(kube_api, watched)
+    a, b = await running_pods(kube_api, binder, watched, node, (0, 1), (2, 3))
+    preemptor = pod(kube_api, "high")
+    await watched.until(lambda: watched.cluster.pod(preemptor["metadata"]["uid"]) is not None)
+    proxy.fail("POST", "/namespaces/default/events", 503)
+    proxy.fail("POST", "/namespaces/default/events", 500, forward_first=True)  # written, its reply lost
+    answer = await binder.handle(nominating(preemptor, node, a, b))
+    assert answer.outcome is BindingOutcome.UNSCHEDULABLE, answer.reason
+    events = [e for e in kube_api.store.list("events")[0] if e.get("reason") == "Preempted"]
+    assert sorted(e["involvedObject"]["uid"] for e in events) == sorted(p["metadata"]["uid"] for p in (a, b))
