@@ -166,6 +166,14 @@ STORAGE_CSINODES = Topic(
     compacted=True,
     description="Every CSINode: the volumes each CSI driver may attach to its node (cluster watcher).",
 )
+DISRUPTION_BUDGETS = Topic(
+    name="disruption.budgets",
+    event=events.DisruptionBudgetEvent,
+    key="<namespace>/<name>",
+    compacted=True,
+    partitions=1,
+    description="PodDisruptionBudgets: the disruptions each still allows, which preemption respects (cluster watcher).",
+)
 PODS_PENDING = Topic(
     name="pods.pending",
     event=events.PendingPodEvent,
@@ -224,6 +232,7 @@ ALL: tuple[Topic, ...] = (
     STORAGE_VOLUMES,
     STORAGE_CLASSES,
     STORAGE_CSINODES,
+    DISRUPTION_BUDGETS,
     PODS_PENDING,
     GANGS_PENDING,
     PODS_LIFECYCLE,

@@ -7,6 +7,16 @@ from collections.abc import Mapping
 
 import msgspec
 
+from topoplace.env_values import ConfigError as ConfigError
+from topoplace.env_values import choice as _choice
+from topoplace.env_values import flag as _bool
+from topoplace.env_values import name as _name
+from topoplace.env_values import name_or_none as _name_or_none
+from topoplace.env_values import optional as _optional
+from topoplace.env_values import port as _port
+from topoplace.env_values import positive_int as _positive_int
+from topoplace.env_values import positive_seconds as _positive_seconds
+from topoplace.env_values import url as _url
 from topoplace.kafka.security import SECURITY_ENV_VARS, KafkaSecurity, Secret, SecurityConfigError, security_from_env
 
 KAFKA_BOOTSTRAP = "KAFKA_BOOTSTRAP"
@@ -14,6 +24,7 @@ KAFKA_IDEMPOTENCE = "TOPOPLACE_KAFKA_IDEMPOTENCE"
 EMBEDDED_BROKER = "TOPOPLACE_EMBEDDED_BROKER"
 TOPOLOGY_REPUBLISH = "TOPOPLACE_TOPOLOGY_REPUBLISH_SECONDS"
 VOLUME_BIND_TIMEOUT = "TOPOPLACE_VOLUME_BIND_TIMEOUT_SECONDS"
+NOMINATION_SECONDS = "TOPOPLACE_NOMINATION_SECONDS"
 KUBE_API_URL = "TOPOPLACE_KUBE_API_URL"
 KUBECONFIG = "KUBECONFIG"
 SCHEDULER_NAME = "TOPOPLACE_SCHEDULER_NAME"
@@ -55,6 +66,7 @@ ENV_VARS: tuple[str, ...] = (
     EMBEDDED_BROKER,
     TOPOLOGY_REPUBLISH,
     VOLUME_BIND_TIMEOUT,
+    NOMINATION_SECONDS,
     KUBE_API_URL,
     KUBECONFIG,
     SCHEDULER_NAME,
@@ -83,17 +95,6 @@ ENV_VARS: tuple[str, ...] = (
 )
 
 LOG_LEVELS: tuple[str, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
-
-
-class ConfigError(ValueError):
-    """A configuration variable has a value the services cannot use."""
-
-    def __init__(self, variable: str, reason: str) -> None:
-        super().__init__(f"{variable}: {reason}")
-        self.variable = variable
-        self.reason = reason
 
 
 class TopicDurability(msgspec.Struct, frozen=True, kw_only=True):
@@ -157,6 +158,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     kafka_security: KafkaSecurity = KafkaSecurity()  # TLS / SASL of every Kafka client; its password is masked
     topic_durability: TopicDurability = TopicDurability()  # replicas of the topics a service creates
     topology_republish_seconds: float = 60.0  # the node agent sends an unchanged topology again this often
+    nomination_seconds: float = 300.0  # how long a preemption's freed room is held for the nominated pod
     kube_api_url: str | None = None
     kubeconfig: str | None = None
     scheduler_name: str = "topoplace"
@@ -201,6 +203,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             kafka_idempotence=idempotence,
             embedded_broker=_bool(environ, EMBEDDED_BROKER, default=False),
             topology_republish_seconds=_positive_seconds(environ, TOPOLOGY_REPUBLISH, default=60.0),
+            nomination_seconds=_positive_seconds(environ, NOMINATION_SECONDS, default=300.0),
             kube_api_url=kube_api_url,
             kubeconfig=_optional(environ, KUBECONFIG),
             scheduler_name=_name(environ, SCHEDULER_NAME, "topoplace"),
@@ -236,66 +239,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return f"{self.consumer_group_prefix}-{service.removeprefix('topoplace-')}"
 
 
-def _optional(environ: Mapping[str, str], variable: str) -> str | None:
-    value = environ.get(variable, "").strip()
-    return value or None
-
-
-def _url(environ: Mapping[str, str], variable: str) -> str | None:
-    value = _optional(environ, variable)
-    if value is not None and not value.startswith(("http://", "https://")):
-        raise ConfigError(variable, f"must be an http:// or https:// URL, got {value!r}")
-    return value
-
-
-def _choice(environ: Mapping[str, str], variable: str, choices: tuple[str, ...]) -> str | None:
-    value = _optional(environ, variable)
-    if value is not None and value not in choices:
-        raise ConfigError(variable, f"must be one of {', '.join(choices)}, got {value!r}")
-    return value
-
-
 def _enforcement(environ: Mapping[str, str]) -> str | None:
     value = _choice(environ, ENFORCEMENT, ENFORCEMENT_CHOICES)
     return None if value == "auto" else value
-
-
-def _name(environ: Mapping[str, str], variable: str, default: str) -> str:
-    value = _optional(environ, variable)
-    if value is None:
-        return default
-    if any(ch.isspace() for ch in value):
-        raise ConfigError(variable, f"must not contain spaces, got {value!r}")
-    return value
-
-
-def _name_or_none(environ: Mapping[str, str], variable: str) -> str | None:
-    return _name(environ, variable, "") or None
-
-
-def _bool(environ: Mapping[str, str], variable: str, *, default: bool) -> bool:
-    value = _optional(environ, variable)
-    if value is None:
-        return default
-    lowered = value.lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ConfigError(variable, f"must be one of true/false/1/0/yes/no/on/off, got {value!r}")
-
-
-def _positive_seconds(environ: Mapping[str, str], variable: str, *, default: float) -> float:
-    value = _optional(environ, variable)
-    if value is None:
-        return default
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise ConfigError(variable, f"must be a number of seconds, got {value!r}") from None
-    if not seconds > 0 or seconds == float("inf"):
-        raise ConfigError(variable, f"must be a positive number of seconds, got {value!r}")
-    return seconds
 
 
 def _lease_timings(environ: Mapping[str, str]) -> LeaseTimings:
@@ -310,32 +256,6 @@ def _lease_timings(environ: Mapping[str, str]) -> LeaseTimings:
         )
     except LeaseTimingError as exc:
         raise ConfigError(", ".join(exc.variables), exc.reason) from None
-
-
-def _port(environ: Mapping[str, str], variable: str) -> int:
-    value = _optional(environ, variable)
-    if value is None:
-        return 0
-    try:
-        port = int(value)
-    except ValueError:
-        raise ConfigError(variable, f"must be an integer port, got {value!r}") from None
-    if not 0 <= port <= 65535:
-        raise ConfigError(variable, f"must be between 0 and 65535, got {port}")
-    return port
-
-
-def _positive_int(environ: Mapping[str, str], variable: str) -> int | None:
-    value = _optional(environ, variable)
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise ConfigError(variable, f"must be a positive integer, got {value!r}") from None
-    if number < 1:
-        raise ConfigError(variable, f"must be a positive integer, got {number}")
-    return number
 
 
 def _topic_durability(environ: Mapping[str, str]) -> TopicDurability:

@@ -31,6 +31,7 @@ from schemas.events import (
     DeviceClassEvent,
     DeviceTaintRuleEvent,
     DeviceUsageEvent,
+    DisruptionBudgetEvent,
     Event,
     HyperNodeEvent,
     NamespaceEvent,
@@ -146,6 +147,12 @@ def check_csi_node(key: str | None, event: Event) -> None:
     _keyed_by("node", key, event.node)
 
 
+def check_budget(key: str | None, event: Event) -> None:
+    """PodDisruptionBudgets, keyed by "<namespace>/<name>"."""
+    assert isinstance(event, DisruptionBudgetEvent)
+    _keyed_by("namespace/name", key, event.key)
+
+
 EDGE_CHECKS: Mapping[str, EventCheck] = {
     topics.TOPOLOGY_NODES.name: check_topology,
     topics.USAGE_DEVICES.name: check_usage,
@@ -161,6 +168,7 @@ EDGE_CHECKS: Mapping[str, EventCheck] = {
     topics.STORAGE_VOLUMES.name: check_storage_named,
     topics.STORAGE_CLASSES.name: check_storage_named,
     topics.STORAGE_CSINODES.name: check_csi_node,
+    topics.DISRUPTION_BUDGETS.name: check_budget,
 }
 
 

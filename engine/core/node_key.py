@@ -51,7 +51,7 @@ class NodeKeys:
         self._links_seen: IdentityCache[tuple[Link, ...], int] = memo.identity(TOPOLOGY_BOUND)
         self._states: Interner[tuple[object, ...]] = memo.interner(NODE_BOUND)
         self._nodes_seen: IdentityCache[NodeState, int] = memo.identity(NODE_BOUND)
-        self._wiring: Interner[tuple[tuple[int, str, int], ...]] = memo.interner(TOPOLOGY_BOUND)
+        self._wiring: Interner[tuple[tuple[int, str, int, int | None], ...]] = memo.interner(TOPOLOGY_BOUND)
         self._wiring_seen: IdentityCache[tuple[Device, ...], int] = memo.identity(4 * TOPOLOGY_BOUND)
 
     def _links_id(self, links: tuple[Link, ...]) -> int:

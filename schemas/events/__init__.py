@@ -15,6 +15,7 @@ One module per family of topics; every name is re-exported here, so
     storage.py       storage.claims, storage.volumes, storage.classes, storage.csinodes
     gangs.py         gangs.pending, gangs.placements
     decisions.py     placements, bindings
+    disruption.py    disruption.budgets (PodDisruptionBudgets)
     dead_letters.py  <topic>.dlq
 """
 
@@ -29,7 +30,9 @@ from schemas.events.decisions import (
     BindingOutcome,
     PlacementEvent,
     PlacementOutcome,
+    PreemptionVictim,
 )
+from schemas.events.disruption import DisruptionBudgetEvent
 from schemas.events.gangs import (
     GangPlacementEvent,
     NetworkConstraint,
@@ -74,6 +77,7 @@ __all__ = [
     "DeviceAssignment",
     "DeviceUsage",
     "DeviceUsageEvent",
+    "DisruptionBudgetEvent",
     "Event",
     "GangPlacementEvent",
     "GangRef",
@@ -94,6 +98,7 @@ __all__ = [
     "PlacementEvent",
     "PlacementOutcome",
     "PodLifecycleEvent",
+    "PreemptionVictim",
     "ResourceSliceEvent",
     "RunningMember",
     "StorageClassEvent",

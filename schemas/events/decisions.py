@@ -28,6 +28,16 @@ class Alternative(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
 
 
+class PreemptionVictim(msgspec.Struct, frozen=True, kw_only=True):
+    """A running pod to evict so that a higher-priority pending pod fits on the nominated node."""
+
+    uid: str
+    namespace: str
+    name: str
+    priority: int = 0
+    violates_budget: bool = False  # evicting it goes past a PodDisruptionBudget (kube allows it, last)
+
+
 MAX_ALTERNATIVES = 3  # runners-up a placement carries: enough to explain, small on the wire
 
 
@@ -61,6 +71,13 @@ class PlacementEvent(Event, frozen=True, kw_only=True):
     enforcement: Enforcement = Enforcement.DEVICE_PLUGIN
     # The best few other nodes that fit, best first, and why they lost (at most MAX_ALTERNATIVES).
     alternatives: tuple[Alternative, ...] = ()
+    # Preemption (outcome UNSCHEDULABLE: the pod fits nowhere now): the node it is nominated to once
+    # `victims` are gone, and its priority, which the freed room is held against. A nomination
+    # with no victims says the pod still waits for the victims of an earlier one.
+    nominated_node: str = ""
+    victims: tuple[PreemptionVictim, ...] = ()
+    priority: int = 0
+    nominated_devices: tuple[DeviceAssignment, ...] = ()  # the devices it gets there once they are gone
 
 
 # --- bindings (key = pod uid) ---------------------------------------------------------------

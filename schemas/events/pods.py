@@ -38,7 +38,9 @@ class PendingPodEvent(Event, frozen=True, kw_only=True):
     labels: dict[str, str] = {}
     owner: str = ""  # "<kind>/<name>" of the controlling owner
     gang: GangRef | None = None
-    priority: int = 0
+    priority: int = 0  # spec.priority, as the API server's Priority admission resolved it
+    preemption_policy: str = "PreemptLowerPriority"  # spec.preemptionPolicy ("Never": waits, never preempts)
+    nominated_node: str = ""  # status.nominatedNodeName: a preemption made room for the pod there
     created_at: float = 0.0
     observed_at: float = 0.0
     # Node constraints, as the pod spec gives them (kube-scheduler's filters read them).
@@ -94,10 +96,17 @@ class PodLifecycleEvent(Event, frozen=True, kw_only=True):
     requests: dict[str, str] = {}  # the pod's effective requests (Kubernetes quantities)
     ours: bool = True
     gang: str = ""  # "<namespace>/<group name>" when the pod belongs to a gang
-    # What InterPodAffinity and PodTopologySpread read of a pod on a node: its labels, its pod
-    # (anti-)affinity, and whether it is being deleted (spread no longer counts it).
+    # What InterPodAffinity and PodTopologySpread read of a pod on a node: its labels (which
+    # PodDisruptionBudgets select by too), its pod (anti-)affinity, and whether it is being
+    # deleted (spread no longer counts it).
     labels: dict[str, str] = {}
     affinities: PodAffinities | None = None
     terminating: bool = False
     volume_claims: tuple[str, ...] = ()  # names of the PersistentVolumeClaims it mounts (ReadWriteOncePod in use)
     observed_at: float = 0.0
+    # What preemption weighs a running pod by: spec.priority, status.startTime (seconds since the
+    # epoch; 0: not started), and whether it is already being deleted by a preemption
+    # (deletionTimestamp with DisruptionTarget). PodDisruptionBudgets select by `labels` above.
+    priority: int = 0
+    started_at: float = 0.0
+    terminating_by_preemption: bool = False

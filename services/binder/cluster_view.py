@@ -64,6 +64,23 @@ class ClusterView:
         pod = self._pods.get(uid)
         return pod is not None and pod.node_name == node and not pod.finished
 
+    def nominated_below(self, node: str, priority: int, but: str) -> list[str]:
+        """Pending pods of ours nominated to `node` with a priority below `priority` (preemption clears them)."""
+        return sorted(
+            uid
+            for uid, pod in self._pods.items()
+            if uid != but
+            and pod.nominated_node == node
+            and not pod.node_name
+            and pod.priority < priority
+            and pod.scheduler_name == self.scheduler_name
+        )
+
+    def nominated(self) -> list[tuple[str, PodView]]:
+        """Pending pods nominated to a node (status.nominatedNodeName), by uid."""
+        found = [(uid, pod) for uid, pod in self._pods.items() if pod.nominated_node and not pod.node_name]
+        return sorted(found, key=lambda item: item[0])
+
     def knows_gone(self, uid: str) -> bool:
         """The pod is not in the cluster (or has finished), as far as a synced watch can tell."""
         if not self.pods_synced:

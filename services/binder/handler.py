@@ -50,6 +50,8 @@ from services.binder.placement_checks import (
     pod_refusal,
 )
 from services.binder.pod_reader import PodReader, PodRecord
+from services.binder.preemption import PreemptionExecutor
+from services.binder.reservations import HeldRoom
 from services.binder.retry import RetriesExhausted
 
 log = logging.getLogger(__name__)
@@ -117,12 +119,15 @@ class BindingSteps:
         reporter: Reporter,
         cluster: ClusterView | None = None,
         reader: PodReader | None = None,
+        preemption: PreemptionExecutor | None = None,
+        held: HeldRoom | None = None,
     ) -> None:
         self.ledger = ledger
         self.binder = binder
         self.reporter = reporter
         self.cluster = cluster
         self.reader = reader
+        self.preemption, self.held = preemption, held  # carries out preemptions; the room held for them
 
     def known_pod(self, uid: str) -> PodView | None:
         return None if self.cluster is None else self.cluster.pod(uid)
@@ -191,6 +196,9 @@ class BindingSteps:
             metrics.LEDGER_CONFLICTS.inc()
             why = "; ".join(collisions)
             return refused(Refusal(kind=RefusalKind.LEDGER, outcome=BindingOutcome.CONFLICT, reason=why))
+        held = self.held.refusal(placement) if self.held is not None else None
+        if held is not None:
+            return refused(Refusal(kind=RefusalKind.LEDGER, outcome=BindingOutcome.CONFLICT, reason=held))
         # A DRA placement's devices are the node's ResourceSlices', not an extended resource it advertises.
         if self.cluster is not None and self.cluster.nodes_synced and not placement.claims:
             missing = device_index_problem(
@@ -234,6 +242,8 @@ class BindingSteps:
         """Keep the hold as the pod's binding, or put back what the pod held before."""
         if result.outcome is BindingOutcome.BOUND:
             self.ledger.mark_bound(ticket)
+            if self.held is not None:
+                self.held.reservations.bound(placement.uid)
             if self.cluster is not None:
                 self.cluster.fit.settled_bound(placement.uid)
         else:
@@ -377,6 +387,8 @@ class PlacementHandler:
         if problem is not None:
             return BindResult(outcome=BindingOutcome.FAILED, reason=f"invalid placement: {problem}", attempts=0)
         if placement.outcome is PlacementOutcome.UNSCHEDULABLE:
+            if placement.nominated_node and self._steps.preemption is not None:
+                return await self._steps.preemption.carry_out(placement)
             return BindResult(outcome=BindingOutcome.UNSCHEDULABLE, reason=placement.reason, attempts=0)
         # Asked before the synchronous checks and the hold, which must not be parted by an await.
         answer = await self._steps.look_up_pod(placement)

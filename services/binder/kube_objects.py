@@ -106,6 +106,8 @@ class PodSpec(msgspec.Struct, kw_only=True, rename="camel"):
     affinity: msgspec.Raw = ABSENT
     tolerations: msgspec.Raw = ABSENT
     volumes: list[PodVolume] = []
+    priority: int | None = None  # written by the API server's Priority admission
+    termination_grace_period_seconds: int | None = None
 
     def requests(self) -> dict[str, int]:
         """The pod's effective request per resource, in milli-units (schemas.pod_requests)."""
@@ -123,8 +125,9 @@ def _milli(container: Container) -> dict[str, int]:
     return milli_requests((container.resources.requests if container.resources else None) or {})
 
 
-class PodStatus(msgspec.Struct, kw_only=True):
+class PodStatus(msgspec.Struct, kw_only=True, rename="camel"):
     phase: str = ""
+    nominated_node_name: str = ""
 
 
 class PodObject(msgspec.Struct, kw_only=True):
@@ -150,6 +153,9 @@ class PodObject(msgspec.Struct, kw_only=True):
             phase=self.status.phase,
             requests=self.spec.requests(),
             scheduler_name=sys.intern(self.spec.scheduler_name),  # one copy per name, not per pod
+            priority=self.spec.priority or 0,
+            nominated_node=self.status.nominated_node_name,
+            grace_seconds=self.spec.termination_grace_period_seconds,
         )
 
     def placement_rules(self) -> PlacementRules:

@@ -33,6 +33,22 @@ EVENTS_DROPPED = Counter(
     "topoplace_binder_events_dropped_total",
     "Kubernetes Events given up: retries exhausted, or too many retries in flight.",
 )
+PREEMPTIONS = Counter(
+    "topoplace_binder_preemptions_total",
+    "Preemptions carried out: a pod nominated to a node and lower-priority pods evicted for it.",
+)
+PREEMPTION_VICTIMS = Counter(
+    "topoplace_binder_preemption_victims_total",
+    "Pods evicted (DisruptionTarget, then deleted with their uid as precondition) for a preemptor.",
+)
+WASTED_PREEMPTIONS = Counter(
+    "topoplace_binder_wasted_preemptions_total",
+    "Victims evicted for a preemptor that was not then bound (its room's hold expired, or it went).",
+)
+RESERVATIONS = Gauge(
+    "topoplace_binder_reservations",
+    "Nominated pods whose freed devices the binder holds from other pods.",
+)
 LEDGER_PODS = Gauge(
     "topoplace_binder_ledger_pods",
     "Pods the device ledger knows to hold devices.",

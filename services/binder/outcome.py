@@ -61,6 +61,9 @@ class PodView(msgspec.Struct, frozen=True, kw_only=True):
     phase: str = ""  # Pending, Running, Succeeded, Failed ("" when not known)
     requests: dict[str, int] = {}  # the pod's effective requests, milli-units
     scheduler_name: str = ""  # spec.schedulerName ("" when not known)
+    priority: int = 0  # spec.priority (preemption: only lower-priority pods are evicted)
+    nominated_node: str = ""  # status.nominatedNodeName
+    grace_seconds: int | None = None  # spec.terminationGracePeriodSeconds (a victim is deleted with it)
 
     @property
     def finished(self) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import urllib.request
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -42,7 +43,9 @@ from services.binder.metrics import (
     UNSEALED_PODS,
 )
 from services.binder.pod_reader import PodReader
+from services.binder.preemption import PreemptionExecutor
 from services.binder.reporting import PodReporter
+from services.binder.reservations import HeldRoom, Reservations
 from services.binder.retry import DEFAULT_POLICY, BackoffPolicy
 from services.binder.volume_binding import VolumeBinder
 from services.binder.volume_watch import StorageWatch, watch_storage
@@ -240,8 +243,16 @@ def _binder_run(
         decision_key=decision_key,
         volumes=volume_binder(cluster, core, storage, settings.volume_bind_timeout_seconds),
     )
+    reservations = Reservations(hold_seconds=settings.nomination_seconds, pod_gone=cluster.knows_gone)
+    preemption = PreemptionExecutor(core, cluster, reservations, component=settings.scheduler_name, policy=policy)
     steps = BindingSteps(
-        ledger=ledger, binder=binder, reporter=reporter, cluster=cluster, reader=PodReader(core, policy=policy)
+        ledger=ledger,
+        binder=binder,
+        reporter=reporter,
+        cluster=cluster,
+        reader=PodReader(core, policy=policy),
+        preemption=preemption,
+        held=HeldRoom(reservations, cluster, time.time),
     )
     tracer = telemetry.get_tracer("topoplace.binder", service=SERVICE)
     placements = PlacementHandler(steps=steps, producer=producer, tracer=tracer)

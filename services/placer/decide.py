@@ -38,12 +38,14 @@ from schemas.events import (
 )
 from services.placer.claims import place_claims
 from services.placer.decide_gang import GangResult, decide_gang
+from services.placer.decide_preempt import preempt_for
 from services.placer.dra_allocation import place_allocated, read_whole
 from services.placer.dra_extended import place_extended
 from services.placer.growth import event_growth, tombstone_growth
 from services.placer.parking import GangTicket, Growth, ParkingLot, Ticket, TraceHeaders
+from services.placer.preemption import holding_nominated
 from services.placer.requests import decision_id as decision_id
-from services.placer.requests import held_placement, request_error_text
+from services.placer.requests import held_placement, request_error_text, unschedulable_placement
 from services.placer.requests import pod_request as pod_request
 from services.placer.view import ClusterView, ViewChange
 from services.placer.workload_mix import WorkloadMix
@@ -106,7 +108,9 @@ def decide(
         request = pod_request(pending, node_policy=node_policy, volumes=view.storage.rules_for(pending))
 
         def place_one(request: PodRequest) -> Decision:
-            return engine.place_in(view.index(), request, mode, workload=workload, runners_up=MAX_ALTERNATIVES)
+            own = f"{pending.namespace}/{pending.name}"  # nominated pods' room is held from this one
+            with holding_nominated(view.index(), view.nominations.live(now), pending.priority, own) as index:
+                return engine.place_in(index, request, mode, workload=workload, runners_up=MAX_ALTERNATIVES)
 
         unready = next((c.waiting for c in pending.claims if c.waiting), "")
         claims: tuple[ClaimAllocation, ...] = ()
@@ -125,14 +129,21 @@ def decide(
             )
     except RequestError as exc:
         reason = f"invalid request: {request_error_text(exc)}"
-        return DecideResult(placement=_unschedulable(pending, attempt, reason, 0, now))
+        return DecideResult(placement=unschedulable_placement(pending, attempt, reason, 0, now))
 
     if decision.node is None:
         reason = decision.reason or "no node can host the pod"
+        if not pending.claims:  # DRA claims: eviction does not free a claim's devices here
+            nominating, why = preempt_for(view, pending, request, engine=engine, mode=mode, attempt=attempt, now=now)
+            if nominating is not None:
+                return DecideResult(placement=nominating)
+            reason += f"; {why}"
         waiting = view.nodes_without_status() if not unready else []  # a missing claim is the whole reason
         if waiting:
             reason += f"; {len(waiting)} node(s) still waiting for their status: " + ", ".join(waiting[:5])
-        return DecideResult(placement=_unschedulable(pending, attempt, reason, decision.candidates_considered, now))
+        return DecideResult(
+            placement=unschedulable_placement(pending, attempt, reason, decision.candidates_considered, now)
+        )
 
     placement = _placed(view, pending, decision, claims, attempt, now)
     # Recorded before anything is published, so the next decision cannot reuse these devices.
@@ -288,7 +299,7 @@ class Decider:
                     FollowUp(placement=p, cause=Cause.REPLAN, origin=ticket.origin)
                     for p in self._replan(ticket, rejected, now)
                 ]
-        if change.capacity_grew or change.dropped or change.pods_moved:
+        if change.capacity_grew or change.dropped or change.pods_moved or change.reported:
             self.parking.queue_helped(growth)
             out += self._retry_parked(now)
             out += self._retry_parked_gangs(now)
@@ -322,7 +333,7 @@ class Decider:
                 f" (last: {rejected.outcome.value}: {rejected.reason or 'no reason given'})"
             )
             self.parking.forget([pending.uid])
-            return [_unschedulable(pending, self.view.dropped_decisions(pending.uid), reason, 0, now)]
+            return [unschedulable_placement(pending, self.view.dropped_decisions(pending.uid), reason, 0, now)]
         result = self._decide(pending, now)
         self._file(pending, result.placement, ticket.origin)
         return [result.placement] if result.placement is not None else []
@@ -332,9 +343,12 @@ class Decider:
         placed: list[FollowUp] = []
         for ticket in self.parking.take_ready(RETRY_BUDGET):
             result = self._decide(ticket.pending, now)
-            # Still unschedulable: parked again, its backoff doubled; nothing new said (it was reported).
+            # Still unschedulable: parked again, its backoff doubled; nothing new said (it was reported),
+            # unless it now preempts: its victims are news the binder must hear.
             self._file(ticket.pending, result.placement, ticket.origin)
-            if result.placement is not None and result.placement.outcome is PlacementOutcome.PLACED:
+            if result.placement is not None and (
+                result.placement.outcome is PlacementOutcome.PLACED or result.placement.victims
+            ):
                 placed.append(FollowUp(placement=result.placement, cause=Cause.RETRY, origin=ticket.origin))
         return placed
 
@@ -345,18 +359,3 @@ class Decider:
             self.parking.await_binding(pending, decision_id=placement.decision_id, origin=origin)
         else:
             self.parking.park(pending, decision_id=placement.decision_id, origin=origin, reason=placement.reason)
-
-
-def _unschedulable(pending: PendingPodEvent, attempt: int, reason: str, candidates: int, now: float) -> PlacementEvent:
-    return PlacementEvent(
-        decision_id=decision_id(pending.uid, pending.resource_version, attempt, "", ()),
-        uid=pending.uid,
-        namespace=pending.namespace,
-        name=pending.name,
-        pod_resource_version=pending.resource_version,
-        outcome=PlacementOutcome.UNSCHEDULABLE,
-        reason=reason,
-        candidates_considered=candidates,
-        gang=pending.gang,
-        decided_at=now,
-    )

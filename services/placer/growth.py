@@ -61,6 +61,8 @@ def _pod_growth(change: ViewChange) -> Growth:
     """A pod that left frees its host resources (and devices, and a ReadWriteOncePod claim); one that came,
     left or changed may let a pod held by pod affinity or spread in (a pod that only came frees nothing else)."""
     growth = Growth.PODS if change.pods_moved else Growth.NONE
+    if change.reported:
+        growth |= Growth.REPORTED
     if change.capacity_grew or change.dropped:
         growth |= Growth.HOST | Growth.VOLUMES | (Growth.DEVICES if change.devices_freed else Growth.NONE)
     return growth

@@ -50,6 +50,9 @@ class ViewChange(msgspec.Struct, frozen=True, kw_only=True):
     dropped: tuple[BindingEvent, ...] = ()  # decisions the binder could not apply
     settled: tuple[str, ...] = ()  # pod uids now bound or deleted in the cluster
     pods_moved: bool = False  # a pod came to, left or changed (labels, pod affinity) on a node: affinity, spread
+    # A pod decided onto a node (assumed or confirmed) is now reported there by the cluster: a preemption
+    # that waited for the node's pods to be known may choose its victims.
+    reported: bool = False
 
 
 NO_CHANGE = ViewChange()

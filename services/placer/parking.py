@@ -10,7 +10,8 @@ backoff queue and queueing hints are the model):
   ResourceSlice helps pods with claims or asking an extended resource (KEP-5004); a pod leaving a node helps pods that
   lacked its host resources (cpu, memory, a pod slot); a pod coming, leaving or
   changing on a node helps pods with pod (anti-)affinity or spread, or held by
-  running pods' anti-affinity;
+  running pods' anti-affinity; a pod decided onto a node being reported there
+  helps a preemption that waited to know every pod of that node;
 - a queued pod is decided again only once its backoff has passed: 1 s after its
   first failure, doubling up to 10 s (podInitialBackoffSeconds, podMaxBackoffSeconds);
 - each event or tick re-decides at most a budget of queued pods, higher priority
@@ -53,6 +54,8 @@ MAX_PARKED_S = 300.0  # podMaxInUnschedulablePodsDuration: then retried whatever
 
 _INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9./_-]+)")
 TOO_MANY_PODS = "Too many pods"
+# A preemption's reason while the node it would choose holds pods decided but not yet reported bound.
+AWAITING_REPORT = "waiting for the cluster to report"
 
 
 class Growth(enum.Flag):
@@ -65,6 +68,7 @@ class Growth(enum.Flag):
     HOST = enum.auto()  # a pod's requests left a node: cpu, memory, a pod slot
     PODS = enum.auto()  # a pod came to, left or changed on a node (its labels, pod affinity): affinity, spread
     VOLUMES = enum.auto()  # a PersistentVolumeClaim, PersistentVolume or StorageClass changed
+    REPORTED = enum.auto()  # a pod decided onto a node is now reported there by the cluster
 
 
 class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
@@ -75,6 +79,7 @@ class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
     host: bool = False  # its reason names a host resource it lacked
     pods: bool = False  # it has pod (anti-)affinity or spread constraints, or running pods' anti-affinity held it
     volumes: bool = False  # it mounts PersistentVolumeClaims
+    reported: bool = False  # its preemption waits for the cluster to report the pods decided onto a node
 
     def helped_by(self, growth: Growth) -> bool:
         return bool(
@@ -84,6 +89,7 @@ class RetryHint(msgspec.Struct, frozen=True, kw_only=True):
             or (growth & Growth.HOST and self.host)
             or (growth & Growth.PODS and self.pods)
             or (growth & Growth.VOLUMES and self.volumes)
+            or (growth & Growth.REPORTED and self.reported)
         )
 
 
@@ -101,7 +107,15 @@ def retry_hint(pending: PendingPodEvent, reason: str) -> RetryHint:
     pods = pending.affinities is not None or bool(pending.topology_spread_constraints) or "affinity" in reason
     # a pod asking an extended resource (its containers carried) may be served by DRA's slices (KEP-5004)
     claims = bool(pending.claims) or bool(pending.containers)
-    return RetryHint(devices=asks_devices, claims=claims, host=host, pods=pods, volumes=bool(pending.volume_claims))
+    reported = AWAITING_REPORT in reason
+    return RetryHint(
+        devices=asks_devices,
+        claims=claims,
+        host=host,
+        pods=pods,
+        volumes=bool(pending.volume_claims),
+        reported=reported,
+    )
 
 
 def _nonzero(quantity: str) -> bool:

@@ -92,3 +92,21 @@ def held_placement(holding: Holding, pending: PendingPodEvent, now: float) -> Pl
         requests=dict(pending.requests),
         decided_at=now,
     )
+
+
+def unschedulable_placement(
+    pending: PendingPodEvent, attempt: int, reason: str, candidates: int, now: float
+) -> PlacementEvent:
+    """The decision that the pod fits nowhere now, and why (its id names no node and no devices)."""
+    return PlacementEvent(
+        decision_id=decision_id(pending.uid, pending.resource_version, attempt, "", ()),
+        uid=pending.uid,
+        namespace=pending.namespace,
+        name=pending.name,
+        pod_resource_version=pending.resource_version,
+        outcome=PlacementOutcome.UNSCHEDULABLE,
+        reason=reason,
+        candidates_considered=candidates,
+        gang=pending.gang,
+        decided_at=now,
+    )

@@ -57,6 +57,7 @@ FOLLOWED_TOPICS: tuple[topics.Topic, ...] = (
     topics.STORAGE_VOLUMES,
     topics.STORAGE_CLASSES,
     topics.STORAGE_CSINODES,
+    topics.DISRUPTION_BUDGETS,
     topics.PODS_LIFECYCLE,
     topics.PLACEMENTS,
     topics.GANG_PLACEMENTS,
@@ -358,6 +359,7 @@ async def run_placer(
             node_policy=settings.node_policy,
             default_enforcement=Enforcement(settings.enforcement) if settings.enforcement else None,
         )
+        service.decider.view.nominations.ttl = settings.nomination_seconds
 
         def working() -> None:
             if on_caught_up is not None:

@@ -1,10 +1,10 @@
 """The placer's view of the cluster, rebuilt from the topics; pure and synchronous.
 
 The view is fed every event of the state topics (topology.nodes, usage.devices,
-nodes.status, topology.network, pods.lifecycle, namespaces; for DRA resources.slices and
-resources.claims; for volumes storage.claims, storage.volumes, storage.classes,
-storage.csinodes: storage_view.py) and of placements and bindings, in whatever order the partitions
-deliver them, and turns them into the engine's Snapshot.
+nodes.status, topology.network, pods.lifecycle, namespaces, disruption.budgets; for DRA
+resources.slices and resources.claims; for volumes storage.claims, storage.volumes,
+storage.classes, storage.csinodes: storage_view.py) and of placements and bindings, in
+whatever order the partitions deliver them, and turns them into the engine's Snapshot.
 
 Who holds which device is derived per pod from everything known about it, so
 the result does not depend on the order events arrive in, and a duplicate
@@ -20,8 +20,8 @@ Decisions are keyed by decision_id, so replaying the placements topic after a
 restart rebuilds exactly the assumptions that were outstanding.
 
 What each followed topic's event and tombstone do is the table VIEW_TOPICS at the
-end; the pods' part lives in pod_ledger.py (facts and holdings in holdings.py), one
-node's engine state is built in node_state.py.
+end; the pods' part lives in pod_ledger.py (facts and holdings in holdings.py), preemption's
+(nominations, budgets) in preemption_ledger.py; one node's engine state is built in node_state.py.
 """
 
 from __future__ import annotations
@@ -56,13 +56,13 @@ from services.placer.claims import AllocatedClaims
 from services.placer.dra_allocation import DraCluster
 from services.placer.holdings import NO_CHANGE, Holding, HoldingState, ViewChange
 from services.placer.node_state import node_state, status_problem, unhealthy_devices
-from services.placer.pod_ledger import PodLedger
+from services.placer.preemption_ledger import PreemptionLedger
 from services.placer.storage_view import StorageView
 
 __all__ = ["NO_CHANGE", "ClusterView", "Holding", "HoldingState", "ViewChange"]
 
 
-class ClusterView(PodLedger):
+class ClusterView(PreemptionLedger):
     """Nodes, network tree and device holdings, as the topics describe them.
 
     The engine's cluster index is kept current node by node: an event marks the nodes it
@@ -71,7 +71,7 @@ class ClusterView(PodLedger):
 
     def __init__(self, *, cpu_in_index: bool = False) -> None:
         """`cpu_in_index`: the index reads each node's CPU (the fragmentation policy weighs it)."""
-        super().__init__()  # the pods: who holds what where (pod_ledger.py)
+        super().__init__()  # the pods: who holds what where (pod_ledger.py), nominations and budgets
         self._topologies: dict[str, NodeTopologyEvent] = {}
         self._usage: dict[str, DeviceUsageEvent] = {}
         self._statuses: dict[str, NodeStatusEvent] = {}
@@ -388,9 +388,10 @@ VIEW_TOPICS: tuple[ViewTopic, ...] = (
         lambda v, e: v._storage_changed(v.storage.apply_csi_node(e)),
         lambda v, node: v._storage_changed(v.storage.csi_node_gone(node)),
     ),
-    ViewTopic(topics.PODS_LIFECYCLE, ClusterView._apply_lifecycle, ClusterView._lifecycle_gone),
-    ViewTopic(topics.PLACEMENTS, ClusterView._apply_placement),
-    ViewTopic(topics.BINDINGS, ClusterView._apply_binding),
+    ViewTopic(topics.DISRUPTION_BUDGETS, ClusterView._apply_budget, ClusterView._budget_gone),
+    ViewTopic(topics.PODS_LIFECYCLE, ClusterView._apply_pod, ClusterView._pod_gone),
+    ViewTopic(topics.PLACEMENTS, ClusterView._apply_decision),
+    ViewTopic(topics.BINDINGS, ClusterView._apply_answer),
 )
 _BY_EVENT = {row.topic.event: row for row in VIEW_TOPICS}
 _BY_TOPIC = {row.topic.name: row for row in VIEW_TOPICS}

@@ -87,6 +87,8 @@ METHODS: dict[str, tuple[str, str, str]] = {
     "patch_persistent_volume": (CORE, "persistentvolumes", "patch"),
     "list_storage_class": (STORAGE, "storageclasses", "list"),
     "list_csi_node": (STORAGE, "csinodes", "list"),
+    "list_pod_disruption_budget_for_all_namespaces": ("policy", "poddisruptionbudgets", "list"),
+    "delete_namespaced_pod": (CORE, "pods", "delete"),
 }
 # Library classes that call the API on our behalf: naming one counts as making its calls.
 LIBRARY_CALLS: dict[str, tuple[tuple[str, str, str], ...]] = {

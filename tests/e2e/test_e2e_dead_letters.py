@@ -116,6 +116,12 @@ MALFORMED: tuple[Malformed, ...] = (
         names="limits",
         readers=frozenset({PLACER}),
     ),
+    Malformed(
+        topic=topics.DISRUPTION_BUDGETS,
+        value=b'{"schema_version": 1, "namespace": "ns", "name": "b", "disruptions_allowed": "two"}',
+        names="disruptions_allowed",
+        readers=frozenset({PLACER}),
+    ),
     Malformed(topic=topics.PODS_PENDING, value=b"pending pod, not JSON", names="JSON", readers=frozenset({PLACER})),
     Malformed(
         topic=topics.GANGS_PENDING,

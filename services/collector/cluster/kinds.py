@@ -27,6 +27,7 @@ from schemas.events import (
     CsiNodeEvent,
     DeviceClassEvent,
     DeviceTaintRuleEvent,
+    DisruptionBudgetEvent,
     Event,
     HyperNodeEvent,
     LifecyclePhase,
@@ -43,7 +44,7 @@ from schemas.gangs_kai import KaiPodGroup
 from schemas.gangs_kube import KUBE_SCHEDULING_GROUP, KubePodGroup
 from schemas.gangs_kube import Workload as SchedulingWorkload
 from schemas.seal import DecisionKey
-from services.collector.cluster import dra, kai, storage, trackers, workload_api, workloads
+from services.collector.cluster import disruption, dra, kai, storage, trackers, workload_api, workloads
 from services.collector.cluster.kai import KAI_GROUP, KAI_PODGROUPS, KAI_VERSIONS
 from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
 from services.collector.cluster.pod_feeds import ClaimsOfPods, PodGroupsOfPods
@@ -99,6 +100,7 @@ class Trackers:
         self.volumes = storage.volume_tracker()
         self.storage_classes = storage.class_tracker()
         self.csi_nodes = storage.csi_node_tracker()
+        self.budgets = disruption.budget_tracker()
 
 
 def _always(_obj: object) -> bool:
@@ -369,6 +371,15 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda csi_node: csi_node.metadata.name,
         seed=_keyed_seed(lambda t: t.csi_nodes, CsiNodeEvent, lambda e: e.node),
         seeded_from=topics.STORAGE_CSINODES,
+    ),
+    WatchedKind[disruption.PodDisruptionBudget](
+        "poddisruptionbudgets",  # what preemption must respect
+        disruption.PodDisruptionBudget,
+        lambda api: [("poddisruptionbudgets", client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces)],
+        lambda t: t.budgets,
+        disruption.budget_key,
+        seed=_keyed_seed(lambda t: t.budgets, DisruptionBudgetEvent, lambda e: e.key),
+        seeded_from=topics.DISRUPTION_BUDGETS,
     ),
 )
 # The compacted topics whose records seed the trackers at start, in the table's order.

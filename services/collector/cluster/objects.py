@@ -51,6 +51,7 @@ class PodSpec(msgspec.Struct, kw_only=True, rename="camel"):
     scheduler_name: str = "default-scheduler"
     node_name: str | None = None
     priority: int | None = None
+    preemption_policy: str | None = None
     containers: list[Container] = []
     init_containers: list[Container] = []
     overhead: dict[str, Quantity] = {}
@@ -79,8 +80,17 @@ class PodResourceClaimStatus(msgspec.Struct, kw_only=True, rename="camel"):
     resource_claim_name: str | None = None  # the claim the controller made from the template
 
 
+class PodCondition(msgspec.Struct, kw_only=True):
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+
+
 class PodStatus(msgspec.Struct, kw_only=True, rename="camel"):
     phase: str = ""
+    start_time: str | None = None
+    nominated_node_name: str = ""
+    conditions: list[PodCondition] = []
     resource_claim_statuses: list[PodResourceClaimStatus] = []
 
 

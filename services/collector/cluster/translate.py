@@ -35,7 +35,7 @@ from schemas.pod_requests import effective_request
 from schemas.pod_requests import format_quantity as format_quantity
 from schemas.seal import SEAL, DecisionKey
 from services.collector.cluster import objects as obj
-from services.collector.cluster import pending_fields, pod_topology
+from services.collector.cluster import pending_fields, pod_priority, pod_topology
 from services.collector.cluster.objects import Container, Node, Pod, Quantity
 from topoplace.kube_storage import pod_claim_names
 
@@ -213,6 +213,7 @@ def pending_event(
         volume_claims=pod_claim_names(meta.name, pod.spec.volumes),
         images=container_images(pod),
     )
+    event = pod_priority.pending(event, pod)
     event, topology_problems = pod_topology.with_pending_topology(event, pod, selectors)
     problems += constraint_problems + [Problem(object=who(meta), field=f, reason=r) for f, r in topology_problems]
     if not gang_member:
@@ -279,7 +280,7 @@ def bound_event(
     )
     event, topology_problems = pod_topology.with_running_topology(event, pod)
     problems += [Problem(object=who(meta), field=f, reason=r) for f, r in topology_problems]
-    return event, problems + request_problems
+    return pod_priority.running(event, pod), problems + request_problems
 
 
 def deleted_event(

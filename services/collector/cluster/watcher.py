@@ -67,6 +67,7 @@ PUBLISHED_TOPICS = (
     topics.STORAGE_VOLUMES,
     topics.STORAGE_CLASSES,
     topics.STORAGE_CSINODES,
+    topics.DISRUPTION_BUDGETS,
 )
 
 log = logging.getLogger(__name__)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -40,6 +41,7 @@ from schemas.events import DeviceAssignment
 from schemas.quantity import parse_quantity
 from schemas.seal import SEAL, DecisionKey
 from services.collector.cluster.gangs import VOLCANO_GROUP_ANNOTATION
+from topoplace.dev.chaos.priority_mix import preempted_victims, preemption_violations
 from topoplace.dev.demo.cluster import DEVICE_RESOURCE
 
 Obj = dict[str, Any]
@@ -53,6 +55,8 @@ VIOLATION_KINDS = (
     "foreign_pod_touched",
     "bound_against_rules",
     "service_dead",
+    "preempted_not_lower",
+    "wasted_preemption",
 )
 
 
@@ -76,6 +80,7 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     unschedulable: int
     unconverged: tuple[str, ...]  # namespace/name of pods neither bound nor unschedulable with a reason
     violations: tuple[Violation, ...]
+    preempted: int = 0  # pods of ours evicted by a preemption (gone from the cluster by design)
 
     def by_kind(self) -> dict[str, int]:
         counts = Counter(v.kind for v in self.violations)
@@ -102,8 +107,8 @@ def _pod_scheduled(pod: Obj) -> Obj | None:
 
 
 def _unschedulable(pod: Obj) -> bool:
-    condition = _pod_scheduled(pod)
-    if condition is None or condition.get("status") != "False":
+    condition, nominated = _pod_scheduled(pod), (pod.get("status") or {}).get("nominatedNodeName")
+    if condition is None or condition.get("status") != "False" or nominated:  # nominated: on its way to its node
         return False
     return condition.get("reason") == "Unschedulable" and bool(condition.get("message"))
 
@@ -191,8 +196,10 @@ def _devices_of(pod: Obj, node: str, key: DecisionKey | None) -> tuple[tuple[Dev
 Holders = dict[tuple[str, int], list[tuple[str, int, int]]]
 
 
-def judge(objects: ClusterObjects, key: DecisionKey | None = None) -> Verdict:
-    """`key`: the run's seal key; a pod's devices are then read from its seal (see `_devices_of`)."""
+def judge(
+    objects: ClusterObjects, key: DecisionKey | None = None, priorities: Mapping[str, int] | None = None
+) -> Verdict:
+    """`key`: the run's seal key (see `_devices_of`); `priorities`: each submitted pod's, by name."""
     nodes = {n["metadata"]["name"]: n for n in objects.nodes}
     sliced = _sliced(objects.slices)
     mine = [p for p in objects.pods if p.get("spec", {}).get("schedulerName") == SCHEDULER_NAME]
@@ -226,12 +233,17 @@ def judge(objects: ClusterObjects, key: DecisionKey | None = None) -> Verdict:
     violations += _gang_violations(mine, objects.podgroups, stale)
     violations += foreign_pods_touched(objects.pods, objects.events)
     violations += bound_against_rules(mine, nodes)
+    violations += [
+        Violation(kind=kind, subject=subject, detail=detail)
+        for kind, subject, detail in preemption_violations(objects.pods, objects.events, priorities or {})
+    ]
     return Verdict(
         pods=len(mine),
         bound=bound,
         unschedulable=unschedulable,
         unconverged=tuple(unconverged),
         violations=tuple(violations),
+        preempted=len(preempted_victims(objects.events)),
     )
 
 
@@ -348,7 +360,8 @@ def foreign_pods_touched(pods: tuple[Obj, ...], events: tuple[Obj, ...]) -> list
     for event in events:
         involved = event.get("involvedObject") or event.get("regarding") or {}
         source = (event.get("source") or {}).get("component") or event.get("reportingComponent") or ""
-        if involved.get("uid") in foreign and "topoplace" in source:
+        # A Preempted Event is kube-scheduler's too: a lower-priority pod of any scheduler may be a victim.
+        if involved.get("uid") in foreign and "topoplace" in source and event.get("reason") != "Preempted":
             pod = foreign[involved["uid"]]
             out.append(Violation(kind="foreign_pod_touched", subject=_key(pod), detail=f"Event {event.get('reason')}"))
     return out

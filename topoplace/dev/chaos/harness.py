@@ -27,7 +27,7 @@ from schemas.annotations import SCHEDULER_NAME
 from schemas.seal import DecisionKey
 from topoplace.config import DECISION_KEY
 from topoplace.dev.broker import EmbeddedBroker
-from topoplace.dev.chaos import checker
+from topoplace.dev.chaos import checker, priority_mix
 from topoplace.dev.chaos.api_calls import create as _create
 from topoplace.dev.chaos.api_calls import delete as _delete
 from topoplace.dev.chaos.cluster_read import read_cluster
@@ -89,6 +89,7 @@ class ChaosRun:
         self.url = ""
         self.faults: dict[str, int] = {}
         self.deleted = 0
+        self.priorities: dict[str, int] = {}  # the priority given to each single pod submitted, by name
         self.died: list[checker.Violation] = []  # services found exited when nothing had stopped them
 
     async def run(self) -> ChaosReport:
@@ -111,6 +112,7 @@ class ChaosRun:
         cluster = demo_cluster.default_cluster()
         async with aiohttp.ClientSession(self.url, timeout=REQUEST_TIMEOUT) as session:
             await seed_cluster(session, cluster, NAMESPACE)
+            await priority_mix.seed_classes(session)
             await self._start_services(cluster, bootstrap)
             submitted, tally = await self._load(session, cluster, bootstrap)
         return await self._report(started, submitted + tally.pods, tally)
@@ -172,6 +174,7 @@ class ChaosRun:
             workload.pod_manifest(p, scheduler_name=SCHEDULER_NAME, namespace=NAMESPACE)
             for p in workload.generate(o.pods, o.seed)
         ]
+        self.priorities = priority_mix.mix(pods)  # a high-priority stream among the single pods
         gangs = gang_manifests(o.gangs, NAMESPACE)
         submitted = o.pods + sum(len(members) for _, members in gangs)
         window_s = submitted / o.submit_rate_per_s
@@ -202,6 +205,7 @@ class ChaosRun:
         return ChaosReport(
             pods=submitted,
             deleted=self.deleted,
+            preempted=verdict.preempted,
             gangs=o.gangs,
             seed=o.seed,
             api_fault_rate=o.api_fault_rate,
@@ -341,8 +345,9 @@ class ChaosRun:
         deadline = time.monotonic() + self.options.converge_timeout_s
         seen: list[checker.Violation] = []
         while True:
-            verdict = checker.judge(await read_cluster(self.url), self._key())
-            seen += verdict.violations
+            verdict = checker.judge(await read_cluster(self.url), self._key(), self.priorities)
+            # A preemptor unbound for now is on its way: only the final verdict says whether it was wasted.
+            seen += [v for v in verdict.violations if v.kind not in priority_mix.JUDGED_AT_THE_END]
             if not verdict.unconverged:
                 return verdict, time.monotonic(), seen
             if time.monotonic() > deadline:

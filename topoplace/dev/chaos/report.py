@@ -13,6 +13,7 @@ class ChaosReport(msgspec.Struct, kw_only=True):
     pods: int  # submitted, gang members included
     gangs: int
     deleted: int = 0  # single pods the run deleted again (churn), bound or not by then
+    preempted: int = 0  # pods evicted by a preemption (for the high-priority stream)
     seed: int
     api_fault_rate: float
     api_requests_considered: int = 0  # requests the API server's fault plan drew for

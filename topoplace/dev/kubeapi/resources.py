@@ -337,6 +337,26 @@ DEVICETAINTRULES = ResourceType(
     has_status=False,
     field_labels=_META,
 )
+PRIORITYCLASSES = ResourceType(
+    plural="priorityclasses",
+    kind="PriorityClass",
+    group="scheduling.k8s.io",
+    version="v1",
+    namespaced=False,
+    has_status=False,
+    field_labels=_META,
+    short_names=("pc",),
+)
+PODDISRUPTIONBUDGETS = ResourceType(
+    plural="poddisruptionbudgets",
+    kind="PodDisruptionBudget",
+    group="policy",
+    version="v1",
+    namespaced=True,
+    has_status=True,
+    field_labels=_META,
+    short_names=("pdb",),
+)
 
 ALL: tuple[ResourceType, ...] = (
     PODS,
@@ -364,5 +384,7 @@ ALL: tuple[ResourceType, ...] = (
     REPLICATIONCONTROLLERS,
     REPLICASETS,
     STATEFULSETS,
+    PRIORITYCLASSES,
+    PODDISRUPTIONBUDGETS,
 )
 BY_KEY: dict[str, ResourceType] = {r.key: r for r in ALL}

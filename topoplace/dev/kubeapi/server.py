@@ -220,7 +220,11 @@ class KubeApiServer:
 
     async def _delete(self, view: View, request: web.Request) -> web.Response:
         rtype = view.rtype
-        obj = self.store.delete(rtype, request.match_info["name"], namespace=self._namespace(request, rtype))
+        options = await _read_body(request) if (request.can_read_body and await request.read()) else {}
+        preconditions = options.get("preconditions") if isinstance(options, dict) else None
+        uid = preconditions.get("uid") if isinstance(preconditions, dict) else None
+        namespace = self._namespace(request, rtype)
+        obj = self.store.delete(rtype, request.match_info["name"], namespace=namespace, uid=uid)
         if rtype is resources.NODES:
             # the real server answers a node deletion with a Status, other kinds with the object
             body = success_status(200)

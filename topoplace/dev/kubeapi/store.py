@@ -29,6 +29,7 @@ from topoplace.dev.kubeapi.errors import (
     stale_version,
     uid_precondition_failed,
 )
+from topoplace.dev.kubeapi.priority import admit_priority
 from topoplace.dev.kubeapi.resources import ResourceType
 from topoplace.dev.kubeapi.selectors import Selector
 
@@ -131,6 +132,8 @@ class ObjectStore:
         meta["creationTimestamp"] = now
         meta.pop("deletionTimestamp", None)
         validation.validate(rtype, obj)
+        if rtype is resources.PODS:
+            admit_priority(obj, list(self._objects[resources.PRIORITYCLASSES.key].values()))
         validation.prepare_create(rtype, obj, now)
         return self._commit(rtype, key, ADDED, obj, None)
 
@@ -197,14 +200,19 @@ class ObjectStore:
             raise stale_version(rtype.plural, name)
         return self._update(rtype, old, new, status_only)
 
-    def delete(self, resource: ResourceType | str, name: str, *, namespace: str | None = None) -> Object:
+    def delete(
+        self, resource: ResourceType | str, name: str, *, namespace: str | None = None, uid: str | None = None
+    ) -> Object:
         """Remove the object, or, while it has finalizers, mark it with a deletionTimestamp (MODIFIED);
-        it goes when an update empties its finalizers. No grace period otherwise."""
+        it goes when an update empties its finalizers. No grace period otherwise (the simulated kubelet
+        stops a pod at once). `uid`: DeleteOptions.preconditions.uid, checked as storage checks it."""
         rtype = _rtype(resource)
         key = self._key(rtype, namespace, name)
         old = self._objects[rtype.key].get(key)
         if old is None:
             raise not_found(rtype.plural, name)
+        if uid is not None and uid != old["metadata"]["uid"]:
+            raise uid_precondition_failed(rtype.plural, name, uid, old["metadata"]["uid"])
         if old["metadata"].get("finalizers"):
             if old["metadata"].get("deletionTimestamp"):
                 return old  # already being deleted: nothing changes
