@@ -20,6 +20,7 @@ from schemas.seal import DecisionKey
 from services.collector.cluster.kinds import SEEDED_TOPICS
 from services.collector.cluster.watcher import PUBLISHED_TOPICS, SERVICE, ClusterWatcher
 from topoplace.config import Settings
+from topoplace.informer import api_server_unavailable
 from topoplace.kafka.bootstrap import check_kafka_setting
 from topoplace.kafka.data_loss import watch_for_data_loss
 from topoplace.kafka.follower import TopicFollower, latest_by_key, read_compacted
@@ -76,7 +77,9 @@ async def run_cluster_watcher(
             Gate(name=name, passed=event, waiting=lambda: "listing the cluster")
             for name, event in watcher.readiness().items()
         )
-        return ServiceRun(stages=(Stage(loops=loops, gates=listed),))
+        informers = [informer for versions in watcher.watches.values() for informer in versions]
+        # a watcher that cannot list the cluster publishes nothing new: not ready, and the API server named
+        return ServiceRun(stages=(Stage(loops=loops, gates=listed),), unavailable=api_server_unavailable(informers))
 
     try:
         spec = ServiceSpec(
