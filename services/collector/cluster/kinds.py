@@ -43,8 +43,9 @@ from schemas.gangs_kai import KaiPodGroup
 from schemas.gangs_kube import KUBE_SCHEDULING_GROUP, KubePodGroup
 from schemas.gangs_kube import Workload as SchedulingWorkload
 from schemas.seal import DecisionKey
-from services.collector.cluster import dra, kai, storage, trackers, workload_api, workloads
+from services.collector.cluster import dra, kai, kai_topologies, storage, trackers, workload_api, workloads
 from services.collector.cluster.kai import KAI_GROUP, KAI_PODGROUPS, KAI_VERSIONS
+from services.collector.cluster.kai_topologies import KAI_TOPOLOGIES, KAI_TOPOLOGY_GROUP, KAI_TOPOLOGY_VERSIONS
 from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
 from services.collector.cluster.pod_feeds import ClaimsOfPods, PodGroupsOfPods
 from services.collector.cluster.trackers import KeyedTracker, Outcome, PodTracker
@@ -84,6 +85,7 @@ class Trackers:
         self.nodes = trackers.node_tracker()
         self.hypernodes = trackers.hypernode_tracker()
         self.topologies = trackers.topology_tracker()
+        self.kai_topologies = kai_topologies.kai_topology_tracker()
         self.slices = dra.slice_tracker()
         self.claims = dra.allocated_claim_tracker()
         self.namespaces = workloads.namespace_tracker()
@@ -251,6 +253,22 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         seed=_keyed_seed(lambda t: t.topologies, TopologyLevelsEvent, lambda e: e.name),
         seeded_from=topics.TOPOLOGY_LEVELS,
     ),
+    WatchedKind[Topology](
+        "kai-topologies",  # KAI's Topologies: the same levels, under kai.scheduler/<name>
+        Topology,
+        lambda api: [
+            (
+                f"{KAI_TOPOLOGIES}.{KAI_TOPOLOGY_GROUP}.{version}",
+                partial(CustomObjectsApi(api).list_cluster_custom_object, KAI_TOPOLOGY_GROUP, version, KAI_TOPOLOGIES),
+            )
+            for version in KAI_TOPOLOGY_VERSIONS
+        ],
+        lambda t: t.kai_topologies,
+        kai_topologies.levels_name,
+        api_group=KAI_TOPOLOGY_GROUP,
+        seed=_keyed_seed(lambda t: t.kai_topologies, TopologyLevelsEvent, lambda e: e.name),
+        seeded_from=topics.TOPOLOGY_LEVELS,
+    ),
     WatchedKind[dra.ResourceSlice](
         "resourceslices",
         dra.ResourceSlice,
@@ -372,4 +390,6 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
     ),
 )
 # The compacted topics whose records seed the trackers at start, in the table's order.
-SEEDED_TOPICS: tuple[topics.Topic, ...] = tuple(k.seeded_from for k in WATCHED_KINDS if k.seeded_from is not None)
+SEEDED_TOPICS: tuple[topics.Topic, ...] = tuple(  # once each: Kueue's and KAI's Topologies share topology.levels
+    {k.seeded_from.name: k.seeded_from for k in WATCHED_KINDS if k.seeded_from is not None}.values()
+)

@@ -10,7 +10,8 @@
 - nodes -> nodes.status (key node);
 - Volcano HyperNodes (the CRD, or a file instead) -> topology.network (key
   hypernode; a deletion is a deleted event, then a tombstone);
-- Kueue Topologies -> topology.levels (key Topology name; deleted the same way);
+- Kueue Topologies -> topology.levels (key Topology name; deleted the same way), and KAI
+  Topologies there too (key kai.scheduler/<name>: kai_topologies.py);
 - ResourceSlices -> resources.slices (key slice name), DeviceClasses -> resources.classes
   (key class name), DeviceTaintRules -> resources.taintrules (key rule name), and every allocated
   ResourceClaim, of any scheduler -> resources.claims (key claim uid; deleted or

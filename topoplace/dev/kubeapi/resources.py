@@ -185,6 +185,17 @@ TOPOLOGIES = ResourceType(
     field_labels=_META,
     custom=True,
 )
+# NVIDIA KAI scheduler's Topology CRD: levels as Kueue's, cluster-scoped.
+KAI_TOPOLOGIES = ResourceType(
+    plural="topologies",
+    kind="Topology",
+    group="kai.scheduler",
+    version="v1alpha1",
+    namespaced=False,
+    has_status=False,
+    field_labels=_META,
+    custom=True,
+)
 _DRA = "resource.k8s.io"
 RESOURCESLICES = ResourceType(
     plural="resourceslices",
@@ -349,6 +360,7 @@ ALL: tuple[ResourceType, ...] = (
     KUBE_PODGROUPS,
     KAI_PODGROUPS,
     TOPOLOGIES,
+    KAI_TOPOLOGIES,
     RESOURCESLICES,
     RESOURCECLAIMS,
     RESOURCECLAIMTEMPLATES,
