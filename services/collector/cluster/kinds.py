@@ -46,6 +46,7 @@ from schemas.seal import DecisionKey
 from services.collector.cluster import dra, kai, kai_topologies, storage, trackers, workload_api, workloads
 from services.collector.cluster.kai import KAI_GROUP, KAI_PODGROUPS, KAI_VERSIONS
 from services.collector.cluster.kai_topologies import KAI_TOPOLOGIES, KAI_TOPOLOGY_GROUP, KAI_TOPOLOGY_VERSIONS
+from services.collector.cluster.node_devices import NodeObjects, NodeTopologyTracker
 from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
 from services.collector.cluster.pod_feeds import ClaimsOfPods, PodGroupsOfPods
 from services.collector.cluster.trackers import KeyedTracker, Outcome, PodTracker
@@ -83,6 +84,8 @@ class Trackers:
         self.workload_api = workload_api.WorkloadApiGangs(self.pods)  # scheduling.k8s.io Workloads, PodGroups
         self.kai_podgroups = kai.KaiPodGroupsOfPods(self.pods)
         self.nodes = trackers.node_tracker()
+        self.node_devices = NodeTopologyTracker()  # Neuron and MetaX nodes' devices, from the Node
+        self.node_objects = NodeObjects(self.nodes, self.node_devices)
         self.hypernodes = trackers.hypernode_tracker()
         self.topologies = trackers.topology_tracker()
         self.kai_topologies = kai_topologies.kai_topology_tracker()
@@ -159,7 +162,7 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         "nodes",
         Node,
         lambda api: [("nodes", client.CoreV1Api(api).list_node)],
-        lambda t: t.nodes,
+        lambda t: t.node_objects,  # nodes.status, and topology.nodes for a Neuron or MetaX node (node_devices.py)
         _name,
         seed=_keyed_seed(lambda t: t.nodes, NodeStatusEvent, lambda e: e.node),
         seeded_from=topics.NODES_STATUS,
