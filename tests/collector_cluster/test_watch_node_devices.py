@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from schemas import topics
 from schemas.events import NodeTopologyEvent
@@ -120,3 +122,85 @@ def test_a_node_that_cannot_be_read_is_reported_once_and_keeps_its_topology() ->
     assert "16" in first.problems[0].reason and "aws.amazon.com/neurondevice" in first.problems[0].reason
     assert tracker.observe(bad, 4.0).problems == []  # once per distinct reason
     assert topologies(tracker.gone("trn-1", 5.0)) == {"trn-1": None}  # what it published stays ours
+
+
+# --- a property: whatever the order, an agent's record is never the watcher's to write ----------
+
+NAMES = ("n0", "n1", "n2")
+NODE_KINDS = {
+    "trn1.2xlarge": lambda name: node_json(
+        name, labels={TYPE: "trn1.2xlarge"}, capacity={"aws.amazon.com/neurondevice": "1"}
+    ),
+    "metax": lambda name: node_json(name, capacity={"metax-tech.com/gpu": "4"}),
+    "cpu": lambda name: node_json(name),
+}
+STEPS = st.one_of(
+    st.tuples(st.just("node"), st.sampled_from(NAMES), st.sampled_from([*NODE_KINDS, "deleted"])),
+    st.tuples(st.just("agent"), st.sampled_from(NAMES), st.just("")),
+    st.tuples(st.just("agent_gone"), st.sampled_from(NAMES), st.just("")),
+    st.tuples(st.just("resync"), st.just(""), st.just("")),
+    st.tuples(st.just("caught_up"), st.just(""), st.just("")),
+)
+
+
+class Topic:
+    """topology.nodes as the watcher reads it back: every record echoed to it at once."""
+
+    def __init__(self, tracker: NodeTopologyTracker) -> None:
+        self.tracker = tracker
+        self.latest: dict[str, NodeTopologyEvent | None] = {}
+
+    def agents(self, name: str) -> bool:
+        event = self.latest.get(name)
+        return event is not None and not is_discovered(event)
+
+    def write(self, key: str, event: NodeTopologyEvent | None) -> None:
+        self.latest[key] = event
+        self.apply(self.tracker.on_topic(key, event))
+
+    def apply(self, outcome: Outcome) -> None:
+        for key, event in topologies(outcome).items():
+            assert not self.agents(key), f"the watcher wrote over an agent's record of {key}"
+            self.write(key, event)
+
+
+@settings(max_examples=60, deadline=None)
+@given(before=st.lists(st.sampled_from(NAMES), unique=True), steps=st.lists(STEPS, max_size=25))
+def test_an_agents_record_is_never_overwritten_and_every_other_node_ends_as_its_node_says(
+    before: list[str], steps: list[tuple[str, str, str]]
+) -> None:
+    tracker = NodeTopologyTracker()
+    topic = Topic(tracker)
+    for name in before:  # records already on the topic: an agent's
+        topic.write(name, agents_record(name))
+    nodes: dict[str, Node] = {}
+    listed = False
+    for step, name, kind in steps:
+        if step == "node" and kind == "deleted":
+            if nodes.pop(name, None) is not None and listed:
+                topic.apply(tracker.gone(name, 1.0))
+        elif step == "node":
+            nodes[name] = as_node(NODE_KINDS[kind](name))
+            if listed:
+                topic.apply(tracker.observe(nodes[name], 1.0))
+        elif step == "agent":
+            topic.write(name, agents_record(name))
+        elif step == "agent_gone":
+            topic.write(name, None)
+        elif step == "resync":
+            listed = True
+            topic.apply(tracker.relisted(list(nodes.values()), 1.0, force=True))
+        else:
+            topic.apply(tracker.caught_up(1.0))
+    topic.apply(tracker.relisted(list(nodes.values()), 2.0, force=True))
+    topic.apply(tracker.caught_up(2.0))
+    for name in NAMES:
+        if topic.agents(name):
+            continue
+        node = nodes.get(name)
+        carries = node is not None and node.status.capacity.keys() - {"cpu"}
+        latest = topic.latest.get(name)
+        if carries:
+            assert latest is not None and latest.node == name and is_discovered(latest)
+        else:
+            assert latest is None, f"{name}: a record of a node that is gone or has no such devices"
