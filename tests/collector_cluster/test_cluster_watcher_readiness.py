@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterator
 
 import aiohttp
 import pytest
@@ -12,10 +13,24 @@ from decision_keys import TEST_KEY_SECRET
 
 from services.collector.cluster.service import run_cluster_watcher
 from topoplace.config import Settings
-from topoplace.dev.broker import free_port
+from topoplace.dev.broker import EmbeddedBroker, free_port
 from topoplace.dev.kubeapi import KubeApiServer
+from topoplace.kafka.admin import ensure_topics
 
 WAIT = 30.0  # seconds; met in a few when things work
+
+
+@pytest.fixture(scope="module")
+def own_broker() -> Iterator[str]:
+    # A broker of its own: the watcher reconciles the compacted topics with its (empty) cluster,
+    # and would report other tests' pods and nodes as deleted.
+    broker = EmbeddedBroker()
+    bootstrap = asyncio.run(broker.start())
+    try:
+        asyncio.run(ensure_topics(bootstrap))
+        yield bootstrap
+    finally:
+        asyncio.run(broker.stop())
 
 
 async def readyz_until(port: int, status: int) -> None:
@@ -38,13 +53,13 @@ def not_ready_reasons(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 async def test_readiness_names_the_api_server_when_it_is_away_and_recovers_with_it(
-    kafka_bootstrap: str, caplog: pytest.LogCaptureFixture
+    own_broker: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     api_port, health_port = free_port(), free_port()
     kube_api = KubeApiServer(port=api_port, bookmark_interval=0.5)
     await kube_api.start()
     settings = Settings(
-        kafka_bootstrap=kafka_bootstrap,
+        kafka_bootstrap=own_broker,
         kube_api_url=kube_api.url,
         health_port=health_port,
         decision_key=TEST_KEY_SECRET,
