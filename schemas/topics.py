@@ -73,7 +73,7 @@ TOPOLOGY_NODES = Topic(
     event=events.NodeTopologyEvent,
     key="node name",
     compacted=True,
-    description="Devices of a node and the links between them (node agent).",
+    description="Devices of a node and the links between them (node agent; cluster watcher from a Node object).",
 )
 USAGE_DEVICES = Topic(
     name="usage.devices",

@@ -11,7 +11,8 @@ from kubernetes_asyncio import client
 
 from schemas import topics
 from schemas.events import DisruptionBudgetEvent, HyperNodeEvent, NodeStatusEvent, PendingPodEvent, PodLifecycleEvent
-from services.collector.cluster.kinds import SEEDED_TOPICS, WATCHED_KINDS, WatchedKind
+from services.collector.cluster.kinds import SEEDED_TOPICS, WATCHED_KINDS
+from services.collector.cluster.watched_kind import WatchedKind
 from services.collector.cluster.watcher import PUBLISHED_TOPICS, ClusterWatcher
 from topoplace.dev.kubeapi import KubeApiServer
 

@@ -13,10 +13,9 @@ object -> event in translate.py or a module of its own, a KeyedTracker factory).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from functools import partial
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import CustomObjectsApi
@@ -44,13 +43,15 @@ from schemas.gangs_kai import KaiPodGroup
 from schemas.gangs_kube import KUBE_SCHEDULING_GROUP, KubePodGroup
 from schemas.gangs_kube import Workload as SchedulingWorkload
 from schemas.seal import DecisionKey
-from services.collector.cluster import disruption, dra, kai, storage, trackers, workload_api, workloads
+from services.collector.cluster import disruption, dra, kai, kai_topologies, storage, trackers, workload_api, workloads
 from services.collector.cluster.kai import KAI_GROUP, KAI_PODGROUPS, KAI_VERSIONS
+from services.collector.cluster.kai_topologies import KAI_TOPOLOGIES, KAI_TOPOLOGY_GROUP, KAI_TOPOLOGY_VERSIONS
+from services.collector.cluster.node_devices import NodeObjects, NodeTopologyTracker
 from services.collector.cluster.objects import HyperNode, Node, Pod, PodGroup, Topology
 from services.collector.cluster.pod_feeds import ClaimsOfPods, PodGroupsOfPods
-from services.collector.cluster.trackers import KeyedTracker, Outcome, PodTracker
+from services.collector.cluster.trackers import PodTracker
+from services.collector.cluster.watched_kind import WatchedKind, keyed_seed
 from services.collector.cluster.workload_api import KUBE_PODGROUPS, PODGROUP_VERSIONS, WORKLOAD_VERSIONS, WORKLOADS
-from topoplace.informer import ListFunction
 from topoplace.kube_storage import ClaimObject, CsiNodeObject, StorageClassObject, VolumeObject
 
 T = TypeVar("T")
@@ -64,16 +65,6 @@ KUEUE_TOPOLOGY_VERSIONS = ("v1beta2", "v1beta1")  # the first one served is watc
 DEVICE_TAINT_RULES, DEVICE_TAINT_RULE_VERSIONS = "devicetaintrules", ("v1", "v1beta2", "v1alpha3")
 
 
-class Tracker(Protocol[T]):
-    """What the watcher does with one kind's objects: a full list, one change, one deletion."""
-
-    def relisted(self, objs: list[T], now: float, *, force: bool = False) -> Outcome: ...
-
-    def observe(self, obj: T, now: float) -> Outcome: ...
-
-    def gone(self, key: str, now: float) -> Outcome: ...
-
-
 class Trackers:
     """The watcher's memory of what it published, one tracker per topic it writes."""
 
@@ -83,8 +74,11 @@ class Trackers:
         self.workload_api = workload_api.WorkloadApiGangs(self.pods)  # scheduling.k8s.io Workloads, PodGroups
         self.kai_podgroups = kai.KaiPodGroupsOfPods(self.pods)
         self.nodes = trackers.node_tracker()
+        self.node_devices = NodeTopologyTracker()  # Neuron and MetaX nodes' devices, from the Node
+        self.node_objects = NodeObjects(self.nodes, self.node_devices)
         self.hypernodes = trackers.hypernode_tracker()
         self.topologies = trackers.topology_tracker()
+        self.kai_topologies = kai_topologies.kai_topology_tracker()
         self.slices = dra.slice_tracker()
         self.claims = dra.allocated_claim_tracker()
         self.namespaces = workloads.namespace_tracker()
@@ -101,38 +95,6 @@ class Trackers:
         self.storage_classes = storage.class_tracker()
         self.csi_nodes = storage.csi_node_tracker()
         self.budgets = disruption.budget_tracker()
-
-
-def _always(_obj: object) -> bool:
-    return True
-
-
-@dataclass(frozen=True)
-class WatchedKind(Generic[T]):
-    """One kind of API object the cluster watcher lists, watches and publishes."""
-
-    name: str  # its readiness gate (and its informer's name when it has one version)
-    object_type: type[T]  # the fields of it the watcher reads
-    informers: Callable[[client.ApiClient], Sequence[tuple[str, ListFunction]]]  # (name, list call) per version
-    tracker: Callable[[Trackers], Tracker[T]]
-    key: Callable[[T], str]  # what a deletion is reported under
-    counts: Callable[[T], bool] = _always  # an object that does not count is reported gone
-    api_group: str | None = None  # an API group the cluster may lack (None: every cluster serves it)
-    seed: Callable[[Trackers, Sequence[Event]], None] | None = None  # from `seeded_from`'s records at start
-    seeded_from: topics.Topic | None = None
-    from_file: bool = False  # --hypernodes-file stands in for the API
-
-
-def _keyed_seed(
-    tracker: Callable[[Trackers], KeyedTracker[Any, E]], event_type: type[E], key: Callable[[E], str]
-) -> Callable[[Trackers, Sequence[Event]], None]:
-    """Seed a keyed tracker with the records not marked deleted."""
-
-    def seed(t: Trackers, events: Sequence[Event]) -> None:
-        # every event of a compacted topic the watcher seeds from says whether its object was deleted
-        tracker(t).seed({key(e): e for e in events if isinstance(e, event_type) and not getattr(e, "deleted", False)})
-
-    return seed
 
 
 def _seed_pods(t: Trackers, events: Sequence[Event]) -> None:
@@ -159,9 +121,9 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         "nodes",
         Node,
         lambda api: [("nodes", client.CoreV1Api(api).list_node)],
-        lambda t: t.nodes,
+        lambda t: t.node_objects,  # nodes.status, and topology.nodes for a Neuron or MetaX node (node_devices.py)
         _name,
-        seed=_keyed_seed(lambda t: t.nodes, NodeStatusEvent, lambda e: e.node),
+        seed=keyed_seed(lambda t: t.nodes, NodeStatusEvent, lambda e: e.node),
         seeded_from=topics.NODES_STATUS,
     ),
     WatchedKind[HyperNode](
@@ -176,7 +138,7 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda t: t.hypernodes,
         _name,
         api_group=VOLCANO_GROUP,
-        seed=_keyed_seed(lambda t: t.hypernodes, HyperNodeEvent, lambda e: e.name),
+        seed=keyed_seed(lambda t: t.hypernodes, HyperNodeEvent, lambda e: e.name),
         seeded_from=topics.TOPOLOGY_NETWORK,
         from_file=True,
     ),
@@ -250,7 +212,23 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda t: t.topologies,
         _name,
         api_group=KUEUE_GROUP,
-        seed=_keyed_seed(lambda t: t.topologies, TopologyLevelsEvent, lambda e: e.name),
+        seed=keyed_seed(lambda t: t.topologies, TopologyLevelsEvent, lambda e: e.name),
+        seeded_from=topics.TOPOLOGY_LEVELS,
+    ),
+    WatchedKind[Topology](
+        "kai-topologies",  # KAI's Topologies: the same levels, under kai.scheduler/<name>
+        Topology,
+        lambda api: [
+            (
+                f"{KAI_TOPOLOGIES}.{KAI_TOPOLOGY_GROUP}.{version}",
+                partial(CustomObjectsApi(api).list_cluster_custom_object, KAI_TOPOLOGY_GROUP, version, KAI_TOPOLOGIES),
+            )
+            for version in KAI_TOPOLOGY_VERSIONS
+        ],
+        lambda t: t.kai_topologies,
+        kai_topologies.levels_name,
+        api_group=KAI_TOPOLOGY_GROUP,
+        seed=keyed_seed(lambda t: t.kai_topologies, TopologyLevelsEvent, lambda e: e.name),
         seeded_from=topics.TOPOLOGY_LEVELS,
     ),
     WatchedKind[dra.ResourceSlice](
@@ -260,7 +238,7 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda t: t.slices,
         _name,
         api_group=DRA_GROUP,
-        seed=_keyed_seed(lambda t: t.slices, ResourceSliceEvent, lambda e: e.name),
+        seed=keyed_seed(lambda t: t.slices, ResourceSliceEvent, lambda e: e.name),
         seeded_from=topics.RESOURCE_SLICES,
     ),
     WatchedKind[dra.ResourceClaim](
@@ -270,7 +248,7 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda t: t.claims_of_pods,
         lambda claim: claim.metadata.uid,
         api_group=DRA_GROUP,
-        seed=_keyed_seed(lambda t: t.claims, AllocatedClaimEvent, lambda e: e.uid),
+        seed=keyed_seed(lambda t: t.claims, AllocatedClaimEvent, lambda e: e.uid),
         seeded_from=topics.RESOURCE_CLAIMS,
     ),
     WatchedKind[workloads.Namespace](
@@ -279,7 +257,7 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda api: [("namespaces", client.CoreV1Api(api).list_namespace)],
         lambda t: t.namespaces,
         lambda ns: ns.metadata.name,
-        seed=_keyed_seed(lambda t: t.namespaces, NamespaceEvent, lambda e: e.name),
+        seed=keyed_seed(lambda t: t.namespaces, NamespaceEvent, lambda e: e.name),
         seeded_from=topics.NAMESPACES,
     ),
     WatchedKind[workloads.Workload](
@@ -317,7 +295,7 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda t: t.classes,
         lambda device_class: device_class.metadata.name,
         api_group=DRA_GROUP,
-        seed=_keyed_seed(lambda t: t.classes, DeviceClassEvent, lambda e: e.name),
+        seed=keyed_seed(lambda t: t.classes, DeviceClassEvent, lambda e: e.name),
         seeded_from=topics.RESOURCE_CLASSES,
     ),
     WatchedKind[dra.DeviceTaintRule](
@@ -333,7 +311,7 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda t: t.taint_rules,
         lambda rule: rule.metadata.name,
         api_group=DRA_GROUP,
-        seed=_keyed_seed(lambda t: t.taint_rules, DeviceTaintRuleEvent, lambda e: e.name),
+        seed=keyed_seed(lambda t: t.taint_rules, DeviceTaintRuleEvent, lambda e: e.name),
         seeded_from=topics.RESOURCE_TAINT_RULES,
     ),
     WatchedKind[ClaimObject](
@@ -342,7 +320,7 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda api: [("persistentvolumeclaims", client.CoreV1Api(api).list_persistent_volume_claim_for_all_namespaces)],
         lambda t: t.volume_claims,
         storage.claim_key,
-        seed=_keyed_seed(lambda t: t.volume_claims, VolumeClaimEvent, lambda e: e.claim.key),
+        seed=keyed_seed(lambda t: t.volume_claims, VolumeClaimEvent, lambda e: e.claim.key),
         seeded_from=topics.STORAGE_CLAIMS,
     ),
     WatchedKind[VolumeObject](
@@ -351,7 +329,7 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda api: [("persistentvolumes", client.CoreV1Api(api).list_persistent_volume)],
         lambda t: t.volumes,
         lambda volume: volume.metadata.name,
-        seed=_keyed_seed(lambda t: t.volumes, PersistentVolumeEvent, lambda e: e.volume.name),
+        seed=keyed_seed(lambda t: t.volumes, PersistentVolumeEvent, lambda e: e.volume.name),
         seeded_from=topics.STORAGE_VOLUMES,
     ),
     WatchedKind[StorageClassObject](
@@ -360,7 +338,7 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda api: [("storageclasses", client.StorageV1Api(api).list_storage_class)],
         lambda t: t.storage_classes,
         lambda storage_class: storage_class.metadata.name,
-        seed=_keyed_seed(lambda t: t.storage_classes, StorageClassEvent, lambda e: e.storage_class.name),
+        seed=keyed_seed(lambda t: t.storage_classes, StorageClassEvent, lambda e: e.storage_class.name),
         seeded_from=topics.STORAGE_CLASSES,
     ),
     WatchedKind[CsiNodeObject](
@@ -369,7 +347,7 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda api: [("csinodes", client.StorageV1Api(api).list_csi_node)],
         lambda t: t.csi_nodes,
         lambda csi_node: csi_node.metadata.name,
-        seed=_keyed_seed(lambda t: t.csi_nodes, CsiNodeEvent, lambda e: e.node),
+        seed=keyed_seed(lambda t: t.csi_nodes, CsiNodeEvent, lambda e: e.node),
         seeded_from=topics.STORAGE_CSINODES,
     ),
     WatchedKind[disruption.PodDisruptionBudget](
@@ -378,9 +356,11 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         lambda api: [("poddisruptionbudgets", client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces)],
         lambda t: t.budgets,
         disruption.budget_key,
-        seed=_keyed_seed(lambda t: t.budgets, DisruptionBudgetEvent, lambda e: e.key),
+        seed=keyed_seed(lambda t: t.budgets, DisruptionBudgetEvent, lambda e: e.key),
         seeded_from=topics.DISRUPTION_BUDGETS,
     ),
 )
 # The compacted topics whose records seed the trackers at start, in the table's order.
-SEEDED_TOPICS: tuple[topics.Topic, ...] = tuple(k.seeded_from for k in WATCHED_KINDS if k.seeded_from is not None)
+SEEDED_TOPICS: tuple[topics.Topic, ...] = tuple(  # once each: Kueue's and KAI's Topologies share topology.levels
+    {k.seeded_from.name: k.seeded_from for k in WATCHED_KINDS if k.seeded_from is not None}.values()
+)

@@ -20,6 +20,7 @@ from schemas.seal import DecisionKey
 from services.collector.cluster.kinds import SEEDED_TOPICS
 from services.collector.cluster.watcher import PUBLISHED_TOPICS, SERVICE, ClusterWatcher
 from topoplace.config import Settings
+from topoplace.informer import api_server_unavailable
 from topoplace.kafka.bootstrap import check_kafka_setting
 from topoplace.kafka.data_loss import watch_for_data_loss
 from topoplace.kafka.follower import TopicFollower, latest_by_key, read_compacted
@@ -70,13 +71,16 @@ async def run_cluster_watcher(
             Loop("recovery", lambda: raise_when_recovered(run.producer.recovered)),
             Loop("data-loss", lambda: _watch_for_data_loss(run, broker_check_seconds)),
             Loop("lifecycle", lambda: _read_back_lifecycle(watcher, run.bootstrap, security)),
+            Loop("topologies", lambda: _read_back_topologies(watcher, run.bootstrap, security)),
             Loop("watch", lambda: _seeded_run(watcher, run.bootstrap, security)),
         )
         listed = tuple(
             Gate(name=name, passed=event, waiting=lambda: "listing the cluster")
             for name, event in watcher.readiness().items()
         )
-        return ServiceRun(stages=(Stage(loops=loops, gates=listed),))
+        informers = [informer for versions in watcher.watches.values() for informer in versions]
+        # a watcher that cannot list the cluster publishes nothing new: not ready, and the API server named
+        return ServiceRun(stages=(Stage(loops=loops, gates=listed),), unavailable=api_server_unavailable(informers))
 
     try:
         spec = ServiceSpec(
@@ -118,6 +122,26 @@ async def _read_back_lifecycle(watcher: ClusterWatcher, bootstrap: str, security
 
     try:
         await follower.run(seen)
+    finally:
+        await follower.stop()
+
+
+async def _read_back_topologies(watcher: ClusterWatcher, bootstrap: str, security: KafkaSecurity) -> None:
+    """topology.nodes as the topic holds it: whose record each node's is (an agent's wins over the Node's)."""
+    follower = TopicFollower(bootstrap, [topics.TOPOLOGY_NODES], service=SERVICE, security=security)
+
+    async def seen(message: Received) -> None:
+        if message.key is not None:
+            await watcher.topology_read_back(message.key, message.event)
+
+    async def caught_up() -> None:
+        await follower.caught_up.wait()
+        await watcher.topologies_read_back()
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(follower.run(seen))
+            group.create_task(caught_up())
     finally:
         await follower.stop()
 

@@ -286,7 +286,10 @@ class KeyedTracker(Generic[T, E]):
         key_of: Callable[[T], str],
         on_gone: Callable[[str, E, float], list[Publication]],
         topic: str,
+        mine: Callable[[str], bool] = lambda _key: True,
     ) -> None:
+        """`mine`: the keys of its topic it answers for (where two kinds share one topic)."""
+        self._mine = mine
         self._translate = translate
         self._key_of = key_of
         self._on_gone = on_gone
@@ -297,7 +300,7 @@ class KeyedTracker(Generic[T, E]):
         return len(self._last)
 
     def seed(self, events: dict[str, E]) -> None:
-        self._last.update(events)
+        self._last.update((key, event) for key, event in events.items() if self._mine(key))
 
     def observe(self, obj: T, now: float, *, force: bool = False) -> Outcome:
         key = self._key_of(obj)
@@ -350,4 +353,11 @@ def topology_tracker() -> KeyedTracker[Topology, TopologyLevelsEvent]:
             Publication(topic=topics.TOPOLOGY_LEVELS.name, key=name, event=None),
         ]
 
-    return KeyedTracker(network.topology_levels_event, lambda t: t.metadata.name, on_gone, topics.TOPOLOGY_LEVELS.name)
+    # a Kueue Topology's name has no "/": the keys with one are KAI Topologies' (kai_topologies.py)
+    return KeyedTracker(
+        network.topology_levels_event,
+        lambda t: t.metadata.name,
+        on_gone,
+        topics.TOPOLOGY_LEVELS.name,
+        mine=lambda name: "/" not in name,
+    )

@@ -7,10 +7,13 @@
   (key gang name), the whole gang in one "gang.pending" span once it has its members;
 - every pod on a node, of any scheduler, and its end -> pods.lifecycle (key pod
   uid), with its effective requests and the devices of `topoplace.io/devices`;
-- nodes -> nodes.status (key node);
+- nodes -> nodes.status (key node); a Neuron or MetaX node's devices, read from its Node as its
+  device plugin describes them -> topology.nodes (key node), unless a node agent publishes
+  that node (node_devices.py);
 - Volcano HyperNodes (the CRD, or a file instead) -> topology.network (key
   hypernode; a deletion is a deleted event, then a tombstone);
-- Kueue Topologies -> topology.levels (key Topology name; deleted the same way);
+- Kueue Topologies -> topology.levels (key Topology name; deleted the same way), and KAI
+  Topologies there too (key kai.scheduler/<name>: kai_topologies.py);
 - ResourceSlices -> resources.slices (key slice name), DeviceClasses -> resources.classes
   (key class name), DeviceTaintRules -> resources.taintrules (key rule name), and every allocated
   ResourceClaim, of any scheduler -> resources.claims (key claim uid; deleted or
@@ -43,7 +46,8 @@ from schemas import topics
 from schemas.events import Event
 from schemas.seal import DecisionKey
 from services.collector.cluster.hypernode_file import follow_hypernode_file
-from services.collector.cluster.kinds import WATCHED_KINDS, Trackers, WatchedKind
+from services.collector.cluster.kinds import WATCHED_KINDS, Trackers
+from services.collector.cluster.watched_kind import WatchedKind
 from services.collector.cluster.metrics import INFORMER_METRICS
 from services.collector.cluster.publish import EventPublishing, Publisher
 from services.collector.cluster.trackers import Outcome
@@ -56,6 +60,7 @@ PUBLISHED_TOPICS = (
     topics.GANGS_PENDING,
     topics.PODS_LIFECYCLE,
     topics.NODES_STATUS,
+    topics.TOPOLOGY_NODES,
     topics.TOPOLOGY_NETWORK,
     topics.TOPOLOGY_LEVELS,
     topics.RESOURCE_SLICES,
@@ -201,6 +206,16 @@ class ClusterWatcher:
             await self.publish(tracker.gone(kind.key(obj), self.clock()))
         else:
             await self.publish(tracker.observe(obj, self.clock()))
+
+    # --- topology.nodes as the topic holds it (node_devices.py) --------------------------------
+
+    async def topology_read_back(self, key: str, event: Event | None) -> None:
+        """A topology.nodes record, anyone's: a node agent's makes the watcher leave that node to it."""
+        await self.publish(self.trackers.node_devices.on_topic(key, event))
+
+    async def topologies_read_back(self) -> None:
+        """topology.nodes read to its end: the discovered nodes no agent publishes go out."""
+        await self.publish(self.trackers.node_devices.caught_up(self.clock()))
 
     # --- publishing -----------------------------------------------------------------------------
 

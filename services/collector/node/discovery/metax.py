@@ -13,7 +13,7 @@ import msgspec
 
 from schemas.topology import Device, NodeTopology, Vendor
 from schemas.vendors import descriptor
-from services.collector.node.discovery.node import DiscoveryError, NodeObject, VendorDiscovery
+from services.collector.node.discovery.node import DiscoveryError, NodeObject, VendorDiscovery, source_prefix
 from services.collector.node.topo_matrix import synthetic_uuid
 from services.collector.node.topology_files import METAX_DEVICES_ANNOTATION, MetaxDeviceInfo
 
@@ -52,7 +52,7 @@ def read(node: NodeObject) -> NodeTopology:
         )
         for i in range(count)
     )
-    source = f"Node {node.name}: {WHOLE_GPU_RESOURCE} {count} (no MetaXLink zones published)"
+    source = f"{source_prefix(node.name)}{WHOLE_GPU_RESOURCE} {count} (no MetaXLink zones published)"
     return NodeTopology(node=node.name, machine_type=machine_type, devices=devices, source=source)
 
 
@@ -82,7 +82,7 @@ def _from_device_list(node: NodeObject, listed: str) -> NodeTopology:
         for i, card in enumerate(cards)
     )
     model = devices[0].model.replace(" ", "-")
-    source = f"Node {node.name}: {METAX_DEVICES_ANNOTATION} ({len(devices)} cards, from MetaX's device plugin)"
+    source = f"{source_prefix(node.name)}{METAX_DEVICES_ANNOTATION} ({len(devices)} cards, from MetaX's device plugin)"
     return NodeTopology(node=node.name, machine_type=f"metax-{model}-{len(devices)}gpu", devices=devices, source=source)
 
 

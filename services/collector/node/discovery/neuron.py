@@ -14,7 +14,7 @@ import msgspec
 
 from schemas.topology import Device, NodeTopology, Vendor
 from schemas.vendors import descriptor
-from services.collector.node.discovery.node import DiscoveryError, NodeObject, VendorDiscovery
+from services.collector.node.discovery.node import DiscoveryError, NodeObject, VendorDiscovery, source_prefix
 from services.collector.node.topo_matrix import synthetic_uuid
 from services.collector.node.topology_files import JSON_FIXTURES, load_topology
 
@@ -80,7 +80,7 @@ def read(node: NodeObject) -> NodeTopology:
             )
             for i in range(devices)
         ),
-        source=f"Node {node.name}: {resource} {devices} on a {instance_type} (links not published for it)",
+        source=f"{source_prefix(node.name)}{resource} {devices} on a {instance_type} (links not published for it)",
     )
 
 
@@ -97,7 +97,7 @@ def _from_fixture(node: NodeObject, instance_type: str, resource: str, devices: 
             f"node {node.name}: status.capacity[{CORE_RESOURCE}]: {cores} NeuronCores, but a {instance_type} has "
             f"{expected}"
         )
-    source = f"Node {node.name}: {resource} {devices} on a {instance_type}; links from {topology.source}"
+    source = f"{source_prefix(node.name)}{resource} {devices} on a {instance_type}; links from {topology.source}"
     return msgspec.structs.replace(topology, source=source)
 
 

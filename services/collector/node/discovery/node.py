@@ -9,6 +9,11 @@ import msgspec
 from schemas.topology import NodeTopology
 
 
+def source_prefix(node: str) -> str:
+    """How every discovered topology's `source` starts: readers tell a Node object's word from an agent's by it."""
+    return f"Node {node}: "
+
+
 class DiscoveryError(ValueError):
     """A Node whose device plugin's resources or annotations cannot be read: names which and why."""
 
