@@ -47,10 +47,10 @@ from schemas.events import Event
 from schemas.seal import DecisionKey
 from services.collector.cluster.hypernode_file import follow_hypernode_file
 from services.collector.cluster.kinds import WATCHED_KINDS, Trackers
-from services.collector.cluster.watched_kind import WatchedKind
 from services.collector.cluster.metrics import INFORMER_METRICS
 from services.collector.cluster.publish import EventPublishing, Publisher
 from services.collector.cluster.trackers import Outcome
+from services.collector.cluster.watched_kind import WatchedKind
 from topoplace import telemetry
 from topoplace.informer import Informer, ResourceMissing
 

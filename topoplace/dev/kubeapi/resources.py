@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from topoplace.dev.kubeapi.resource_type import ResourceType
+from topoplace.dev.kubeapi.resource_type import ResourceType as ResourceType
 
 _META = frozenset({"metadata.name", "metadata.namespace"})
 
