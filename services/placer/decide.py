@@ -177,6 +177,7 @@ def _placed(
         requests=dict(pending.requests),
         labels=dict(pending.labels),
         affinities=pending.affinities,
+        host_ports=pending.host_ports,
         decided_at=now,
         claims=claims,
         enforcement=view.enforcement_of(decision.node),

@@ -123,6 +123,7 @@ def _member(
         requests=dict(pending.requests),
         labels=dict(pending.labels),
         affinities=pending.affinities,
+        host_ports=pending.host_ports,
         decided_at=now,
         enforcement=view.enforcement_of(node),
     )
