@@ -38,6 +38,8 @@ from schemas.events import (
 from services.placer.requests import decision_id, held_placement, pod_request, request_error_text
 from services.placer.view import ClusterView
 
+KUEUE_SOURCE = "kueue"  # PendingGangEvent.source of a Kueue pod group: Kueue's gates apply to it alone
+
 
 class GangResult(msgspec.Struct, frozen=True, kw_only=True):
     placement: GangPlacementEvent | None  # None: nothing to publish (every member is gone)
@@ -57,8 +59,11 @@ def decide_gang(
     now: float = 0.0,
     node_policy: str | None = None,
     workload: tuple[WorkloadClass, ...] = (),
+    kueue_balanced: bool = False,
 ) -> GangResult:
-    """Decide every pending member of `gang` at once; PLACED members are assumed in the view."""
+    """Decide every pending member of `gang` at once; PLACED members are assumed in the view.
+
+    `kueue_balanced`: Kueue's TASBalancedPlacement gate (TOPOPLACE_FEATURE_GATES), read by Kueue gangs only."""
     members = [m for m in gang.members if not view.is_deleted(m.uid)]
     if not members:
         return GangResult(placement=None)
@@ -83,6 +88,7 @@ def decide_gang(
             sub_groups=gang.sub_groups,
             pods=tuple(pods),
             minimum_placement=True,
+            balanced=kueue_balanced and gang.source == KUEUE_SOURCE,
         )
         decision = engine.place_gang(view.index(), view.network_tree(), request, mode, workload=workload)
     except RequestError as exc:

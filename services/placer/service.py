@@ -32,6 +32,7 @@ from services.placer.decide import Cause, Decider, FollowUp
 from services.placer.parking import TicketState
 from topoplace import telemetry
 from topoplace.config import NODE_POLICY, ConfigError, Settings
+from topoplace.feature_gates import FeatureGates
 from topoplace.kafka.producer import EventProducer
 from topoplace.kafka.records import Received
 from topoplace.kafka.wire import extract_trace_context
@@ -120,11 +121,16 @@ class PlacerService:
         engine: Engine | None = None,
         node_policy: str | None = None,
         default_enforcement: Enforcement | None = None,
+        feature_gates: FeatureGates | None = None,
     ) -> None:
-        """`engine`: the engine deciding (one of its own when None)."""
+        """`engine`: the engine deciding (one of its own when None); `feature_gates`: TOPOPLACE_FEATURE_GATES."""
         self.producer = producer
         self.decider = Decider(
-            mode=mode, engine=engine, node_policy=node_policy, default_enforcement=default_enforcement
+            mode=mode,
+            engine=engine,
+            node_policy=node_policy,
+            default_enforcement=default_enforcement,
+            feature_gates=feature_gates,
         )
         self._tracer = telemetry.get_tracer(__name__, SERVICE)
         self._stopping = asyncio.Event()
@@ -354,6 +360,7 @@ async def run_placer(
             engine=replica_engine,
             node_policy=settings.node_policy,
             default_enforcement=Enforcement(settings.enforcement) if settings.enforcement else None,
+            feature_gates=FeatureGates(gates=settings.feature_gates),
         )
 
         def working() -> None:

@@ -36,27 +36,14 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from topoplace.commands.exit_codes import BAD_INPUT, NO_PLACE, OK
+from topoplace.feature_gates import FeatureGates, dra_gates, kueue_gates, parse_feature_gates
 
 if TYPE_CHECKING:
     from engine import Decision, NodeState, PodRequest, Snapshot
     from engine.decide.preempt import Preemptor
     from engine.decide.preempt import RunningPod as PreemptiblePod
     from engine.decide.preempt.gang import GangPreemption
-    from engine.node.dra import Features
     from topoplace.cluster_objects.cluster import ClusterRead
-
-
-def parse_feature_gates(text: str | None) -> dict[str, bool]:
-    """`Name=true,Other=false` as kube-scheduler's --feature-gates reads it; ValueError names the bad part."""
-    gates: dict[str, bool] = {}
-    for part in (text or "").split(","):
-        if not part.strip():
-            continue
-        name, sep, value = part.strip().partition("=")
-        if not sep or not name or value.lower() not in ("true", "false"):
-            raise ValueError(f"--feature-gates: expected Name=true or Name=false, got {part.strip()!r}")
-        gates[name] = value.lower() == "true"
-    return gates
 
 
 def _note(line: str) -> None:
@@ -90,6 +77,14 @@ def _snapshot_nodes(path: str | None) -> tuple[NodeState, ...]:
     except (ValueError, RequestError) as exc:
         raise ValueError(f"{path}: snapshot: {exc}") from None
     return snapshot.nodes
+
+
+def _gates(text: str | None) -> dict[str, bool]:
+    """--feature-gates, read as TOPOPLACE_FEATURE_GATES is (a gate topoplace does not read is noted, not refused)."""
+    try:
+        return parse_feature_gates(text)
+    except ValueError as exc:
+        raise ValueError(f"--feature-gates: {exc}") from None
 
 
 def _the_pod(pods: list[PodRequest], node: str | None) -> PodRequest:
@@ -141,7 +136,7 @@ def place_on_cluster(args: argparse.Namespace) -> int:
     from topoplace.commands.engine_extended import place_extended
 
     try:
-        gates = parse_feature_gates(args.feature_gates)
+        gates = _gates(args.feature_gates)
         if not args.pods:
             raise ValueError("--pods: give the pod to place (a file with a Pod object) with --cluster")
         cluster = read_cluster(args.cluster, _snapshot_nodes(args.snapshot))
@@ -221,20 +216,6 @@ def _not_helpful(nodes: int) -> str:
     return "preemption: " + fit_error_message(nodes, [NOT_HELPFUL] * nodes)
 
 
-def dra_gates() -> tuple[str, ...]:
-    """The DRA feature gates the allocator reads (DRAAdminAccess, DRAPrioritizedList, ...)."""
-    from engine.node.dra import Features
-
-    return tuple(Features.__struct_fields__)
-
-
-def kueue_gates() -> tuple[str, ...]:
-    """Kueue's feature gates a Kueue gang reads (TASBalancedPlacement)."""
-    from schemas.gangs import KUEUE_BALANCED_PLACEMENT
-
-    return (KUEUE_BALANCED_PLACEMENT,)
-
-
 def _with_claims(
     decision: Decision, cluster: ClusterRead, pod_paths: list[str], gates: dict[str, bool]
 ) -> tuple[Decision, list[dict[str, Any]] | None]:
@@ -246,16 +227,9 @@ def _with_claims(
     pod = pod_claims(pod_paths)
     if not pod.refs:
         return decision, None
-    features = dra_features(gates)
+    features = FeatureGates(gates=gates).dra_features()
     outcome = place_claims(decision, pod, cluster.dra, cluster.snapshot.nodes, CelPrograms(), features)
     return decided_with(decision, outcome)
-
-
-def dra_features(gates: dict[str, bool]) -> Features:
-    """The allocator's features: the DRA gates given, the others as in the newest release."""
-    from engine.node.dra import Features
-
-    return Features(**{g: v for g, v in gates.items() if g in dra_gates()})
 
 
 def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Namespace, gates: dict[str, bool]) -> int:
@@ -274,7 +248,7 @@ def _place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Nam
     if args.node is not None:
         raise ValueError("--node: not with a gang (its members are placed inside one network domain)")
     given = gang_of(pods, args.pods, cluster.gangs)
-    kueue = {name: on for name, on in gates.items() if name in kueue_gates()}
+    kueue = FeatureGates(gates=gates).kueue()
     given = msgspec.structs.replace(given, kueue_feature_gates={**given.kueue_feature_gates, **kueue})
     snapshot, mode, engine = with_gang_tree(cluster.snapshot, given, cluster.gangs), Mode(args.mode), Engine()
     built = build_tree(
