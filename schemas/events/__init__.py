@@ -32,6 +32,7 @@ from schemas.events.decisions import (
 )
 from schemas.events.gangs import (
     GangPlacementEvent,
+    GangTierRefusal,
     NetworkConstraint,
     PendingGangEvent,
     RunningMember,
@@ -77,6 +78,7 @@ __all__ = [
     "Event",
     "GangPlacementEvent",
     "GangRef",
+    "GangTierRefusal",
     "HyperNodeEvent",
     "HyperNodeMember",
     "LabelSelector",

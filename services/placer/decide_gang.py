@@ -12,7 +12,9 @@ pending members changed), when they are placed near them, or parked until room
 appears if none fits. The answer is one GangPlacementEvent
 whose members are ordinary PlacementEvents, so the view, the binder and the
 decision ids treat a member like any single pod; each PLACED member is assumed
-in the view before anything is published.
+in the view before anything is published. It carries the engine's refused tiers
+(`refused_tiers`): why each tier below the gang's was refused, or, unplaced, each
+tier walked, so the binder's message and `topoplace explain` can say why.
 
 Gang decision_id: the first 24 hex digits of SHA-256 over the gang name and its
 members' decision ids (UNSCHEDULABLE: over the gang name, the pending members'
@@ -30,6 +32,7 @@ from engine import Engine, Mode, PodRequest, RequestError, WorkloadClass
 from engine.decide.gang import GangDecision, GangRequest, MemberPlacement
 from schemas.events import (
     GangPlacementEvent,
+    GangTierRefusal,
     PendingGangEvent,
     PendingPodEvent,
     PlacementEvent,
@@ -96,7 +99,8 @@ def decide_gang(
             placement=_unschedulable(gang, fresh, attempt, f"invalid gang: {request_error_text(exc)}", now)
         )
     if not decision.placed:
-        return GangResult(placement=_unschedulable(gang, fresh, attempt, decision.reason, now))
+        refused = refusals_of(decision)
+        return GangResult(placement=_unschedulable(gang, fresh, attempt, decision.reason, now, refused))
     by_uid = {p.uid: p for p in decision.pods}
     # At its minimum (decision.partial): the members without a node wait, out of this decision.
     placed = [m for m in fresh if by_uid[m.uid].node]
@@ -172,12 +176,23 @@ def _gang_event(
         hypernode=decision.hypernode or "",
         tier=decision.tier,
         reason=decision.reason if decision.partial else "",
+        refused_tiers=refusals_of(decision),
         decided_at=now,
     )
 
 
+def refusals_of(decision: GangDecision) -> tuple[GangTierRefusal, ...]:
+    """Why the engine refused each tier below the gang's (every tier walked when unplaced), lowest first."""
+    return tuple(GangTierRefusal(tier=r.tier, tier_name=r.tier_name, reason=r.reason) for r in decision.refused_tiers)
+
+
 def _unschedulable(
-    gang: PendingGangEvent, pending: list[PendingPodEvent], attempt: int, reason: str, now: float
+    gang: PendingGangEvent,
+    pending: list[PendingPodEvent],
+    attempt: int,
+    reason: str,
+    now: float,
+    refused: tuple[GangTierRefusal, ...] = (),
 ) -> GangPlacementEvent:
     members = tuple(
         PlacementEvent(
@@ -201,5 +216,6 @@ def _unschedulable(
         outcome=PlacementOutcome.UNSCHEDULABLE,
         members=members,
         reason=reason,
+        refused_tiers=refused,
         decided_at=now,
     )
