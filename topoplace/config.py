@@ -17,7 +17,15 @@ from topoplace.env_values import port as _port
 from topoplace.env_values import positive_int as _positive_int
 from topoplace.env_values import positive_seconds as _positive_seconds
 from topoplace.env_values import url as _url
+from topoplace.feature_gates import known_gates
 from topoplace.kafka.security import SECURITY_ENV_VARS, KafkaSecurity, Secret, SecurityConfigError, security_from_env
+from topoplace.lease_timings import LEADER_LEASE as LEADER_LEASE
+from topoplace.lease_timings import LEADER_RENEW_DEADLINE as LEADER_RENEW_DEADLINE
+from topoplace.lease_timings import LEADER_RETRY as LEADER_RETRY
+from topoplace.lease_timings import LEADER_STOP_GRACE as LEADER_STOP_GRACE
+from topoplace.lease_timings import LEADER_WATCHDOG as LEADER_WATCHDOG
+from topoplace.lease_timings import LeaseTimingError as LeaseTimingError
+from topoplace.lease_timings import LeaseTimings as LeaseTimings
 
 KAFKA_BOOTSTRAP = "KAFKA_BOOTSTRAP"
 KAFKA_IDEMPOTENCE = "TOPOPLACE_KAFKA_IDEMPOTENCE"
@@ -40,17 +48,13 @@ ENFORCEMENT = "TOPOPLACE_ENFORCEMENT"
 LEADER_ELECTION = "TOPOPLACE_LEADER_ELECTION"
 LEADER_IDENTITY = "TOPOPLACE_LEADER_IDENTITY"
 LEADER_NAMESPACE = "TOPOPLACE_LEADER_NAMESPACE"
-LEADER_LEASE = "TOPOPLACE_LEADER_LEASE_SECONDS"
-LEADER_RENEW_DEADLINE = "TOPOPLACE_LEADER_RENEW_DEADLINE_SECONDS"
-LEADER_RETRY = "TOPOPLACE_LEADER_RETRY_SECONDS"
-LEADER_WATCHDOG = "TOPOPLACE_LEADER_WATCHDOG_SECONDS"
-LEADER_STOP_GRACE = "TOPOPLACE_LEADER_STOP_GRACE_SECONDS"
 TOPIC_REPLICATION_FACTOR = "TOPOPLACE_TOPIC_REPLICATION_FACTOR"
 TOPIC_MIN_INSYNC_REPLICAS = "TOPOPLACE_TOPIC_MIN_INSYNC_REPLICAS"
 # The key that seals pods' devices (schemas/seal.py): a file (a mounted Secret), or the key itself (dev runs).
 DECISION_KEY_FILE = "TOPOPLACE_DECISION_KEY_FILE"
 DECISION_KEY = "TOPOPLACE_DECISION_KEY"
 MIN_DECISION_KEY_CHARS = 16
+FEATURE_GATES = "TOPOPLACE_FEATURE_GATES"  # the placer's DRA and Kueue gates (topoplace/feature_gates.py)
 
 # How nodes enforce a device choice when neither their label nor HAMi's registration says
 # (schemas/enforcement.py; not imported here, so building the CLI parser stays light).
@@ -91,6 +95,7 @@ ENV_VARS: tuple[str, ...] = (
     TOPIC_MIN_INSYNC_REPLICAS,
     DECISION_KEY_FILE,
     DECISION_KEY,
+    FEATURE_GATES,
     *SECURITY_ENV_VARS,
 )
 
@@ -102,47 +107,6 @@ class TopicDurability(msgspec.Struct, frozen=True, kw_only=True):
 
     replication_factor: int | None = None  # None: min(3, the brokers the cluster reports)
     min_insync_replicas: int | None = None  # None: min(2, the replication factor)
-
-
-class LeaseTimingError(ValueError):
-    """Lease timings that would let two binders bind at once; names the variables involved."""
-
-    def __init__(self, variables: tuple[str, ...], reason: str) -> None:
-        super().__init__(f"{', '.join(variables)}: {reason}")
-        self.variables = variables
-        self.reason = reason
-
-
-class LeaseTimings(msgspec.Struct, frozen=True, kw_only=True):
-    """The binder's leader election (kube-scheduler's 15 s / 10 s / 2 s by default).
-
-    A leader whose last renewal *started* at t stops binding by t + renew deadline + watchdog
-    period (its watchdog notices) + stop grace (its binds in flight are cancelled; a process whose
-    binds have not ended by then exits). A standby takes the Lease no sooner than `lease_seconds`
-    after it saw that renewal, which is after t. So that sum must be shorter than the lease:
-    checked here, whoever builds the timings."""
-
-    lease_seconds: int = 15  # whole seconds: the Lease stores an integer
-    renew_deadline_seconds: int = 10
-    retry_seconds: int = 2
-    watchdog_seconds: float = 0.5  # how often a leader checks when its last renewal started
-    stop_grace_seconds: float = 2.0  # cancelled binds must end within this, or the process exits
-
-    def __post_init__(self) -> None:
-        stops_by = self.renew_deadline_seconds + self.watchdog_seconds + self.stop_grace_seconds
-        if not stops_by < self.lease_seconds:
-            raise LeaseTimingError(
-                (LEADER_LEASE, LEADER_RENEW_DEADLINE, LEADER_WATCHDOG, LEADER_STOP_GRACE),
-                f"the lease ({self.lease_seconds} s) must be longer than renew deadline + watchdog + stop grace "
-                f"({self.renew_deadline_seconds} + {self.watchdog_seconds} + {self.stop_grace_seconds} "
-                f"= {stops_by} s), or a binder that lost the Lease may still bind when another takes it",
-            )
-        if not self.renew_deadline_seconds > 1.2 * self.retry_seconds:  # the election library's rule
-            raise LeaseTimingError(
-                (LEADER_RENEW_DEADLINE, LEADER_RETRY),
-                f"the renew deadline ({self.renew_deadline_seconds} s) must be longer than 1.2 x the retry period "
-                f"({self.retry_seconds} s)",
-            )
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -180,6 +144,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     lease_timings: LeaseTimings = LeaseTimings()
     # How long the binder waits for a pod's claims to be bound before giving the pod back (kube's bindTimeout).
     volume_bind_timeout_seconds: float = 600.0
+    feature_gates: dict[str, bool] = {}  # the placer's, by upstream name; the others keep their defaults
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -222,6 +187,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             decision_key=_decision_key(environ),
             lease_timings=_lease_timings(environ),
             volume_bind_timeout_seconds=_positive_seconds(environ, VOLUME_BIND_TIMEOUT, default=600.0),
+            feature_gates=_feature_gates(environ),
         )
 
     def require_decision_key(self) -> bytes:
@@ -297,6 +263,13 @@ def _decision_key(environ: Mapping[str, str]) -> Secret | None:
     if len(key) < MIN_DECISION_KEY_CHARS:
         raise ConfigError(variable, f"the key must have at least {MIN_DECISION_KEY_CHARS} characters, got {len(key)}")
     return Secret(key)
+
+
+def _feature_gates(environ: Mapping[str, str]) -> dict[str, bool]:
+    try:
+        return known_gates(_optional(environ, FEATURE_GATES))
+    except ValueError as exc:
+        raise ConfigError(FEATURE_GATES, str(exc)) from None
 
 
 def _check_bootstrap(bootstrap: str) -> None:

@@ -16,6 +16,7 @@ from schemas.events import (
     BindingEvent,
     DeviceAssignment,
     GangPlacementEvent,
+    GangTierRefusal,
     PlacementEvent,
     PlacementOutcome,
 )
@@ -27,6 +28,7 @@ class GangSide(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     hypernode: str = ""
     tier: int | None = None
+    refused_tiers: tuple[GangTierRefusal, ...] = ()  # why each lower tier was refused (unplaced: each tier walked)
 
 
 class BindingSide(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,7 +103,11 @@ def pod_story(
         alternatives=placement.alternatives,
         reason=placement.reason or (gang.reason if gang is not None else ""),
         decided_at=placement.decided_at,
-        gang=GangSide(name=gang.name, hypernode=gang.hypernode, tier=gang.tier) if gang is not None else None,
+        gang=(
+            GangSide(name=gang.name, hypernode=gang.hypernode, tier=gang.tier, refused_tiers=gang.refused_tiers)
+            if gang is not None
+            else None
+        ),
         binding=(
             BindingSide(outcome=answer.outcome.value, node=answer.node, reason=answer.reason, attempts=answer.attempts)
             if answer is not None
@@ -131,6 +137,8 @@ def story_lines(story: PodStory) -> list[str]:
         where = f" on hypernode {story.gang.hypernode}" if story.gang.hypernode else ""
         tier = f" (tier {story.gang.tier})" if story.gang.tier is not None else ""
         lines.append(f"gang {story.gang.name}{where}{tier}")
+        if story.outcome is PlacementOutcome.PLACED:  # an unplaced gang's reason names them already
+            lines.extend(f"  refused {refusal.text()}" for refusal in story.gang.refused_tiers)
     if story.alternatives:
         lines.append("alternatives:")
         lines.extend(f"  {a.node} (score {a.score:g}): {a.reason}" for a in story.alternatives)

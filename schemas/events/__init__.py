@@ -35,6 +35,7 @@ from schemas.events.decisions import (
 from schemas.events.disruption import DisruptionBudgetEvent
 from schemas.events.gangs import (
     GangPlacementEvent,
+    GangTierRefusal,
     NetworkConstraint,
     PendingGangEvent,
     RunningMember,
@@ -81,6 +82,7 @@ __all__ = [
     "Event",
     "GangPlacementEvent",
     "GangRef",
+    "GangTierRefusal",
     "HyperNodeEvent",
     "HyperNodeMember",
     "LabelSelector",

@@ -10,7 +10,7 @@ from schemas.dra import ClaimAllocation
 from schemas.enforcement import Enforcement
 from schemas.events.base import Event
 from schemas.events.pods import DeviceAssignment, GangRef
-from schemas.kube import PodAffinities
+from schemas.kube import HostPort, PodAffinities
 
 # --- placements (key = node) ----------------------------------------------------------------
 
@@ -64,6 +64,7 @@ class PlacementEvent(Event, frozen=True, kw_only=True):
     # PodTopologySpread): the next replica decided sees this one before the cluster reports it bound.
     labels: dict[str, str] = {}
     affinities: PodAffinities | None = None
+    host_ports: tuple[HostPort, ...] = ()  # the host ports it takes, held on the node while assumed (NodePorts)
     decided_at: float = 0.0
     claims: tuple[ClaimAllocation, ...] = ()  # DRA: the devices chosen for each of the pod's claims
     # How the node makes the device choice stick (schemas/enforcement.py): the binder writes

@@ -78,6 +78,18 @@ class PendingGangEvent(Event, frozen=True, kw_only=True):
 # --- gangs.placements (key = gang name) -----------------------------------------------------
 
 
+class GangTierRefusal(msgspec.Struct, frozen=True, kw_only=True):
+    """A tier of the network tree the gang search went past, and why no hypernode of it took the whole gang."""
+
+    tier: int
+    tier_name: str = ""  # its hypernodes' tierName; "the whole cluster" for the tree's virtual top
+    reason: str
+
+    def text(self) -> str:
+        """`tier 1 (rack): at most 2 of 3 pending member(s) fit in one hypernode (rack-a)`."""
+        return f"tier {self.tier}" + (f" ({self.tier_name})" if self.tier_name else "") + f": {self.reason}"
+
+
 class GangPlacementEvent(Event, frozen=True, kw_only=True):
     """The placer's one decision for a whole gang: every member placed, its minimum, or none (UNSCHEDULABLE)."""
 
@@ -93,4 +105,6 @@ class GangPlacementEvent(Event, frozen=True, kw_only=True):
     hypernode: str = ""  # the lowest hypernode holding every member (running ones included)
     tier: int | None = None  # its tier
     reason: str = ""
+    # Why each tier below it was refused (unplaced: every tier walked), lowest first: the engine's refused_tiers.
+    refused_tiers: tuple[GangTierRefusal, ...] = ()
     decided_at: float = 0.0

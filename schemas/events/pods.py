@@ -9,7 +9,7 @@ import msgspec
 
 from schemas.dra import ContainerRequests, PodClaim
 from schemas.events.base import MAX_POD_EVENT_BYTES, Event
-from schemas.kube import Affinity, LabelSelector, PodAffinities, Toleration, TopologySpreadConstraint
+from schemas.kube import Affinity, HostPort, LabelSelector, PodAffinities, Toleration, TopologySpreadConstraint
 
 # --- pods.pending (key = pod uid) -----------------------------------------------------------
 
@@ -47,6 +47,7 @@ class PendingPodEvent(Event, frozen=True, kw_only=True):
     node_selector: dict[str, str] = {}
     affinity: Affinity | None = None
     tolerations: tuple[Toleration, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()  # its containers' and sidecars' ports with a hostPort (NodePorts)
     claims: tuple[PodClaim, ...] = ()  # DRA: the pod's ResourceClaims, with their requests
     # Each container's requests (init containers first) when one asks an extended resource: a DeviceClass
     # may serve it through DRA on a node whose device plugin does not publish it (KEP-5004).
@@ -103,6 +104,7 @@ class PodLifecycleEvent(Event, frozen=True, kw_only=True):
     affinities: PodAffinities | None = None
     terminating: bool = False
     volume_claims: tuple[str, ...] = ()  # names of the PersistentVolumeClaims it mounts (ReadWriteOncePod in use)
+    host_ports: tuple[HostPort, ...] = ()  # the host ports it takes on its node (NodePorts)
     observed_at: float = 0.0
     # What preemption weighs a running pod by: spec.priority, status.startTime (seconds since the
     # epoch; 0: not started), and whether it is already being deleted by a preemption

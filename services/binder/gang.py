@@ -22,7 +22,8 @@ whole decision before it binds anything. Then:
    of a member not bound.
 
 An UNSCHEDULABLE decision: every member gets PodScheduled=False and a
-FailedScheduling Event with the reason, and is reported UNSCHEDULABLE.
+FailedScheduling Event with the reason, naming why each tier of the network
+tree was refused (the decision's `refused_tiers`), and is reported UNSCHEDULABLE.
 """
 
 from __future__ import annotations
@@ -57,6 +58,14 @@ BIND_ROUNDS = 3
 Results = list[tuple[PlacementEvent, BindResult]]
 
 log = logging.getLogger(__name__)
+
+
+def unplaced_reason(member: PlacementEvent, gang: GangPlacementEvent) -> str:
+    """The member's reason, with every refused tier the gang's decision carries that it does not name yet
+    (the placer's reason names them; one from elsewhere, or cut short, may not): a user sees why no tier took it."""
+    reason = member.reason or gang.reason
+    missing = [refusal.text() for refusal in gang.refused_tiers if refusal.text() not in reason]
+    return "; ".join([reason, *missing]) if reason else "; ".join(missing)
 
 
 class _Checked:
@@ -133,7 +142,7 @@ class GangHandler:
         placed = [m.outcome is PlacementOutcome.PLACED for m in gang.members]
         if gang.outcome is PlacementOutcome.UNSCHEDULABLE or not any(placed):
             return [
-                (m, BindResult(outcome=BindingOutcome.UNSCHEDULABLE, reason=m.reason or gang.reason, attempts=0))
+                (m, BindResult(outcome=BindingOutcome.UNSCHEDULABLE, reason=unplaced_reason(m, gang), attempts=0))
                 for m in gang.members
             ]
         if not all(placed):

@@ -1,6 +1,7 @@
 """Decisions for pending pods; pure and synchronous (the service does the I/O).
 
-`decide` turns one PendingPodEvent into one PlacementEvent against the view;
+`decide` (decide_pod.py) turns one PendingPodEvent into one PlacementEvent against the view,
+`decide_gang` (decide_gang.py) one PendingGangEvent into one GangPlacementEvent;
 `Decider` adds what follows from the other topics: re-planning a decision the
 binder rejected, and retrying parked pods when an event could help them (a bounded
 number per event or tick, each after its backoff: see parking.py).
@@ -22,12 +23,9 @@ from collections.abc import Callable
 
 import msgspec
 
-from engine import Decision, Engine, Mode, PodRequest, RequestError, WorkloadClass
-from schemas.dra import ClaimAllocation
+from engine import Engine, Mode
 from schemas.enforcement import Enforcement
 from schemas.events import (
-    MAX_ALTERNATIVES,
-    Alternative,
     BindingEvent,
     Event,
     GangPlacementEvent,
@@ -36,19 +34,17 @@ from schemas.events import (
     PlacementEvent,
     PlacementOutcome,
 )
-from services.placer.claims import place_claims
 from services.placer.decide_gang import GangResult, decide_gang
-from services.placer.decide_preempt import preempt_for
-from services.placer.dra_allocation import place_allocated, read_whole
-from services.placer.dra_extended import place_extended
+from services.placer.decide_pod import DecideResult as DecideResult
+from services.placer.decide_pod import decide as decide
 from services.placer.growth import event_growth, tombstone_growth
 from services.placer.parking import GangTicket, Growth, ParkingLot, Ticket, TraceHeaders
-from services.placer.preemption import holding_nominated
 from services.placer.requests import decision_id as decision_id
-from services.placer.requests import held_placement, request_error_text, unschedulable_placement
 from services.placer.requests import pod_request as pod_request
+from services.placer.requests import unschedulable_placement
 from services.placer.view import ClusterView, ViewChange
 from services.placer.workload_mix import WorkloadMix
+from topoplace.feature_gates import FeatureGates
 
 # After this many rejected decisions in a row a pod is reported unschedulable and
 # left to the watcher's re-list, so a binder that keeps failing cannot make us loop.
@@ -76,129 +72,6 @@ class FollowUp(msgspec.Struct, frozen=True, kw_only=True):
     origin: TraceHeaders = ()  # the pod's pending event's trace headers, when this replica has them
 
 
-class DecideResult(msgspec.Struct, frozen=True, kw_only=True):
-    placement: PlacementEvent | None  # None: nothing to publish (the pod is gone)
-    repeated: bool = False  # an earlier decision re-emitted, not a new one
-    note: str = ""
-
-
-def decide(
-    view: ClusterView,
-    pending: PendingPodEvent,
-    *,
-    engine: Engine,
-    mode: Mode = Mode.DEFAULT,
-    now: float = 0.0,
-    node_policy: str | None = None,
-    workload: tuple[WorkloadClass, ...] = (),
-) -> DecideResult:
-    """Decide one pending pod and, when placed, record the assumption in the view.
-
-    `node_policy` applies to pods that name none; `workload` is the cluster's pod mix,
-    which the `fragmentation` node policy weighs.
-    """
-    if view.is_deleted(pending.uid):
-        return DecideResult(placement=None, note="the pod was deleted")
-    held = view.holdings_of(pending.uid)
-    if held:
-        return DecideResult(placement=held_placement(held[0], pending, now), repeated=True)
-
-    attempt = view.dropped_decisions(pending.uid)
-    try:
-        request = pod_request(pending, node_policy=node_policy, volumes=view.storage.rules_for(pending))
-
-        def place_one(request: PodRequest) -> Decision:
-            own = f"{pending.namespace}/{pending.name}"  # nominated pods' room is held from this one
-            with holding_nominated(view.index(), view.nominations.live(now), pending.priority, own) as index:
-                return engine.place_in(index, request, mode, workload=workload, runners_up=MAX_ALTERNATIVES)
-
-        unready = next((c.waiting for c in pending.claims if c.waiting), "")
-        claims: tuple[ClaimAllocation, ...] = ()
-        if unready:  # kube-scheduler's reason; the pod comes again once its claim exists
-            decision = Decision(node=None, reason=unready)
-        elif read_whole(pending.claims):
-            cluster, nodes, programs = view.dra_cluster(), view.index().nodes(), engine.dra_programs
-            decision, claims = place_allocated(request, pending.claims, cluster, nodes, place_one, programs)
-        elif pending.claims:
-            decision, claims = place_claims(request, pending.claims, view.slices(), place_one, view.allocated_claims())
-        else:
-            decision, claims = place_one(request), ()
-        if decision.node is None and not unready:  # its extended resources may be DRA's to serve (KEP-5004)
-            decision, claims = place_extended(
-                (decision, claims), request, pending, view, place_one, engine.dra_programs
-            )
-    except RequestError as exc:
-        reason = f"invalid request: {request_error_text(exc)}"
-        return DecideResult(placement=unschedulable_placement(pending, attempt, reason, 0, now))
-
-    if decision.node is None:
-        reason = decision.reason or "no node can host the pod"
-        if not pending.claims:  # DRA claims: eviction does not free a claim's devices here
-            nominating, why = preempt_for(view, pending, request, engine=engine, mode=mode, attempt=attempt, now=now)
-            if nominating is not None:
-                return DecideResult(placement=nominating)
-            reason += f"; {why}"
-        waiting = view.nodes_without_status() if not unready else []  # a missing claim is the whole reason
-        if waiting:
-            reason += f"; {len(waiting)} node(s) still waiting for their status: " + ", ".join(waiting[:5])
-        return DecideResult(
-            placement=unschedulable_placement(pending, attempt, reason, decision.candidates_considered, now)
-        )
-
-    placement = _placed(view, pending, decision, claims, attempt, now)
-    # Recorded before anything is published, so the next decision cannot reuse these devices.
-    view.assume(placement)
-    view.storage.decided(pending, placement.node)  # its claims are in use (ReadWriteOncePod), attached there
-    return DecideResult(placement=placement)
-
-
-def _placed(
-    view: ClusterView,
-    pending: PendingPodEvent,
-    decision: Decision,
-    claims: tuple[ClaimAllocation, ...],
-    attempt: int,
-    now: float,
-) -> PlacementEvent:
-    """The placement of a pod the engine found a node for."""
-    assert decision.node is not None
-    return PlacementEvent(
-        decision_id=decision_id(
-            pending.uid,
-            pending.resource_version,
-            attempt,
-            decision.node,
-            decision.devices,
-        ),
-        uid=pending.uid,
-        namespace=pending.namespace,
-        name=pending.name,
-        pod_resource_version=pending.resource_version,
-        outcome=PlacementOutcome.PLACED,
-        node=decision.node,
-        devices=decision.devices,
-        score=decision.score,
-        score_parts=dict(decision.score_parts),
-        candidates_considered=decision.candidates_considered,
-        gang=pending.gang,
-        # The sharing pool the devices run in, as the vendor read it from the pod: the
-        # engine keeps pods of other pools off these devices while the decision stands.
-        qos=decision.qos,
-        app_class=decision.app_class,
-        requests=dict(pending.requests),
-        labels=dict(pending.labels),
-        affinities=pending.affinities,
-        decided_at=now,
-        claims=claims,
-        enforcement=view.enforcement_of(decision.node),
-        alternatives=tuple(
-            Alternative(node=v.node, score=v.score, reason=v.reason)
-            for v in decision.alternatives[:MAX_ALTERNATIVES]
-            if v.fits
-        ),
-    )
-
-
 class Decider:
     """The view, the parked pods and the engine together: every decision the placer makes."""
 
@@ -210,10 +83,15 @@ class Decider:
         node_policy: str | None = None,
         default_enforcement: Enforcement | None = None,
         clock: Callable[[], float] | None = None,
+        feature_gates: FeatureGates | None = None,
     ) -> None:
         """`engine`: the engine every decision uses (one of its own when None); `clock`: monotonic seconds
-        for the parked pods' backoff (time.monotonic by default)."""
+        for the parked pods' backoff (time.monotonic by default); `feature_gates`: the DRA gates its
+        allocator reads and Kueue's its Kueue gangs read (TOPOPLACE_FEATURE_GATES; upstream defaults when None)."""
         self.engine = engine if engine is not None else Engine()
+        gates = feature_gates if feature_gates is not None else FeatureGates()
+        self.dra_features = gates.dra_features()
+        self.kueue_balanced = gates.kueue_balanced_placement
         # A policy reading the workload (fragmentation) weighs CPU: the index reads each node's, the mix each pod's.
         weighs_cpu = self.engine.vendors.policies.reads_workload(node_policy)
         self.view = ClusterView(cpu_in_index=weighs_cpu)
@@ -232,6 +110,7 @@ class Decider:
             now=now,
             node_policy=self.node_policy,
             workload=self.mix.classes(),
+            features=self.dra_features,
         )
 
     def on_pending(self, pending: PendingPodEvent, *, now: float = 0.0, origin: TraceHeaders = ()) -> DecideResult:
@@ -256,6 +135,7 @@ class Decider:
             now=now,
             node_policy=self.node_policy,
             workload=self.mix.classes(),
+            kueue_balanced=self.kueue_balanced,
         )
 
     def on_event(self, event: Event, *, now: float = 0.0) -> list[FollowUp]:

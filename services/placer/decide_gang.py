@@ -14,7 +14,9 @@ pending members changed), when they are placed near them, or parked until room
 appears if none fits. The answer is one GangPlacementEvent
 whose members are ordinary PlacementEvents, so the view, the binder and the
 decision ids treat a member like any single pod; each PLACED member is assumed
-in the view before anything is published.
+in the view before anything is published. It carries the engine's refused tiers
+(`refused_tiers`): why each tier below the gang's was refused, or, unplaced, each
+tier walked, so the binder's message and `topoplace explain` can say why.
 
 Gang decision_id: the first 24 hex digits of SHA-256 over the gang name and its
 members' decision ids (UNSCHEDULABLE: over the gang name, the pending members'
@@ -33,6 +35,7 @@ from engine.decide.gang import GangDecision, GangRequest, MemberPlacement
 from engine.node.dra import ResourceSlice
 from schemas.events import (
     GangPlacementEvent,
+    GangTierRefusal,
     PendingGangEvent,
     PendingPodEvent,
     PlacementEvent,
@@ -42,6 +45,8 @@ from services.placer.dra_allocation import read_whole
 from services.placer.gang_claims import live_gang_claims, member_claims
 from services.placer.requests import decision_id, held_placement, pod_request, request_error_text
 from services.placer.view import ClusterView
+
+KUEUE_SOURCE = "kueue"  # PendingGangEvent.source of a Kueue pod group: Kueue's gates apply to it alone
 
 
 class GangResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -62,8 +67,11 @@ def decide_gang(
     now: float = 0.0,
     node_policy: str | None = None,
     workload: tuple[WorkloadClass, ...] = (),
+    kueue_balanced: bool = False,
 ) -> GangResult:
-    """Decide every pending member of `gang` at once; PLACED members are assumed in the view."""
+    """Decide every pending member of `gang` at once; PLACED members are assumed in the view.
+
+    `kueue_balanced`: Kueue's TASBalancedPlacement gate (TOPOPLACE_FEATURE_GATES), read by Kueue gangs only."""
     members = [m for m in gang.members if not view.is_deleted(m.uid)]
     if not members:
         return GangResult(placement=None)
@@ -94,6 +102,7 @@ def decide_gang(
             sub_groups=gang.sub_groups,
             pods=tuple(pods),
             minimum_placement=True,
+            balanced=kueue_balanced and gang.source == KUEUE_SOURCE,
         )
         decision = engine.place_gang(view.index(), view.network_tree(), request, mode, workload=workload, claims=claims)
     except RequestError as exc:
@@ -101,7 +110,8 @@ def decide_gang(
             placement=_unschedulable(gang, fresh, attempt, f"invalid gang: {request_error_text(exc)}", now)
         )
     if not decision.placed:
-        return GangResult(placement=_unschedulable(gang, fresh, attempt, decision.reason, now))
+        refused = refusals_of(decision)
+        return GangResult(placement=_unschedulable(gang, fresh, attempt, decision.reason, now, refused))
     by_uid = {p.uid: p for p in decision.pods}
     # At its minimum (decision.partial): the members without a node wait, out of this decision.
     slices = claims.given.slices if claims is not None else ()
@@ -143,6 +153,7 @@ def _member(
         requests=dict(pending.requests),
         labels=dict(pending.labels),
         affinities=pending.affinities,
+        host_ports=pending.host_ports,
         decided_at=now,
         enforcement=view.enforcement_of(node),
     )
@@ -185,12 +196,23 @@ def _gang_event(
         hypernode=decision.hypernode or "",
         tier=decision.tier,
         reason=decision.reason if decision.partial else "",
+        refused_tiers=refusals_of(decision),
         decided_at=now,
     )
 
 
+def refusals_of(decision: GangDecision) -> tuple[GangTierRefusal, ...]:
+    """Why the engine refused each tier below the gang's (every tier walked when unplaced), lowest first."""
+    return tuple(GangTierRefusal(tier=r.tier, tier_name=r.tier_name, reason=r.reason) for r in decision.refused_tiers)
+
+
 def _unschedulable(
-    gang: PendingGangEvent, pending: list[PendingPodEvent], attempt: int, reason: str, now: float
+    gang: PendingGangEvent,
+    pending: list[PendingPodEvent],
+    attempt: int,
+    reason: str,
+    now: float,
+    refused: tuple[GangTierRefusal, ...] = (),
 ) -> GangPlacementEvent:
     members = tuple(
         PlacementEvent(
@@ -214,5 +236,6 @@ def _unschedulable(
         outcome=PlacementOutcome.UNSCHEDULABLE,
         members=members,
         reason=reason,
+        refused_tiers=refused,
         decided_at=now,
     )

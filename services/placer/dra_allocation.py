@@ -35,6 +35,7 @@ from engine.node.dra import (
     CelPrograms,
     DeviceClass,
     DeviceId,
+    Features,
     NodeView,
     ResourceClaim,
     ResourceSlice,
@@ -59,6 +60,7 @@ from schemas.kube import (
 from services.placer.claims import taken_text
 
 CANNOT_ALLOCATE = "cannot allocate all claims"  # kube-scheduler's words
+DEFAULT_FEATURES = Features()  # the newest release's gates, as the placer's allocator reads them by default
 
 
 class DraCluster(msgspec.Struct, frozen=True, kw_only=True):
@@ -87,7 +89,7 @@ def engine_claims(namespace: str, claims: tuple[PodClaim, ...]) -> list[Resource
     ]
 
 
-def held_by_others(cluster: DraCluster, own: frozenset[str]) -> AllocationInput:
+def held_by_others(cluster: DraCluster, own: frozenset[str], features: Features = DEFAULT_FEATURES) -> AllocationInput:
     """The slices (with DeviceTaintRules) and what every claim but `own` holds: the cluster as allocation reads it."""
     others = [e for e in cluster.allocated if e.uid not in own and not e.deleted]
     as_claims = [
@@ -114,7 +116,9 @@ def held_by_others(cluster: DraCluster, own: frozenset[str]) -> AllocationInput:
         consumed = consumed_capacity(as_claims)
     except AllocationError as exc:
         raise RequestError("claims", str(exc)) from None
-    return AllocationInput(slices=slices, classes=cluster.classes, allocated=frozenset(taken), consumed=consumed)
+    return AllocationInput(
+        slices=slices, classes=cluster.classes, allocated=frozenset(taken), consumed=consumed, features=features
+    )
 
 
 def _slices_by_node(given: AllocationInput) -> Callable[[str], AllocationInput]:
@@ -203,14 +207,16 @@ def place_allocated(
     nodes: Iterable[NodeState],
     place: Callable[[PodRequest], Decision],
     programs: CelPrograms,
+    features: Features = DEFAULT_FEATURES,
     extra: ExtendedClaim | None = None,
 ) -> tuple[Decision, tuple[ClaimAllocation, ...]]:
     """The engine's decision among the nodes where the claims can be allocated, and each claim's
-    allocation there (none when unplaced). `extra`: the claim to create for the pod's extended
-    resources (KEP-5004), allocated after its own. Raises RequestError for claims that cannot be
-    read (a missing DeviceClass, a broken selector), naming the node and the field."""
+    allocation there (none when unplaced). `features`: the DRA feature gates the allocator reads;
+    `extra`: the claim to create for the pod's extended resources (KEP-5004), allocated after its own.
+    Raises RequestError for claims that cannot be read (a missing DeviceClass, a broken selector), naming
+    the node and the field."""
     own = frozenset(c.claim_uid for c in claims if c.claim_uid)
-    given = held_by_others(cluster, own)
+    given = held_by_others(cluster, own, features)
     pinned = _pinned(claims, cluster)
     pinned_nodes = {e.node for e in pinned.values()}
     pending = [

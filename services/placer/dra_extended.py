@@ -22,11 +22,10 @@ from engine.node.dra import CelPrograms, Features
 from engine.node.dra.extended import class_mapping, dra_backed, extended_claim
 from schemas.dra import ClaimAllocation
 from schemas.events import PendingPodEvent
-from services.placer.dra_allocation import place_allocated, read_whole
+from services.placer.dra_allocation import DEFAULT_FEATURES, place_allocated, read_whole
 from services.placer.view import ClusterView
 
 Claims = tuple[ClaimAllocation, ...]
-DEFAULT_FEATURES = Features()  # the newest release's gates, as the placer's allocator reads them
 
 
 def place_extended(
@@ -55,7 +54,7 @@ def place_extended(
     if not nodes or made is None:
         return first
     others = msgspec.structs.replace(request, requests={k: v for k, v in request.requests.items() if k not in wanted})
-    placed, claims = place_allocated(others, pending.claims, cluster, nodes, place, programs, extra=made)
+    placed, claims = place_allocated(others, pending.claims, cluster, nodes, place, programs, features, extra=made)
     if placed.node is not None:
         return placed, claims
     why = f"{decision.reason}; through DRA on {len(nodes)} node(s) publishing no {', '.join(wanted)}: {placed.reason}"

@@ -19,6 +19,7 @@ from schemas.events import (
     PlacementEvent,
     PodLifecycleEvent,
 )
+from schemas.kube import HostPort
 
 # Outcomes after which a decision no longer holds its devices.
 DROPPING_OUTCOMES = frozenset({BindingOutcome.CONFLICT, BindingOutcome.FAILED})
@@ -88,6 +89,15 @@ class PodFacts:
             return (self.lifecycle.node, self.lifecycle.requests) if self.lifecycle.node else None
         outstanding = self.outstanding()
         return (outstanding[0].node, outstanding[0].requests) if outstanding else None
+
+    def ports_on(self) -> tuple[str, tuple[HostPort, ...]] | None:
+        """(node, the host ports the pod takes there), bound or assumed, as `requests_on`; None: on no node."""
+        if self.deleted:
+            return None
+        if self.lifecycle is not None:
+            return (self.lifecycle.node, self.lifecycle.host_ports) if self.lifecycle.node else None
+        outstanding = self.outstanding()
+        return (outstanding[0].node, outstanding[0].host_ports) if outstanding else None
 
     def placed_on(self) -> tuple[str, PlacedPod] | None:
         """(node, the pod as pod affinity and spread read it) where it is bound or assumed; None: on no node.

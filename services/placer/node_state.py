@@ -10,6 +10,7 @@ import msgspec
 from engine import Allocation, NodeState
 from engine.core.model import PlacedPod
 from schemas.events import DeviceUsageEvent, NodeStatusEvent, NodeTopologyEvent
+from schemas.kube import HostPort
 from schemas.quantity import QuantityError, parse_quantity
 from schemas.volumes import CsiVolume
 from services.placer.holdings import PodFacts
@@ -35,6 +36,7 @@ def node_state(
     requested: dict[str, Decimal] = {}
     count = 0
     running: list[PlacedPod] = []
+    ports: list[HostPort] = []
     for facts in pods:
         for holding in facts.holdings():
             if holding.node != name:
@@ -53,6 +55,9 @@ def node_state(
         placed = facts.placed_on()
         if placed is not None and placed[0] == name:
             running.append(placed[1])
+        taking = facts.ports_on()
+        if taking is not None and taking[0] == name:
+            ports.extend(taking[1])
         where = facts.requests_on()
         if where is not None and where[0] == name:
             count += 1
@@ -72,6 +77,7 @@ def node_state(
         allocatable=allocatable,
         requested={k: _quantity_text(v) for k, v in sorted(requested.items())},
         pods=count,
+        host_ports=tuple(ports),
         allocations=tuple(allocations),
         running=tuple(running),
         images=status.images if status is not None else (),  # ImageLocality

@@ -56,6 +56,7 @@ def pod_request(
         node_selector=dict(pending.node_selector),
         affinity=pending.affinity,
         tolerations=pending.tolerations,
+        host_ports=pending.host_ports,
         node_name=node_name,
         affinities=pending.affinities,
         topology_spread_constraints=pending.topology_spread_constraints,

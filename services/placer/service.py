@@ -30,8 +30,10 @@ from schemas.events import GangPlacementEvent, PendingGangEvent, PendingPodEvent
 from services.placer import metrics
 from services.placer.decide import Cause, Decider, FollowUp
 from services.placer.parking import TicketState
+from services.placer.view import VIEW_TOPICS
 from topoplace import telemetry
 from topoplace.config import NODE_POLICY, ConfigError, Settings
+from topoplace.feature_gates import FeatureGates
 from topoplace.kafka.producer import EventProducer
 from topoplace.kafka.records import Received
 from topoplace.kafka.wire import extract_trace_context
@@ -42,27 +44,8 @@ SERVICE = "topoplace-placer"
 # Everything the view is rebuilt from. placements and bindings are here, not in
 # the group consumer: every replica must know every outstanding decision and
 # every binder answer, not only those of its own partitions.
-FOLLOWED_TOPICS: tuple[topics.Topic, ...] = (
-    topics.TOPOLOGY_NODES,
-    topics.USAGE_DEVICES,
-    topics.NODES_STATUS,
-    topics.TOPOLOGY_NETWORK,
-    topics.TOPOLOGY_LEVELS,
-    topics.RESOURCE_SLICES,
-    topics.RESOURCE_CLAIMS,
-    topics.NAMESPACES,
-    topics.RESOURCE_CLASSES,
-    topics.RESOURCE_TAINT_RULES,
-    topics.STORAGE_CLAIMS,
-    topics.STORAGE_VOLUMES,
-    topics.STORAGE_CLASSES,
-    topics.STORAGE_CSINODES,
-    topics.DISRUPTION_BUDGETS,
-    topics.PODS_LIFECYCLE,
-    topics.PLACEMENTS,
-    topics.GANG_PLACEMENTS,
-    topics.BINDINGS,
-)
+# The view's topics (VIEW_TOPICS), and gangs.placements: the Decider applies a gang's members.
+FOLLOWED_TOPICS: tuple[topics.Topic, ...] = (*(row.topic for row in VIEW_TOPICS), topics.GANG_PLACEMENTS)
 DECIDED_TOPICS: tuple[topics.Topic, ...] = (topics.PODS_PENDING, topics.GANGS_PENDING)
 
 # A decision this run sent this recently is still on its way through the binder: a repeat of
@@ -121,11 +104,16 @@ class PlacerService:
         engine: Engine | None = None,
         node_policy: str | None = None,
         default_enforcement: Enforcement | None = None,
+        feature_gates: FeatureGates | None = None,
     ) -> None:
-        """`engine`: the engine deciding (one of its own when None)."""
+        """`engine`: the engine deciding (one of its own when None); `feature_gates`: TOPOPLACE_FEATURE_GATES."""
         self.producer = producer
         self.decider = Decider(
-            mode=mode, engine=engine, node_policy=node_policy, default_enforcement=default_enforcement
+            mode=mode,
+            engine=engine,
+            node_policy=node_policy,
+            default_enforcement=default_enforcement,
+            feature_gates=feature_gates,
         )
         self._tracer = telemetry.get_tracer(__name__, SERVICE)
         self._stopping = asyncio.Event()
@@ -358,6 +346,7 @@ async def run_placer(
             engine=replica_engine,
             node_policy=settings.node_policy,
             default_enforcement=Enforcement(settings.enforcement) if settings.enforcement else None,
+            feature_gates=FeatureGates(gates=settings.feature_gates),
         )
         service.decider.view.nominations.ttl = settings.nomination_seconds
 

@@ -18,12 +18,13 @@ from schemas.events import (
     BindingOutcome,
     DeviceAssignment,
     GangPlacementEvent,
+    GangTierRefusal,
     PlacementEvent,
     PlacementOutcome,
 )
 from services.binder.apply import PodBinder
 from services.binder.conditions import ConditionWriter
-from services.binder.gang import BIND_ROUNDS, GangHandler
+from services.binder.gang import BIND_ROUNDS, GangHandler, unplaced_reason
 from services.binder.handler import BindingSteps
 from services.binder.kube_events import EventRecorder
 from services.binder.ledger import DeviceLedger
@@ -302,3 +303,51 @@ async def test_a_message_that_is_no_gang_is_refused(core: client.CoreV1Api) -> N
     with pytest.raises(TypeError, match="GangPlacementEvent"):
         await harness.handler(Message(event=None))
     assert harness.producer.sent == []
+
+
+REFUSED = (
+    GangTierRefusal(tier=1, tier_name="rack", reason="at most 3 of 4 pending member(s) fit in one hypernode (rack-a)"),
+    GangTierRefusal(
+        tier=2, tier_name="spine", reason="at most 3 of 4 pending member(s) fit in one hypernode (spine-0)"
+    ),
+)
+
+
+async def test_an_unschedulable_gangs_members_are_told_why_each_tier_was_refused(
+    core: client.CoreV1Api, kube_api: KubeApiServer, make_pod: PodFactory
+) -> None:
+    pods = [make_pod() for _ in range(2)]
+    members = [placement_for(pod, "", (), outcome=PlacementOutcome.UNSCHEDULABLE, reason="") for pod in pods]
+    gang = msgspec.structs.replace(gang_of(members, PlacementOutcome.UNSCHEDULABLE), refused_tiers=REFUSED)
+    outcomes = await GangHarness(core).handle(gang)
+
+    expected = (
+        "no tier-1 hypernode holds 4 members; "
+        "tier 1 (rack): at most 3 of 4 pending member(s) fit in one hypernode (rack-a); "
+        "tier 2 (spine): at most 3 of 4 pending member(s) fit in one hypernode (spine-0)"
+    )
+    for pod in pods:
+        assert outcomes[pod["metadata"]["uid"]].reason == expected
+        stored = kube_api.store.get("pods", pod["metadata"]["name"], "default")
+        (condition,) = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"]
+        assert condition["message"] == expected
+        (event,) = events_of(kube_api, pod)
+        assert event["message"] == expected
+
+
+def test_a_reason_naming_the_refused_tiers_already_is_kept_as_it_is() -> None:
+    said = f"gang default/train: no hypernode of tier <= 2 holds it; {REFUSED[0].text()}; {REFUSED[1].text()}"
+    member = PlacementEvent(
+        decision_id="d",
+        uid="u",
+        namespace="default",
+        name="w-0",
+        pod_resource_version="1",
+        outcome=PlacementOutcome.UNSCHEDULABLE,
+        reason=said,
+    )
+    gang = msgspec.structs.replace(
+        gang_of([member], PlacementOutcome.UNSCHEDULABLE), reason=said, refused_tiers=REFUSED
+    )
+    assert unplaced_reason(member, gang) == said
+    assert unplaced_reason(member, msgspec.structs.replace(gang, refused_tiers=())) == said

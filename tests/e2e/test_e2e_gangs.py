@@ -91,3 +91,5 @@ async def test_a_gang_is_bound_whole_inside_one_tor_and_one_that_cannot_fit_hold
         assert not in_cluster[uid]["spec"].get("nodeName"), uid
         assert conditions[uid]["reason"] == "Unschedulable"
         assert "no hypernode of tier <= 1" in conditions[uid]["message"]
+        # why the ToR tier was refused, as the gang's decision carries it (refused_tiers)
+        assert "; tier 1" in conditions[uid]["message"] and "pending member(s) fit in" in conditions[uid]["message"]

@@ -74,6 +74,8 @@ def test_values_are_read_and_normalised() -> None:
         ("OTEL_RESOURCE_ATTRIBUTES", "team", "key=value"),
         ("TOPOPLACE_SCHEDULER_NAME", "my scheduler", "spaces"),
         ("TOPOPLACE_GROUP_PREFIX", "a b", "spaces"),
+        ("TOPOPLACE_FEATURE_GATES", "DRAListTypeAttributes=maybe", "Name=true or Name=false"),
+        ("TOPOPLACE_FEATURE_GATES", "DRAListTypeAttribute=true", "unknown feature gate(s) DRAListTypeAttribute"),
     ],
 )
 def test_bad_value_names_the_variable_and_the_reason(variable: str, value: str, words: str) -> None:
@@ -143,6 +145,7 @@ _VALID = {
     "TOPOPLACE_LEADER_STOP_GRACE_SECONDS": "3",
     "TOPOPLACE_VOLUME_BIND_TIMEOUT_SECONDS": "120",
     "TOPOPLACE_NOMINATION_SECONDS": "60",
+    "TOPOPLACE_FEATURE_GATES": "DRAListTypeAttributes=true,TASBalancedPlacement=true",
     "KAFKA_SECURITY_PROTOCOL": "SSL",
     "KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
     "KAFKA_SASL_USERNAME": "user",
@@ -211,3 +214,9 @@ def test_a_short_or_unreadable_key_is_a_configuration_error(environ: dict[str, s
 def test_a_service_that_needs_the_key_names_the_setting_without_it() -> None:
     with pytest.raises(ConfigError, match="TOPOPLACE_DECISION_KEY_FILE: is required"):
         Settings.from_env({}).require_decision_key()
+
+
+def test_feature_gates_are_read_by_their_upstream_names() -> None:
+    settings = Settings.from_env({"TOPOPLACE_FEATURE_GATES": " DRAListTypeAttributes=true, DRAAdminAccess=False ,"})
+    assert settings.feature_gates == {"DRAListTypeAttributes": True, "DRAAdminAccess": False}
+    assert Settings.from_env({}).feature_gates == {}

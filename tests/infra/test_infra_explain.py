@@ -17,6 +17,7 @@ from schemas.events import (
     BindingOutcome,
     DeviceAssignment,
     GangPlacementEvent,
+    GangTierRefusal,
     PlacementEvent,
     PlacementOutcome,
 )
@@ -95,6 +96,19 @@ def test_a_gang_member_names_its_gang_hypernode_and_tier(
     text = capsys.readouterr().out
     assert "gang team/train on hypernode rack-1 (tier 1)" in text
     assert "binding: no answer from the binder yet" in text
+
+
+def test_a_gang_member_placed_above_the_lowest_tier_says_why_each_lower_tier_was_refused() -> None:
+    refused = GangTierRefusal(tier=1, tier_name="rack", reason="at most 3 of 4 pending member(s) fit in one hypernode")
+    gang = GangPlacementEvent(
+        decision_id="g1", name="team/train", namespace="team", outcome=PlacementOutcome.PLACED,
+        members=(placement("w-0", "u-0", "d-member", at=3.0),), hypernode="spine-1", tier=2, refused_tiers=(refused,),
+    )  # fmt: skip
+    story = pod_story("team", "w-0", [], [gang], [])
+    assert story is not None and story.gang is not None and story.gang.refused_tiers == (refused,)
+    lines = story_lines(story)
+    at = lines.index("gang team/train on hypernode spine-1 (tier 2)")
+    assert lines[at + 1] == "  refused tier 1 (rack): at most 3 of 4 pending member(s) fit in one hypernode"
 
 
 def test_an_unknown_pod_is_one_line_and_exit_1(

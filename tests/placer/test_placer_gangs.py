@@ -9,6 +9,7 @@ from engine import Engine
 from schemas.events import (
     BindingOutcome,
     GangPlacementEvent,
+    GangTierRefusal,
     HyperNodeEvent,
     HyperNodeMember,
     LifecyclePhase,
@@ -157,3 +158,31 @@ def test_a_gang_below_its_minimum_is_still_placed_whole_or_not_at_all() -> None:
     placement = decide_gang(view, gang, engine=Engine()).placement
     assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE
     assert not any(view.holdings_of(uid) for uid in ("p1", "p2", "p3"))
+
+
+TOR_REFUSED = GangTierRefusal(tier=1, reason="at most 2 of 3 pending member(s) fit in one hypernode (tor-a)")
+
+
+def test_a_gang_placed_above_its_lowest_tier_says_why_each_lower_tier_was_refused() -> None:
+    view = _cluster()
+    spine = (
+        HyperNodeMember(kind=MemberKind.HYPERNODE, name="tor-a"),
+        HyperNodeMember(kind=MemberKind.HYPERNODE, name="tor-b"),
+    )
+    view.apply(HyperNodeEvent(name="spine", tier=2, members=spine))
+    gang = decide_gang(view, _gang("p1", "p2", "p3", tier=2), engine=Engine()).placement
+    assert gang is not None and gang.outcome is PlacementOutcome.PLACED
+    assert (gang.hypernode, gang.tier) == ("spine", 2)
+    assert gang.refused_tiers == (TOR_REFUSED,)
+
+
+def test_an_unschedulable_gang_carries_every_tier_refused_and_its_reason_names_them() -> None:
+    gang = decide_gang(_cluster(), _gang("p1", "p2", "p3"), engine=Engine()).placement
+    assert gang is not None and gang.outcome is PlacementOutcome.UNSCHEDULABLE
+    assert gang.refused_tiers == (TOR_REFUSED,)
+    assert all(TOR_REFUSED.text() in m.reason for m in gang.members)
+
+
+def test_a_gang_in_its_lowest_tier_refused_none() -> None:
+    gang = decide_gang(_cluster(), _gang("p1", "p2"), engine=Engine()).placement
+    assert gang is not None and gang.outcome is PlacementOutcome.PLACED and gang.refused_tiers == ()

@@ -1,9 +1,8 @@
 """Pod objects -> what the engine reads: a pod to place (PodRequest), or what a running pod holds.
 
-The pod's effective requests, node affinity and tolerations are read by the
-cluster watcher's own translation (services/collector/cluster/translate.py, pure
-functions), so both paths read a Pod alike; host ports are read here (the
-watcher does not stream them yet). A field the API server would refuse is bad
+The pod's effective requests, node affinity, tolerations and host ports are read by
+the cluster watcher's own translation (services/collector/cluster/translate.py and
+host_ports.py, pure functions), so both paths read a Pod alike. A field the API server would refuse is bad
 input: the command names the file and the field, and stops.
 
 Devices a running pod holds: the live services believe only the binder's seal
@@ -29,30 +28,9 @@ from schemas.kube import HostPort
 from schemas.quantity import QuantityError, parse_quantity
 from services.collector.cluster import objects as obj
 from services.collector.cluster import translate
+from services.collector.cluster.host_ports import host_ports as pod_host_ports
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject
 from topoplace.cluster_objects.workloads import WorkloadSelectors, placed_pod, pod_topology
-
-SIDECAR = "Always"
-
-
-class _ContainerPort(msgspec.Struct, kw_only=True, rename={"host_ip": "hostIP", "host_port": "hostPort"}):
-    host_port: int = 0
-    host_ip: str = ""
-    protocol: str = ""
-
-
-class _Container(msgspec.Struct, kw_only=True, rename="camel"):
-    ports: list[_ContainerPort] = []
-    restart_policy: str | None = None
-
-
-class _PortsSpec(msgspec.Struct, kw_only=True, rename="camel"):
-    containers: list[_Container] = []
-    init_containers: list[_Container] = []
-
-
-class _PodPorts(msgspec.Struct, kw_only=True):
-    spec: _PortsSpec = msgspec.field(default_factory=_PortsSpec)
 
 
 class RunningPod(msgspec.Struct, frozen=True, kw_only=True):
@@ -81,23 +59,13 @@ def _problem(item: ClusterObject, problems: list[translate.Problem]) -> None:
 
 
 def host_ports(item: ClusterObject) -> tuple[HostPort, ...]:
-    """Containers' and sidecars' ports with hostPort > 0 (kube's GetHostPorts)."""
-    try:
-        spec = msgspec.convert(item.body, _PodPorts).spec
-    except msgspec.ValidationError as exc:
-        raise ClusterInputError(item.where, "", str(exc)) from None
-    found: list[HostPort] = []
-    containers = [("initContainers", i, c) for i, c in enumerate(spec.init_containers) if c.restart_policy == SIDECAR]
-    containers += [("containers", i, c) for i, c in enumerate(spec.containers)]
-    for where, i, container in containers:
-        for j, port in enumerate(container.ports):
-            if port.host_port <= 0:
-                continue
-            try:
-                found.append(HostPort(port=port.host_port, protocol=port.protocol or "TCP", host_ip=port.host_ip))
-            except ValueError as exc:
-                raise ClusterInputError(item.where, f"spec.{where}[{i}].ports[{j}]", str(exc)) from None
-    return tuple(found)
+    """Containers' and sidecars' ports with hostPort > 0 (kube's GetHostPorts), read as the cluster watcher
+    reads them; a port the API server would refuse is bad input."""
+    ports, problems = pod_host_ports(decode_pod(item))
+    if problems:
+        field, reason = problems[0]
+        raise ClusterInputError(item.where, field, reason)
+    return ports
 
 
 def pod_to_place(item: ClusterObject, workloads: WorkloadSelectors | None = None) -> PodRequest:

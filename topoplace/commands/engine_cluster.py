@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from topoplace.commands.engine_gang import place_gang
 from topoplace.commands.exit_codes import BAD_INPUT, NO_PLACE, OK
-from topoplace.commands.feature_gates import dra_features, dra_gates, kueue_gates, parse_feature_gates
+from topoplace.feature_gates import FeatureGates, dra_gates, kueue_gates, parse_feature_gates
 
 if TYPE_CHECKING:
     from engine import Decision, NodeState, PodRequest, Snapshot
@@ -80,6 +80,14 @@ def _snapshot_nodes(path: str | None) -> tuple[NodeState, ...]:
     except (ValueError, RequestError) as exc:
         raise ValueError(f"{path}: snapshot: {exc}") from None
     return snapshot.nodes
+
+
+def _gates(text: str | None) -> dict[str, bool]:
+    """--feature-gates, read as TOPOPLACE_FEATURE_GATES is (a gate topoplace does not read is noted, not refused)."""
+    try:
+        return parse_feature_gates(text)
+    except ValueError as exc:
+        raise ValueError(f"--feature-gates: {exc}") from None
 
 
 def _the_pod(pods: list[PodRequest], node: str | None) -> PodRequest:
@@ -131,7 +139,7 @@ def place_on_cluster(args: argparse.Namespace) -> int:
     from topoplace.commands.engine_extended import place_extended
 
     try:
-        gates = parse_feature_gates(args.feature_gates)
+        gates = _gates(args.feature_gates)
         if not args.pods:
             raise ValueError("--pods: give the pod to place (a file with a Pod object) with --cluster")
         cluster = read_cluster(args.cluster, _snapshot_nodes(args.snapshot))
@@ -222,6 +230,6 @@ def _with_claims(
     pod = pod_claims(pod_paths)
     if not pod.refs:
         return decision, None
-    features = dra_features(gates)
+    features = FeatureGates(gates=gates).dra_features()
     outcome = place_claims(decision, pod, cluster.dra, cluster.snapshot.nodes, CelPrograms(), features)
     return decided_with(decision, outcome)

@@ -42,9 +42,9 @@ def place_extended(
     from services.placer.dra_allocation import only_on
     from topoplace.cluster_objects.dra import pod_claims
     from topoplace.cluster_objects.dra_claims import decided_with, place_claims
-    from topoplace.commands.feature_gates import dra_features
+    from topoplace.feature_gates import FeatureGates
 
-    features = dra_features(gates)
+    features = FeatureGates(gates=gates).dra_features()
     mapping = class_mapping(cluster.dra.classes.values())
     wanted = dra_backed(pod.requests, {}, mapping)
     if not features.DRAExtendedResource or not wanted:

@@ -12,7 +12,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from topoplace.commands.exit_codes import NO_PLACE, OK
-from topoplace.commands.feature_gates import dra_features, kueue_gates
+from topoplace.feature_gates import FeatureGates
 
 if TYPE_CHECKING:
     from engine import PodRequest
@@ -40,9 +40,9 @@ def place_gang(cluster: ClusterRead, pods: list[PodRequest], args: argparse.Name
     if args.node is not None:
         raise ValueError("--node: not with a gang (its members are placed inside one network domain)")
     given = gang_of(pods, args.pods, cluster.gangs)
-    kueue = {name: on for name, on in gates.items() if name in kueue_gates()}
+    kueue = FeatureGates(gates=gates).kueue()
     given = msgspec.structs.replace(given, kueue_feature_gates={**given.kueue_feature_gates, **kueue})
-    claims = gang_claims(pods, args.pods, cluster.dra, dra_features(gates), given.workload_group)
+    claims = gang_claims(pods, args.pods, cluster.dra, FeatureGates(gates=gates).dra_features(), given.workload_group)
     if isinstance(claims, str):  # a claim it cannot have yet: the gang waits, as kube-scheduler says
         name = gang_request(given).name
         members = tuple(MemberPlacement(name=p.name, uid=p.uid) for p in pods)

@@ -40,11 +40,20 @@ class ResourceRequirements(msgspec.Struct, kw_only=True):
     limits: dict[str, Quantity] = {}
 
 
+class ContainerPort(msgspec.Struct, kw_only=True, rename={"host_port": "hostPort", "host_ip": "hostIP"}):
+    """What NodePorts reads of a container's port: the host port it takes (0: none), where, which protocol."""
+
+    host_port: int = 0
+    host_ip: str = ""
+    protocol: str = ""
+
+
 class Container(msgspec.Struct, kw_only=True, rename="camel"):
     name: str = ""
     image: str = ""
     resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
     restart_policy: str | None = None  # "Always" on an init container: a sidecar
+    ports: list[ContainerPort] = []
 
 
 class PodSpec(msgspec.Struct, kw_only=True, rename="camel"):

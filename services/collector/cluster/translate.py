@@ -36,12 +36,12 @@ from schemas.pod_requests import format_quantity as format_quantity
 from schemas.seal import SEAL, DecisionKey
 from services.collector.cluster import objects as obj
 from services.collector.cluster import pending_fields, pod_priority, pod_topology
+from services.collector.cluster.host_ports import SIDECAR_RESTART_POLICY, host_ports
 from services.collector.cluster.objects import Container, Node, Pod, Quantity
 from topoplace.kube_storage import pod_claim_names
 
 QOS_ANNOTATION = "metax-tech.com/sgpu-qos-policy"  # the MetaX sharing pool a pod's devices run in
 APP_CLASS_ANNOTATION = "metax-tech.com/sgpu-app-class"  # MetaX online/offline class
-SIDECAR_RESTART_POLICY = "Always"  # an init container with it keeps running: a sidecar
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})  # a finished pod holds no devices
 
@@ -192,6 +192,7 @@ def pending_event(
     and DefaultSelector (pod_topology.py). Over its bound: reduced to who it is, with the reason."""
     requests, problems = pod_requests(pod)
     affinity, tolerations, constraint_problems = node_constraints(pod)
+    ports, port_problems = host_ports(pod)
     meta = pod.metadata
     event = PendingPodEvent(
         uid=meta.uid,
@@ -208,6 +209,7 @@ def pending_event(
         node_selector=dict(pod.spec.node_selector),
         affinity=affinity,
         tolerations=tolerations,
+        host_ports=ports,
         claims=claim_refs(pod),
         containers=pending_fields.container_requests(pod),
         volume_claims=pod_claim_names(meta.name, pod.spec.volumes),
@@ -215,7 +217,8 @@ def pending_event(
     )
     event = pod_priority.pending(event, pod)
     event, topology_problems = pod_topology.with_pending_topology(event, pod, selectors)
-    problems += constraint_problems + [Problem(object=who(meta), field=f, reason=r) for f, r in topology_problems]
+    problems += constraint_problems
+    problems += [Problem(object=who(meta), field=f, reason=r) for f, r in (*port_problems, *topology_problems)]
     if not gang_member:
         event, too_large = pending_fields.bounded(event)
         if too_large is not None:
@@ -262,6 +265,7 @@ def bound_event(
     """A pod on a node, of any scheduler: what it holds there (sealed devices, effective requests)."""
     devices, problems = assigned_devices(pod, key)
     requests, request_problems = pod_requests(pod)
+    ports, port_problems = host_ports(pod)
     meta = pod.metadata
     event = PodLifecycleEvent(
         uid=meta.uid,
@@ -276,10 +280,11 @@ def bound_event(
         ours=ours,
         gang=gang,
         volume_claims=pod_claim_names(meta.name, pod.spec.volumes),
+        host_ports=ports,
         observed_at=observed_at,
     )
     event, topology_problems = pod_topology.with_running_topology(event, pod)
-    problems += [Problem(object=who(meta), field=f, reason=r) for f, r in topology_problems]
+    problems += [Problem(object=who(meta), field=f, reason=r) for f, r in (*port_problems, *topology_problems)]
     return pod_priority.running(event, pod), problems + request_problems
 
 
