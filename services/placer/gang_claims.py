@@ -5,8 +5,9 @@ member's claims on its node, a claim several members name once, reachable from e
 another claim holds (ours in flight too) is taken; a member's claim allocated already (an earlier
 decision of ours, written) keeps its allocation and holds the member to its node selector. Each
 placed member's answer becomes its PlacementEvent's claims, and the GPUs the node agent knows among
-its devices become its devices, so the view holds them as it holds any pod's. A ComputeDomain's
-clique is not kept here: the pending pods' events do not say which template a claim came from.
+its devices become its devices, so the view holds them as it holds any pod's. A member's claim made
+from a ComputeDomain's channel template names the domain (the cluster watcher reads the domains):
+the gang is kept inside one NVLink clique, as `engine place --cluster` keeps it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def live_gang_claims(members: Sequence[PendingPodEvent], cluster: DraCluster) ->
                 claim = msgspec.structs.replace(claim, status=ResourceClaimStatus(allocation=held.allocation))
             claims.append(claim)
         by_member[member.uid] = tuple(claims)
-    return GangClaims(members=by_member, given=held_by_others(cluster, own))
+    domain = next((c.compute_domain for m in members for c in m.claims if c.compute_domain), "")
+    return GangClaims(members=by_member, given=held_by_others(cluster, own), compute_domain=domain)
 
 
 def member_claims(

@@ -79,3 +79,40 @@ def test_a_bare_node_is_never_given_to_a_member_with_claims() -> None:
     placement = decide_gang(view, gang(claimed("p1", claim([exactly("gpus", 4)], uid="c1"))), engine=Engine()).placement
     assert placement is not None and placement.outcome is PlacementOutcome.PLACED, placement
     assert [m.node for m in placement.members] == ["n1"]  # "bare" has no ResourceSlice
+
+
+# --- ComputeDomains: the cluster watcher names the domain of a claim made from its channel template ---
+
+
+def clique_nodes(**cliques: str) -> ClusterView:
+    """Nodes with four GPUs each, labelled with their NVLink clique."""
+    view = gpu_nodes(*cliques)
+    for node, clique in cliques.items():
+        view.apply(status(node, labels={"nvidia.com/gpu.clique": clique}))
+    return view
+
+
+def channel_member(uid: str, domain: str) -> PendingPodEvent:
+    own = claim([exactly("gpus", 4)], uid=f"c-{uid}")
+    return claimed(uid, msgspec.structs.replace(own, template="imex-channel", compute_domain=domain))
+
+
+def test_found_a_compute_domains_gang_inside_one_clique() -> None:
+    view = clique_nodes(n1="a.1", n2="b.1", n3="b.1")
+    members = (channel_member("p1", "default/imex"), channel_member("p2", "default/imex"))
+    placement = decide_gang(view, gang(*members), engine=Engine()).placement
+    assert placement is not None and placement.outcome is PlacementOutcome.PLACED, placement
+    assert sorted(m.node for m in placement.members) == ["n2", "n3"]  # clique b.1: the only one with two nodes
+    assert all(m.claims and m.claims[0].allocation is not None for m in placement.members)
+
+
+def test_none_no_clique_holds_the_compute_domains_gang_and_the_reason_says_so() -> None:
+    view = clique_nodes(n1="a.1", n2="b.1")
+    members = (channel_member("p1", "default/imex"), channel_member("p2", "default/imex"))
+    placement = decide_gang(view, gang(*members), engine=Engine()).placement
+    assert placement is not None and placement.outcome is PlacementOutcome.UNSCHEDULABLE, placement
+    assert "ComputeDomain default/imex keeps its pods in one NVLink clique (nvidia.com/gpu.clique)" in placement.reason
+    # without a domain the same gang spans the two cliques
+    free = (channel_member("p1", ""), channel_member("p2", ""))
+    spread = decide_gang(clique_nodes(n1="a.1", n2="b.1"), gang(*free), engine=Engine()).placement
+    assert spread is not None and spread.outcome is PlacementOutcome.PLACED, spread
