@@ -41,10 +41,24 @@ def live_gang_claims(members: Sequence[PendingPodEvent], cluster: DraCluster) ->
     return GangClaims(members=by_member, given=held_by_others(cluster, own), compute_domain=domain)
 
 
+def allocated_claims(cluster: DraCluster | None) -> set[str]:
+    """The uids of the claims allocated in the cluster: their devices are held already."""
+    if cluster is None:
+        return set()
+    return {e.uid for e in cluster.allocated if not e.deleted and e.allocation is not None}
+
+
 def member_claims(
-    pending: PendingPodEvent, placed: MemberPlacement, node: NodeState | None, slices: tuple[ResourceSlice, ...]
+    pending: PendingPodEvent,
+    placed: MemberPlacement,
+    node: NodeState | None,
+    slices: tuple[ResourceSlice, ...],
+    carried: set[str],
 ) -> tuple[tuple[ClaimAllocation, ...], tuple[DeviceAssignment, ...]]:
-    """The member's claims as its PlacementEvent carries them, and the GPUs among them the node agent knows."""
+    """The member's claims as its PlacementEvent carries them, and the GPUs the node agent knows among
+    those of its claims no one carries yet. `carried`: the uids of the claims whose devices are held
+    already (allocated in the cluster, or a gang-mate's in this decision); the member's are added. A
+    claim members share holds its devices once: the binder's device ledger gives a device to one pod."""
     uids = {c.claim_name: c.claim_uid for c in pending.claims}
     claims = tuple(
         ClaimAllocation(
@@ -59,6 +73,8 @@ def member_claims(
         )
         for c in placed.claims
     )
-    if node is None or not claims:
+    fresh = [c for c in claims if not (c.uid and c.uid in carried)]
+    carried.update(c.uid for c in claims if c.uid)
+    if node is None or not fresh:
         return claims, ()
-    return claims, known_gpus(node, slices, list(claims))
+    return claims, known_gpus(node, slices, fresh)

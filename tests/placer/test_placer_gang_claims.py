@@ -10,7 +10,8 @@ from test_placer_dra_allocator import GPU_DRIVER, claim, claimed, device, exactl
 
 from engine import Engine
 from schemas.dra import PodClaim
-from schemas.events import PendingGangEvent, PendingPodEvent, PlacementOutcome
+from schemas.dra_objects import AllocationResult
+from schemas.events import AllocatedClaimEvent, PendingGangEvent, PendingPodEvent, PlacementOutcome
 from services.placer.decide import decide
 from services.placer.decide_gang import decide_gang
 from services.placer.view import ClusterView
@@ -60,6 +61,36 @@ def test_found_a_claim_two_members_name_is_allocated_once_on_their_node() -> Non
     nodes = {m.node for m in placement.members}
     assert len(nodes) == 1  # node-local devices: both members where the claim's device is
     assert len({msgspec.json.encode(m.claims) for m in placement.members}) == 1
+
+
+def test_a_shared_claims_gpu_is_one_members_device_only() -> None:
+    # the binder's device ledger gives a device to one pod: a GPU in two members' devices is refused
+    view = gpu_nodes("n1")
+    one = claim([exactly("gpus", 1)], uid="shared")
+    members = tuple(claimed(f"p{i}", claim([exactly("gpus", 1)], uid=f"c{i}"), one) for i in (1, 2))
+    placement = decide_gang(view, gang(*members), engine=Engine()).placement
+    assert placement is not None and placement.outcome is PlacementOutcome.PLACED, placement
+    uuids = [d.uuid for m in placement.members for d in m.devices]
+    assert len(uuids) == 3 and len(set(uuids)) == 3  # each member's own GPU, and the shared one once
+
+
+def test_a_claim_allocated_already_adds_no_device_to_the_member_naming_it() -> None:
+    allocation = {"devices": {"results": [{"request": "gpus", "driver": GPU_DRIVER, "pool": "n1", "device": "gpu-0"}]}}
+    held = AllocatedClaimEvent(
+        uid="shared",
+        namespace="default",
+        name="c-shared",
+        node="n1",
+        allocation=msgspec.convert(allocation, AllocationResult),
+    )
+    view = gpu_nodes("n1")
+    view.apply(held)  # a gang-mate bound with it: its GPU is that pod's device
+    placement = decide_gang(
+        view, gang(claimed("p2", claim([exactly("gpus", 1)], uid="shared"))), engine=Engine()
+    ).placement
+    assert placement is not None and placement.outcome is PlacementOutcome.PLACED, placement
+    (member,) = placement.members
+    assert [r.device for c in member.claims for r in c.results] == ["gpu-0"] and member.devices == ()
 
 
 def test_a_claim_not_created_yet_is_kube_schedulers_reason() -> None:
