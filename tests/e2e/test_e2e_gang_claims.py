@@ -130,13 +130,11 @@ async def test_a_gangs_own_and_shared_claims_are_allocated_and_reserved_and_no_d
     assert [d for d, n in Counter(taken).items() if n > 1] == []  # never one device twice
 
 
-async def test_a_compute_domains_gang_waits_with_the_clique_reason_rather_than_span_two_cliques(
-    pipeline: Pipeline, run_id: str
-) -> None:
-    store = pipeline.kube_api.store
+def compute_domain_gang(store: ObjectStore, run_id: str, cliques: dict[str, str]) -> tuple[str, str]:
+    """Nodes labelled with their NVLink clique, a ComputeDomain whose channel's template asks a node's 8
+    GPUs, and its gang's PodGroup: (the gang's name, the channel template's)."""
     gpu_slices(store)
-    # h100-0 and h100-1 share a ToR (the gang's choice without a domain), each its own NVLink clique
-    for node, clique in (("e2e-dgx-h100-0", "e2e.a"), ("e2e-dgx-h100-1", "e2e.b")):
+    for node, clique in cliques.items():
         body = store.get(kube_resources.NODES, node)
         body["metadata"]["labels"] = {**body["metadata"].get("labels", {}), CLIQUE_LABEL: clique}
         store.replace(kube_resources.NODES, node, body)
@@ -151,6 +149,36 @@ async def test_a_compute_domains_gang_waits_with_the_clique_reason_rather_than_s
     store.create(kube_resources.COMPUTEDOMAINS, domain, namespace=NAMESPACE)
     group = f"{run_id}-nvl"
     podgroup(store, group)
+    return group, channel
+
+
+async def test_a_compute_domains_gang_is_placed_inside_its_clique_with_its_channel_claims(
+    pipeline: Pipeline, run_id: str
+) -> None:
+    store = pipeline.kube_api.store
+    group, channel = compute_domain_gang(store, run_id, {"e2e-dgx-h100-0": "e2e.a", "e2e-dgx-h100-1": "e2e.a"})
+    await pipeline.start_all()
+
+    uids = [
+        member(store, f"{group}-{i}", group, [{"name": "channel", "resourceClaimTemplateName": channel}])
+        for i in range(2)
+    ]
+    await pipeline.wait_bound(uids, timeout=60)
+
+    pods = pods_by_uid(store)
+    assert sorted(pods[u]["spec"]["nodeName"] for u in uids) == ["e2e-dgx-h100-0", "e2e-dgx-h100-1"]  # clique e2e.a
+    for uid in uids:
+        held, users = allocation_of(store, claims_of(store, pods[uid])["channel"])
+        assert {pool for pool, _ in held} == {pods[uid]["spec"]["nodeName"]} and len(held) == 8
+        assert users == [pods[uid]["metadata"]["name"]]
+
+
+async def test_a_compute_domains_gang_waits_with_the_clique_reason_rather_than_span_two_cliques(
+    pipeline: Pipeline, run_id: str
+) -> None:
+    store = pipeline.kube_api.store
+    # h100-0 and h100-1 share a ToR (the gang's choice without a domain), each its own NVLink clique
+    group, channel = compute_domain_gang(store, run_id, {"e2e-dgx-h100-0": "e2e.a", "e2e-dgx-h100-1": "e2e.b"})
     await pipeline.start_all()
 
     entries = [{"name": "channel", "resourceClaimTemplateName": channel}]
