@@ -60,6 +60,11 @@ class PodClaim(msgspec.Struct, frozen=True, kw_only=True):
     spec: ResourceClaimSpec | None = None
     # why the claim cannot be used yet, in kube-scheduler's words ("": it was read)
     waiting: str = ""
+    # the ResourceClaimTemplate the claim is made from ("": the pod names the claim itself)
+    template: str = ""
+    # "<namespace>/<name>" of the ComputeDomain (resource.nvidia.com) whose channel's claim template
+    # `template` is: its pods are kept inside one NVLink clique ("": none)
+    compute_domain: str = ""
 
 
 def claim_not_created(namespace: str, pod: str) -> str:

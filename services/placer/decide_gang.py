@@ -42,7 +42,7 @@ from schemas.events import (
     PlacementOutcome,
 )
 from services.placer.dra_allocation import read_whole
-from services.placer.gang_claims import live_gang_claims, member_claims
+from services.placer.gang_claims import allocated_claims, live_gang_claims, member_claims
 from services.placer.requests import decision_id, held_placement, pod_request, request_error_text
 from services.placer.view import ClusterView
 
@@ -116,7 +116,8 @@ def decide_gang(
     # At its minimum (decision.partial): the members without a node wait, out of this decision.
     slices = claims.given.slices if claims is not None else ()
     placed = [m for m in fresh if by_uid[m.uid].node]
-    placements = [_member(m, by_uid[m.uid], attempt, now, view, slices) for m in placed]
+    carried = allocated_claims(dra)  # a claim's devices go to one member's devices only
+    placements = [_member(m, by_uid[m.uid], attempt, now, view, slices, carried) for m in placed]
     for member, placement in zip(placed, placements, strict=True):
         view.assume(placement)  # before anything is published: the next decision cannot reuse them
         view.storage.decided(member, placement.node)  # its claims are in use (ReadWriteOncePod), attached there
@@ -131,9 +132,10 @@ def _member(
     now: float,
     view: ClusterView,
     slices: tuple[ResourceSlice, ...],
+    carried: set[str],
 ) -> PlacementEvent:
     node = placed.node or ""
-    claims, gpus = member_claims(pending, placed, view.index().get(node) if node else None, slices)
+    claims, gpus = member_claims(pending, placed, view.index().get(node) if node else None, slices, carried)
     devices = (*placed.devices, *gpus)
     return PlacementEvent(
         decision_id=decision_id(pending.uid, pending.resource_version, attempt, node, devices),

@@ -5,8 +5,9 @@ member's claims on its node, a claim several members name once, reachable from e
 another claim holds (ours in flight too) is taken; a member's claim allocated already (an earlier
 decision of ours, written) keeps its allocation and holds the member to its node selector. Each
 placed member's answer becomes its PlacementEvent's claims, and the GPUs the node agent knows among
-its devices become its devices, so the view holds them as it holds any pod's. A ComputeDomain's
-clique is not kept here: the pending pods' events do not say which template a claim came from.
+its devices become its devices, so the view holds them as it holds any pod's. A member's claim made
+from a ComputeDomain's channel template names the domain (the cluster watcher reads the domains):
+the gang is kept inside one NVLink clique, as `engine place --cluster` keeps it.
 """
 
 from __future__ import annotations
@@ -36,13 +37,28 @@ def live_gang_claims(members: Sequence[PendingPodEvent], cluster: DraCluster) ->
                 claim = msgspec.structs.replace(claim, status=ResourceClaimStatus(allocation=held.allocation))
             claims.append(claim)
         by_member[member.uid] = tuple(claims)
-    return GangClaims(members=by_member, given=held_by_others(cluster, own))
+    domain = next((c.compute_domain for m in members for c in m.claims if c.compute_domain), "")
+    return GangClaims(members=by_member, given=held_by_others(cluster, own), compute_domain=domain)
+
+
+def allocated_claims(cluster: DraCluster | None) -> set[str]:
+    """The uids of the claims allocated in the cluster: their devices are held already."""
+    if cluster is None:
+        return set()
+    return {e.uid for e in cluster.allocated if not e.deleted and e.allocation is not None}
 
 
 def member_claims(
-    pending: PendingPodEvent, placed: MemberPlacement, node: NodeState | None, slices: tuple[ResourceSlice, ...]
+    pending: PendingPodEvent,
+    placed: MemberPlacement,
+    node: NodeState | None,
+    slices: tuple[ResourceSlice, ...],
+    carried: set[str],
 ) -> tuple[tuple[ClaimAllocation, ...], tuple[DeviceAssignment, ...]]:
-    """The member's claims as its PlacementEvent carries them, and the GPUs among them the node agent knows."""
+    """The member's claims as its PlacementEvent carries them, and the GPUs the node agent knows among
+    those of its claims no one carries yet. `carried`: the uids of the claims whose devices are held
+    already (allocated in the cluster, or a gang-mate's in this decision); the member's are added. A
+    claim members share holds its devices once: the binder's device ledger gives a device to one pod."""
     uids = {c.claim_name: c.claim_uid for c in pending.claims}
     claims = tuple(
         ClaimAllocation(
@@ -57,6 +73,8 @@ def member_claims(
         )
         for c in placed.claims
     )
-    if node is None or not claims:
+    fresh = [c for c in claims if not (c.uid and c.uid in carried)]
+    carried.update(c.uid for c in claims if c.uid)
+    if node is None or not fresh:
         return claims, ()
-    return claims, known_gpus(node, slices, list(claims))
+    return claims, known_gpus(node, slices, fresh)

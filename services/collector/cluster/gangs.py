@@ -28,6 +28,7 @@ import enum
 
 import msgspec
 
+from schemas.dra import PodClaim
 from schemas.errors import FieldError
 from schemas.events import (
     GangRef,
@@ -210,7 +211,8 @@ class _Gang:
         self.pending: dict[str, PendingPodEvent] = {}
         self.running: dict[str, RunningMember] = {}
         self.policy: GangPolicy | None = None  # Kueue: from the pods; the others: from their group objects
-        self.published: tuple[frozenset[str], GangPolicy] | None = None
+        # what was published: the pending members with their claims' references, and the policy
+        self.published: tuple[frozenset[tuple[str, tuple[PodClaim, ...]]], GangPolicy] | None = None
 
 
 class GangTracker:
@@ -254,6 +256,13 @@ class GangTracker:
         gang = self._gang(membership, namespace)
         gang.pending.pop(member.uid, None)
         gang.running[member.uid] = member
+
+    def again(self, name: str) -> None:
+        """Publish the gang again at the next flush (one of its members' claims appeared)."""
+        gang = self._gangs.get(name)
+        if gang is not None:
+            gang.published = None
+            self._dirty.add(name)
 
     def gone(self, name: str, uid: str) -> None:
         gang = self._gangs.get(name)
@@ -305,7 +314,8 @@ class GangTracker:
             if policy is None or not gang.pending or len(gang.pending) + len(gang.running) < policy.min_member:
                 gang.published = None  # waiting: for its PodGroup, or for more members
                 continue
-            published = (frozenset(gang.pending), policy)
+            # a member's claim made from its template, or its ComputeDomain seen, changes the gang
+            published = (frozenset((uid, m.claims) for uid, m in gang.pending.items()), policy)
             if published == gang.published and not force:
                 continue
             gang.published = published

@@ -43,7 +43,18 @@ from schemas.gangs_kai import KaiPodGroup
 from schemas.gangs_kube import KUBE_SCHEDULING_GROUP, KubePodGroup
 from schemas.gangs_kube import Workload as SchedulingWorkload
 from schemas.seal import DecisionKey
-from services.collector.cluster import disruption, dra, kai, kai_topologies, storage, trackers, workload_api, workloads
+from services.collector.cluster import (
+    compute_domains,
+    disruption,
+    dra,
+    kai,
+    kai_topologies,
+    storage,
+    trackers,
+    workload_api,
+    workloads,
+)
+from services.collector.cluster.compute_domains import COMPUTE_DOMAIN_GROUP, COMPUTE_DOMAIN_VERSIONS, COMPUTE_DOMAINS
 from services.collector.cluster.kai import KAI_GROUP, KAI_PODGROUPS, KAI_VERSIONS
 from services.collector.cluster.kai_topologies import KAI_TOPOLOGIES, KAI_TOPOLOGY_GROUP, KAI_TOPOLOGY_VERSIONS
 from services.collector.cluster.node_devices import NodeObjects, NodeTopologyTracker
@@ -90,6 +101,7 @@ class Trackers:
         self.claims_of_pods = ClaimsOfPods(self.claims, self.pods)
         self.classes = dra.class_tracker()
         self.taint_rules = dra.taint_rule_tracker()
+        self.compute_domains = compute_domains.ComputeDomainsOfPods(self.pods)  # kept for the pending pods
         self.volume_claims = storage.claim_tracker()
         self.volumes = storage.volume_tracker()
         self.storage_classes = storage.class_tracker()
@@ -313,6 +325,22 @@ WATCHED_KINDS: tuple[WatchedKind[Any], ...] = (
         api_group=DRA_GROUP,
         seed=keyed_seed(lambda t: t.taint_rules, DeviceTaintRuleEvent, lambda e: e.name),
         seeded_from=topics.RESOURCE_TAINT_RULES,
+    ),
+    WatchedKind[compute_domains.ComputeDomain](
+        "computedomains",  # NVIDIA's: a gang whose claims come from a domain's channel template stays in one clique
+        compute_domains.ComputeDomain,
+        lambda api: [
+            (
+                f"{COMPUTE_DOMAINS}.{version}",
+                partial(
+                    CustomObjectsApi(api).list_cluster_custom_object, COMPUTE_DOMAIN_GROUP, version, COMPUTE_DOMAINS
+                ),
+            )
+            for version in COMPUTE_DOMAIN_VERSIONS
+        ],
+        lambda t: t.compute_domains,
+        compute_domains.domain_key,
+        api_group=COMPUTE_DOMAIN_GROUP,
     ),
     WatchedKind[ClaimObject](
         "persistentvolumeclaims",

@@ -41,22 +41,22 @@ class ClaimsOfPods:
         for uid in [u for u in self._seen if u not in present]:
             del self._seen[uid]
         for claim in objs:
-            outcome.extend(self._arrived(claim))
+            outcome.extend(self._arrived(claim, now))
         return outcome
 
     def observe(self, obj: dra.ResourceClaim, now: float) -> Outcome:
         published = (
             self._claims.observe(obj, now) if dra.is_allocated(obj) else self._claims.gone(obj.metadata.uid, now)
         )
-        return published.extend(self._arrived(obj))
+        return published.extend(self._arrived(obj, now))
 
     def gone(self, key: str, now: float) -> Outcome:
         self._seen.pop(key, None)
         return self._claims.gone(key, now)
 
-    def _arrived(self, claim: dra.ResourceClaim) -> Outcome:
+    def _arrived(self, claim: dra.ResourceClaim, now: float) -> Outcome:
         meta = claim.metadata
         if meta.uid in self._seen:
             return Outcome()
         self._seen[meta.uid] = (meta.namespace, meta.name)
-        return self._pods.claim_appeared(meta.namespace, meta.name)
+        return self._pods.claim_appeared(meta.namespace, meta.name, now)

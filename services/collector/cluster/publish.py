@@ -1,7 +1,7 @@
 """How the cluster watcher puts events on Kafka: in order per key, together across keys, one object's failure its own.
 
 A pending pod's event goes out inside its own "pod.pending" span (a gang's in "gang.pending"),
-so the placer continues that trace; a pod's ResourceClaims are read just before.
+so the placer continues that trace; a pod's ResourceClaims (each gang member's) are read just before.
 
 An event that cannot be published (over its bound, or refused by the broker with a
 non-retriable error: RecordTooLargeError, MessageSizeTooLargeError, ...) is that object's
@@ -171,6 +171,15 @@ class EventPublishing:
         log.info("collector.pod_pending", extra={"fields": {"uid": event.uid, "pod": pod}})
 
     async def _publish_gang(self, event: PendingGangEvent) -> None:
+        if any(m.claims for m in event.members):
+            # the members' claims read whole, as a single pod's are: the placer allocates them with the gang
+            members = []
+            for member in event.members:
+                with_claims = await self._with_claims(member) if member.claims else member
+                if with_claims is None:
+                    return  # a claim unreadable: the gang goes out at the next resync
+                members.append(with_claims)
+            event = msgspec.structs.replace(event, members=tuple(members))
         uids = [m.uid for m in event.members]
         attributes: dict[str, AttributeValue] = {
             "topoplace.gang.name": event.name,

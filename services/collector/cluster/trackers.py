@@ -108,6 +108,8 @@ class PodTracker:
         # when a selector of their namespace changes.
         self.selectors = WorkloadSelectors()
         self._pending: dict[str, tuple[Pod, LabelSelector | None]] = {}
+        # "<namespace>/<template>" of a ComputeDomain's channel claim template -> "<namespace>/<domain>"
+        self.compute_domains: dict[str, str] = {}
 
     def __len__(self) -> int:
         return len(self._known)
@@ -163,15 +165,47 @@ class PodTracker:
         meta = pod.metadata
         return self.selectors.default_selector(meta.namespace, meta.labels, controller_of(pod))
 
-    def claim_appeared(self, namespace: str, name: str) -> Outcome:
+    def claim_appeared(self, namespace: str, name: str, now: float) -> Outcome:
         """A ResourceClaim now exists: the pending pods naming it are published again, so the placer,
         which told them the claim was missing, decides them with it."""
+        naming = [(uid, k) for uid, k in sorted(self._known.items()) if k.namespace == namespace and name in k.claims]
         waiting = [
             Publication(topic=topics.PODS_PENDING.name, key=uid, event=known.pending)
-            for uid, known in sorted(self._known.items())
-            if known.pending is not None and known.namespace == namespace and name in known.claims
+            for uid, known in naming
+            if known.pending is not None
         ]
-        return Outcome(publications=waiting)
+        for gang in sorted({known.gang for _, known in naming if known.gang and known.bound is None}):
+            self.gangs.again(gang)  # its members' claims are read again as it goes out
+        return self._flush(Outcome(publications=waiting), now, force=False)
+
+    def compute_domain(self, namespace: str, template: str, domain: str | None, now: float) -> Outcome:
+        """The ComputeDomain whose channel's claim template is `template` (None: none now): the pending
+        pods made from that template go out again, their claims naming it."""
+        key = f"{namespace}/{template}"
+        if self.compute_domains.get(key) == domain:
+            return Outcome()
+        if domain is None:
+            self.compute_domains.pop(key, None)
+        else:
+            self.compute_domains[key] = domain
+        outcome = Outcome()
+        for _, (pod, _) in sorted(self._pending.items(), key=lambda item: item[0]):
+            entries = pod.spec.resource_claims
+            if pod.metadata.namespace == namespace and any(e.resource_claim_template_name == template for e in entries):
+                outcome.extend(self._observe(pod, now, force=True))
+        return self._flush(outcome, now, force=False)
+
+    def _in_domains(self, event: PendingPodEvent) -> PendingPodEvent:
+        """The pod's claims made from a ComputeDomain's channel template name the domain."""
+        if not any(c.template for c in event.claims):
+            return event
+        claims = tuple(
+            msgspec.structs.replace(c, compute_domain=self.compute_domains.get(f"{event.namespace}/{c.template}", ""))
+            if c.template
+            else c
+            for c in event.claims
+        )
+        return msgspec.structs.replace(event, claims=claims)
 
     # --- Volcano PodGroups: they only feed the gangs ---
 
@@ -215,6 +249,7 @@ class PodTracker:
                 # so do labels (running pods' anti-affinity and the spread selectors read them)
                 return Outcome()
             pending, problems = tr.pending_event(pod, now, gang_member=membership is not None, selectors=self.selectors)
+            pending = self._in_domains(pending)
             problems += link_problems
             self._pending[uid] = (pod, pending.default_spread_selector)
             gang = membership.gang if membership is not None else ""

@@ -237,7 +237,8 @@ def claim_refs(pod: Pod) -> tuple[PodClaim, ...]:
     refs = []
     for entry in pod.spec.resource_claims:
         name = entry.resource_claim_name or (made.get(entry.name, "") if entry.resource_claim_template_name else "")
-        refs.append(PodClaim(pod_claim_name=entry.name, claim_name=name))
+        template = entry.resource_claim_template_name or ""
+        refs.append(PodClaim(pod_claim_name=entry.name, claim_name=name, template=template))
     return tuple(refs)
 
 

@@ -147,6 +147,17 @@ KAI_TOPOLOGIES = ResourceType(
     field_labels=_META,
     custom=True,
 )
+# NVIDIA's DRA driver's ComputeDomain CRD: its channel's claim template keeps a gang in one NVLink clique.
+COMPUTEDOMAINS = ResourceType(
+    plural="computedomains",
+    kind="ComputeDomain",
+    group="resource.nvidia.com",
+    version="v1beta1",
+    namespaced=True,
+    has_status=True,
+    field_labels=_META,
+    custom=True,
+)
 _DRA = "resource.k8s.io"
 RESOURCESLICES = ResourceType(
     plural="resourceslices",
@@ -337,6 +348,7 @@ ALL: tuple[ResourceType, ...] = (
     RESOURCECLAIMTEMPLATES,
     DEVICECLASSES,
     DEVICETAINTRULES,
+    COMPUTEDOMAINS,
     PERSISTENTVOLUMECLAIMS,
     PERSISTENTVOLUMES,
     STORAGECLASSES,
