@@ -29,6 +29,7 @@ from services.binder.claims import ClaimWriter
 from services.binder.cluster_view import ClusterView, PodChange
 from services.binder.conditions import ConditionWriter
 from services.binder.gang import GangHandler
+from services.binder.hami_devices import ledger_device_cores
 from services.binder.handler import BindingSteps, PlacementHandler
 from services.binder.kube_events import EventRecorder
 from services.binder.kube_objects import NodeObject, PodObject
@@ -239,6 +240,7 @@ def _binder_run(
         policy=policy,
         device_memory=ledger.device_memory,
         device_uuid=ledger.device_uuid,
+        device_cores=ledger_device_cores(ledger),
         claims=claims,
         decision_key=decision_key,
         volumes=volume_binder(cluster, core, storage, settings.volume_bind_timeout_seconds),

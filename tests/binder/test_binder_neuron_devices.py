@@ -10,12 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from binder_support import WatchedCluster, placement_for
+from binder_support import PodFactory, RecordingProducer, WatchedCluster, placement_for
+from decision_keys import TEST_KEY
 from kubernetes_asyncio import client
-from test_binder_watch import Harness
+from test_binder_watch import Harness, Message
 
-from schemas import topics
+from schemas import hami, hami_neuron, topics
+from schemas.enforcement import Enforcement
 from schemas.events import BindingOutcome, DeviceAssignment, NodeTopologyEvent
+from services.binder.apply import PodBinder
+from services.binder.hami_devices import DeviceCores, hami_annotations, ledger_device_cores
+from services.binder.handler import BindingSteps, PlacementHandler
+from services.binder.kube_events import EventRecorder
+from services.binder.pod_reader import PodReader
+from services.binder.reporting import PodReporter
 from services.collector.node.topology_files import load_topology
 from topoplace.dev.kubeapi import KubeApiServer
 
@@ -102,3 +110,96 @@ async def test_indices_beyond_the_asked_resources_allocatable_are_refused_naming
 
     bound = await harness.handle(placement_for(within, NODE, block(3, 1)))
     assert bound.outcome is BindingOutcome.BOUND, bound.reason
+
+
+# --- HAMi enforcement: HAMi's awsneuron annotations, which the Neuron device plugin reads --------------
+
+NOW = 1_790_000_000.0
+
+
+def neuron_cores(held: dict[int, int]) -> DeviceCores:
+    """2 NeuronCores per device (trn1), `held[i]` of device i held by other pods."""
+    return lambda node, index, pod_uid: (2, held.get(index, 0)) if node == NODE else None
+
+
+def hami_placement(pod: dict[str, Any], devices: tuple[DeviceAssignment, ...], requests: dict[str, str]) -> Any:
+    return placement_for(pod, NODE, devices, enforcement=Enforcement.HAMI, requests=requests)
+
+
+def write(placement: Any, held: dict[int, int] | None = None) -> dict[str, str] | str:
+    return hami_annotations(
+        placement,
+        lambda node, index: 32768,
+        NOW,
+        device_uuid=lambda node, index: None,
+        device_cores=neuron_cores(held or {}),
+    )
+
+
+def test_whole_devices_are_written_as_hamis_awsneuron_annotations(make_pod: PodFactory) -> None:
+    notes = write(hami_placement(make_pod(), block(4, 4), {NEURONDEVICE: "4"}))
+    assert isinstance(notes, dict)
+    assert notes[hami_neuron.ASSIGNED_IDS] == "4,5,6,7"  # device indices
+    assert (
+        notes[hami_neuron.DEVICES_ALLOCATED]
+        == "".join(f"{NODE}-AWSNeuron-{i},AWSNeuron,0,3:" for i in range(4, 8)) + ";"
+    )
+    assert notes[hami_neuron.ALLOCATED] == "false"
+    assert notes[hami_neuron.ALLOC_TIME] == str(int(NOW) * 1_000_000_000)
+    assert notes[hami_neuron.PREDICATE_NODE] == notes[hami.VGPU_NODE] == NODE
+    assert notes[hami.BIND_PHASE] == "allocating"
+    assert hami_neuron.RESOURCE_TYPE not in notes
+    assert hami.DEVICES_TO_ALLOCATE not in notes  # no NVIDIA GPU list for HAMi's NVIDIA plugin
+
+
+def test_neuroncores_are_written_by_core_index_above_those_other_pods_hold(make_pod: PodFactory) -> None:
+    # 3 NeuronCores: the free top core of device 5 (another pod holds its core 10), then all of device 6
+    devices = (DeviceAssignment(index=5, cores=1, memory_mib=16384), DeviceAssignment(index=6, cores=2))
+    notes = write(hami_placement(make_pod(), devices, {CORE: "3"}), held={5: 1})
+    assert isinstance(notes, dict)
+    assert notes[hami_neuron.ASSIGNED_IDS] == "11,12,13"
+    assert notes[hami_neuron.RESOURCE_TYPE] == CORE
+    assert (
+        notes[hami_neuron.DEVICES_ALLOCATED] == f"{NODE}-AWSNeuron-5,AWSNeuron,0,2:{NODE}-AWSNeuron-6,AWSNeuron,0,3:;"
+    )
+
+
+def test_neuroncores_hami_cannot_name_are_refused_with_the_reason(make_pod: PodFactory) -> None:
+    taken = write(hami_placement(make_pod(), (DeviceAssignment(index=5, cores=2),), {CORE: "2"}), held={5: 1})
+    assert taken == "device 5 on trn-a has 1 of 2 NeuronCores free, the placement asks for 2"
+    unknown = hami_annotations(
+        hami_placement(make_pod(), block(0, 1), {NEURON: "1"}),
+        lambda node, index: None,
+        NOW,
+        device_uuid=lambda n, i: None,
+    )
+    assert isinstance(unknown, str) and "NeuronCores of device 0 on trn-a are unknown" in unknown
+
+
+async def test_a_hami_neuron_pod_is_bound_with_the_annotations_the_device_plugin_reads(
+    core: client.CoreV1Api, kube_api: KubeApiServer, watched: WatchedCluster
+) -> None:
+    neuron_node(kube_api, devices=16, cores=32)
+    first = neuron_pod(kube_api, "first", {CORE: "1"})
+    second = neuron_pod(kube_api, "second", {CORE: "1"})
+    await ready(core, watched, [first, second])
+    steps = BindingSteps(
+        ledger=watched.ledger,
+        binder=PodBinder(
+            core, decision_key=TEST_KEY, wall_clock=lambda: NOW, device_cores=ledger_device_cores(watched.ledger)
+        ),
+        reporter=PodReporter(EventRecorder(core, component="topoplace"), watch=watched.cluster),
+        cluster=watched.cluster,
+        reader=PodReader(core),
+    )
+    producer = RecordingProducer()
+    handler = PlacementHandler(steps=steps, producer=producer)
+    for pod in (first, second):  # one core of device 3 each: the second gets the core above the first's
+        share = (DeviceAssignment(index=3, cores=1, memory_mib=16384),)
+        await handler(Message(event=hami_placement(pod, share, {CORE: "1"})))
+    assert [s.event.outcome for s in producer.sent] == [BindingOutcome.BOUND, BindingOutcome.BOUND]
+    written = [
+        kube_api.store.get("pods", p["metadata"]["name"], "default")["metadata"]["annotations"] for p in (first, second)
+    ]
+    assert [w[hami_neuron.ASSIGNED_IDS] for w in written] == ["6", "7"]
+    assert all(w[hami_neuron.RESOURCE_TYPE] == CORE and w[hami_neuron.ALLOCATED] == "false" for w in written)

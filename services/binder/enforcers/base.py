@@ -28,6 +28,7 @@ from kubernetes_asyncio import client
 
 from schemas.events import BindingOutcome, PlacementEvent
 from services.binder.claims import ClaimWriter
+from services.binder.hami_devices import DeviceCores, no_device_cores
 from services.binder.outcome import BindResult
 from services.binder.retry import BackoffPolicy, RetryBudget
 
@@ -59,6 +60,7 @@ class BinderParts:
     device_uuid: Callable[[str, int], str | None]  # a device's UUID from the node's topology
     lock_release_seconds: float  # HAMi: when the binder removes a bound pod's node lock itself
     claims: ClaimWriter | None  # DRA: the writer to use (with the binder's claim watch); None: a plain one
+    device_cores: DeviceCores = no_device_cores  # HAMi, Neuron: a device's NeuronCores and those others hold
 
 
 class Enforcer(Protocol):
