@@ -44,8 +44,8 @@ from services.binder import metrics
 from services.binder.claims import ClaimWriter
 from services.binder.enforcers import ENFORCERS, EnforcerFactory, Enforcers
 from services.binder.enforcers.base import BinderParts, Enforcer, NotBound
-from services.binder.hami_devices import DeviceCores, no_device_cores
 from services.binder.kube_objects import PodObject
+from services.binder.neuron_cores import NeuronCoreNames, NoNeuronCores
 from services.binder.outcome import (
     ApiErrorKind,
     BindResult,
@@ -130,7 +130,7 @@ class PodBinder:
         wall_clock: Callable[[], float] = time.time,
         device_memory: Callable[[str, int], int | None] = _no_device_memory,
         device_uuid: Callable[[str, int], str | None] = _no_device_uuid,
-        device_cores: DeviceCores = no_device_cores,
+        neuron_cores: NeuronCoreNames | None = None,
         lock_release_seconds: float = DEFAULT_LOCK_RELEASE_SECONDS,
         decision_key: DecisionKey | None = None,
         enforcers: Mapping[Enforcement, EnforcerFactory] = ENFORCERS,
@@ -138,7 +138,7 @@ class PodBinder:
     ) -> None:
         """`device_memory(node, index)`: a device's MiB from the topology (HAMi needs it for whole GPUs);
         `device_uuid(node, index)`: its UUID from the topology (what HAMi's annotations name);
-        `device_cores`: a Neuron device's NeuronCores and those other pods hold (HAMi's Neuron annotations).
+        `neuron_cores`: which NeuronCores of a device a pod gets (HAMi's Neuron annotations name them).
         `lock_release_seconds`: when HAMi's node lock of a bound pod is removed if HAMi's device
         plugin has not done so (it releases the lock in Allocate). `claims`: DRA's claim writer
         (None: one without a view of the cluster's claims). `decision_key`: the seal's key
@@ -164,7 +164,7 @@ class PodBinder:
                 device_uuid=device_uuid,
                 lock_release_seconds=lock_release_seconds,
                 claims=claims,
-                device_cores=device_cores,
+                neuron_cores=neuron_cores or NoNeuronCores(),
             ),
             enforcers,
         )

@@ -14,8 +14,7 @@ the second guard).
 
 A pod asking a Neuron resource (schemas/vendors.py) gets HAMi's `awsneuron`
 annotations instead (schemas/hami_neuron.py): its devices, or its NeuronCores by
-index. A device's cores are taken from the lowest ones the other pods of the device
-leave, as the engine counts them (it keeps a device's held cores at its low end).
+index, the lowest no other pod holds (services/binder/neuron_cores.py).
 """
 
 from __future__ import annotations
@@ -25,14 +24,7 @@ from collections.abc import Callable
 from schemas import hami, hami_neuron
 from schemas.events import PlacementEvent
 from schemas.vendors import NEURON
-from services.binder.ledger import DeviceLedger
-
-# (node, index, pod uid) -> the device's NeuronCores and how many other pods hold, or None when unknown.
-DeviceCores = Callable[[str, int, str], tuple[int, int] | None]
-
-
-def no_device_cores(node: str, index: int, pod_uid: str) -> tuple[int, int] | None:
-    return None
+from services.binder.neuron_cores import NeuronCoreNames, NoNeuronCores
 
 
 def hami_annotations(
@@ -41,13 +33,13 @@ def hami_annotations(
     now: float,
     *,
     device_uuid: Callable[[str, int], str | None],
-    device_cores: DeviceCores = no_device_cores,
+    neuron_cores: NeuronCoreNames | None = None,
 ) -> dict[str, str] | str:
     """HAMi's annotations for the placement, or why they cannot be written (a UUID or memory unknown).
 
     `device_memory(node, index)`, `device_uuid(node, index)`: the device as the node's topology has it."""
     if any(placement.requests.get(r, "0") not in ("", "0") for r in NEURON.resources):
-        return neuron_annotations(placement, now, device_cores)
+        return neuron_annotations(placement, now, neuron_cores or NoNeuronCores())
     devices: list[hami.HamiDevice] = []
     for share in placement.devices:
         uuid = device_uuid(placement.node, share.index)
@@ -73,41 +65,24 @@ def hami_annotations(
         return str(exc)
 
 
-def neuron_annotations(placement: PlacementEvent, now: float, device_cores: DeviceCores) -> dict[str, str] | str:
+def neuron_annotations(placement: PlacementEvent, now: float, cores: NeuronCoreNames) -> dict[str, str] | str:
     """HAMi's `awsneuron` annotations for a Neuron placement, or why they cannot be written."""
     taken: list[hami_neuron.NeuronCores] = []
     for share in placement.devices:
-        known = device_cores(placement.node, share.index, placement.uid)
+        where = f"device {share.index} on {placement.node}"
+        known = cores.free(placement.node, share.index, placement.uid)
         if known is None:
-            where = f"device {share.index} on {placement.node}"
             return f"the NeuronCores of {where} are unknown (its topology is not seen yet), and HAMi needs them"
-        per_device, held = known
+        per_device, free = known
         wanted = per_device if share.memory_mib == 0 or share.cores >= per_device else share.cores
-        if held + wanted > per_device:
-            return (
-                f"device {share.index} on {placement.node} has {per_device - held} of {per_device} NeuronCores "
-                f"free, the placement asks for {wanted}"
-            )
-        taken.append(
-            hami_neuron.NeuronCores(index=share.index, per_device=per_device, bits=tuple(range(held, held + wanted)))
-        )
+        if len(free) < wanted:
+            return f"{where} has {len(free)} of {per_device} NeuronCores free, the placement asks for {wanted}"
+        taken.append(hami_neuron.NeuronCores(index=share.index, per_device=per_device, bits=free[:wanted]))
     cores_resource = NEURON.cores if placement.requests.get(NEURON.cores, "0") not in ("", "0") else ""
     try:
-        return hami_neuron.pod_annotations(placement.node, taken, cores_resource=cores_resource, now=now)
+        written = hami_neuron.pod_annotations(placement.node, taken, cores_resource=cores_resource, now=now)
     except ValueError as exc:
         return str(exc)
-
-
-def ledger_device_cores(ledger: DeviceLedger) -> DeviceCores:
-    """The ledger's answer: a device's NeuronCores from its topology, and the cores its other holders hold
-    (a whole-device holder, memory 0, holds them all)."""
-
-    def cores(node: str, index: int, pod_uid: str) -> tuple[int, int] | None:
-        capacity = ledger.device_capacity(node, index)
-        if capacity is None or capacity.cores <= 0:
-            return None
-        holders = ledger.holders(node, index)
-        held = sum(capacity.cores if a.memory_mib == 0 else a.cores for uid, a in holders.items() if uid != pod_uid)
-        return capacity.cores, min(held, capacity.cores)
-
-    return cores
+    for device in taken:
+        cores.named(placement.node, device.index, placement.uid, device.bits)
+    return written

@@ -29,7 +29,6 @@ from services.binder.claims import ClaimWriter
 from services.binder.cluster_view import ClusterView, PodChange
 from services.binder.conditions import ConditionWriter
 from services.binder.gang import GangHandler
-from services.binder.hami_devices import ledger_device_cores
 from services.binder.handler import BindingSteps, PlacementHandler
 from services.binder.kube_events import EventRecorder
 from services.binder.kube_objects import NodeObject, PodObject
@@ -43,6 +42,7 @@ from services.binder.metrics import (
     LEDGER_PODS,
     UNSEALED_PODS,
 )
+from services.binder.neuron_cores import NeuronCoreBook
 from services.binder.pod_reader import PodReader
 from services.binder.preemption import PreemptionExecutor
 from services.binder.reporting import PodReporter
@@ -240,7 +240,7 @@ def _binder_run(
         policy=policy,
         device_memory=ledger.device_memory,
         device_uuid=ledger.device_uuid,
-        device_cores=ledger_device_cores(ledger),
+        neuron_cores=NeuronCoreBook(ledger),
         claims=claims,
         decision_key=decision_key,
         volumes=volume_binder(cluster, core, storage, settings.volume_bind_timeout_seconds),

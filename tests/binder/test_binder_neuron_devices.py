@@ -19,9 +19,11 @@ from schemas import hami, hami_neuron, topics
 from schemas.enforcement import Enforcement
 from schemas.events import BindingOutcome, DeviceAssignment, NodeTopologyEvent
 from services.binder.apply import PodBinder
-from services.binder.hami_devices import DeviceCores, hami_annotations, ledger_device_cores
+from services.binder.hami_devices import hami_annotations
 from services.binder.handler import BindingSteps, PlacementHandler
 from services.binder.kube_events import EventRecorder
+from services.binder.ledger import DeviceLedger, Holding
+from services.binder.neuron_cores import NeuronCoreBook
 from services.binder.pod_reader import PodReader
 from services.binder.reporting import PodReporter
 from services.collector.node.topology_files import load_topology
@@ -117,9 +119,18 @@ async def test_indices_beyond_the_asked_resources_allocatable_are_refused_naming
 NOW = 1_790_000_000.0
 
 
-def neuron_cores(held: dict[int, int]) -> DeviceCores:
-    """2 NeuronCores per device (trn1), `held[i]` of device i held by other pods."""
-    return lambda node, index, pod_uid: (2, held.get(index, 0)) if node == NODE else None
+class HeldLow:
+    """2 NeuronCores per device (trn1); `held[i]` low cores of device i held by other pods."""
+
+    def __init__(self, held: dict[int, int]) -> None:
+        self.held = held
+        self.names: dict[tuple[int, str], tuple[int, ...]] = {}
+
+    def free(self, node: str, index: int, pod_uid: str) -> tuple[int, tuple[int, ...]] | None:
+        return (2, tuple(range(self.held.get(index, 0), 2))) if node == NODE else None
+
+    def named(self, node: str, index: int, pod_uid: str, cores: tuple[int, ...]) -> None:
+        self.names[(index, pod_uid)] = cores
 
 
 def hami_placement(pod: dict[str, Any], devices: tuple[DeviceAssignment, ...], requests: dict[str, str]) -> Any:
@@ -132,7 +143,7 @@ def write(placement: Any, held: dict[int, int] | None = None) -> dict[str, str] 
         lambda node, index: 32768,
         NOW,
         device_uuid=lambda node, index: None,
-        device_cores=neuron_cores(held or {}),
+        neuron_cores=HeldLow(held or {}),
     )
 
 
@@ -176,17 +187,20 @@ def test_neuroncores_hami_cannot_name_are_refused_with_the_reason(make_pod: PodF
     assert isinstance(unknown, str) and "NeuronCores of device 0 on trn-a are unknown" in unknown
 
 
-async def test_a_hami_neuron_pod_is_bound_with_the_annotations_the_device_plugin_reads(
+def annotations_of(kube_api: KubeApiServer, pod: dict[str, Any]) -> dict[str, str]:
+    return dict(kube_api.store.get("pods", pod["metadata"]["name"], "default")["metadata"]["annotations"])
+
+
+async def test_hami_neuron_pods_are_bound_naming_cores_no_running_pod_holds(
     core: client.CoreV1Api, kube_api: KubeApiServer, watched: WatchedCluster
 ) -> None:
     neuron_node(kube_api, devices=16, cores=32)
-    first = neuron_pod(kube_api, "first", {CORE: "1"})
-    second = neuron_pod(kube_api, "second", {CORE: "1"})
-    await ready(core, watched, [first, second])
+    first, second, third = (neuron_pod(kube_api, name, {CORE: "1"}) for name in ("first", "second", "third"))
+    await ready(core, watched, [first, second, third])
     steps = BindingSteps(
         ledger=watched.ledger,
         binder=PodBinder(
-            core, decision_key=TEST_KEY, wall_clock=lambda: NOW, device_cores=ledger_device_cores(watched.ledger)
+            core, decision_key=TEST_KEY, wall_clock=lambda: NOW, neuron_cores=NeuronCoreBook(watched.ledger)
         ),
         reporter=PodReporter(EventRecorder(core, component="topoplace"), watch=watched.cluster),
         cluster=watched.cluster,
@@ -194,12 +208,29 @@ async def test_a_hami_neuron_pod_is_bound_with_the_annotations_the_device_plugin
     )
     producer = RecordingProducer()
     handler = PlacementHandler(steps=steps, producer=producer)
-    for pod in (first, second):  # one core of device 3 each: the second gets the core above the first's
-        share = (DeviceAssignment(index=3, cores=1, memory_mib=16384),)
+    share = (DeviceAssignment(index=3, cores=1, memory_mib=16384),)  # one core of device 3 (cores 6 and 7)
+    for pod in (first, second):
         await handler(Message(event=hami_placement(pod, share, {CORE: "1"})))
     assert [s.event.outcome for s in producer.sent] == [BindingOutcome.BOUND, BindingOutcome.BOUND]
-    written = [
-        kube_api.store.get("pods", p["metadata"]["name"], "default")["metadata"]["annotations"] for p in (first, second)
-    ]
-    assert [w[hami_neuron.ASSIGNED_IDS] for w in written] == ["6", "7"]
-    assert all(w[hami_neuron.RESOURCE_TYPE] == CORE and w[hami_neuron.ALLOCATED] == "false" for w in written)
+    assert [annotations_of(kube_api, p)[hami_neuron.ASSIGNED_IDS] for p in (first, second)] == ["6", "7"]
+    written = annotations_of(kube_api, second)
+    assert written[hami_neuron.RESOURCE_TYPE] == CORE and written[hami_neuron.ALLOCATED] == "false"
+
+    # The first pod ends: its core 6 is free again, while the second still runs on core 7.
+    kube_api.store.delete("pods", first["metadata"]["name"], namespace="default")
+    gone = first["metadata"]["uid"]
+    await watched.until(lambda: gone not in watched.ledger.holders(NODE, 3))
+    await handler(Message(event=hami_placement(third, share, {CORE: "1"})))
+    assert producer.sent[-1].event.outcome is BindingOutcome.BOUND
+    assert annotations_of(kube_api, third)[hami_neuron.ASSIGNED_IDS] == "6"
+
+
+def test_a_holder_this_binder_never_named_is_taken_to_hold_the_lowest_cores() -> None:
+    # A binder started after "old" was bound: it holds 1 core of device 0, named by the binder before.
+    ledger = DeviceLedger(pod_gone=lambda uid: False, pod_bound_on=lambda uid, node: True)
+    ledger.set_node_devices(NODE, load_topology("trn1.32xlarge", node=NODE).devices)
+    ledger.hold(Holding(pod_uid="old", node=NODE, devices=(DeviceAssignment(index=0, cores=1, memory_mib=16384),)))
+    book = NeuronCoreBook(ledger)
+    assert book.free(NODE, 0, "new") == (2, (1,))
+    assert book.free(NODE, 0, "old") == (2, (0, 1))  # a pod's own hold is not another's
+    assert book.free(NODE, 99, "new") is None  # no such device in the topology

@@ -47,7 +47,7 @@ class HamiEnforcer(Enforcer):
             parts.device_memory,
             parts.wall_clock(),
             device_uuid=parts.device_uuid,
-            device_cores=parts.device_cores,
+            neuron_cores=parts.neuron_cores,
         )
         if isinstance(annotations, str):
             return NotBound(outcome=BindingOutcome.FAILED, reason=annotations)
