@@ -20,6 +20,7 @@ class VendorDescriptor(msgspec.Struct, frozen=True, kw_only=True):
     device_noun: str  # a device in a user's words: "2 of 8 GPUs free", "Neuron device 3"
     uuid_prefix: str  # what the vendor's device UUIDs start with, before "-" ("GPU-8f2a...")
     whole: str  # the extended resource of whole devices (a count)
+    whole_aliases: tuple[str, ...] = ()  # older names of the same whole devices, asked and advertised alike
     shares: str = ""  # a count of shares of devices (MetaX sGPU); "" when shares ride on `whole`
     memory_share: str = ""  # device memory per device of a share
     memory_percent_share: str = ""  # device memory per device of a share, in percent
@@ -34,10 +35,15 @@ class VendorDescriptor(msgspec.Struct, frozen=True, kw_only=True):
         return tuple(r for r in (self.memory_share, self.memory_percent_share, self.compute_share) if r)
 
     @property
+    def whole_names(self) -> tuple[str, ...]:
+        """Every name a pod may ask whole devices by, the current one first."""
+        return (self.whole, *self.whole_aliases)
+
+    @property
     def resources(self) -> tuple[str, ...]:
         """Every resource a pod may ask of this vendor."""
-        named = (self.whole, self.shares, self.memory_share, self.memory_percent_share, self.compute_share, self.cores)
-        return tuple(r for r in named if r)
+        named = (*self.whole_names, self.shares, self.memory_share, self.memory_percent_share, self.compute_share)
+        return tuple(r for r in (*named, self.cores) if r)
 
 
 NVIDIA = VendorDescriptor(
@@ -61,13 +67,17 @@ METAX = VendorDescriptor(
     compute_share="metax-tech.com/vcore",
     advertised=("metax-tech.com/gpu", "metax-tech.com/sgpu"),
 )
+# The Neuron device plugin advertises whole devices as `neurondevice` (`neuron` is its older name,
+# still advertised by it and the one HAMi's default configuration reads) and their NeuronCores as
+# `neuroncore`: 2 per device on trn1/inf2, 4 on inf1, 4 or 8 on trn2 (docs/vendors-metax-neuron.md).
 NEURON = VendorDescriptor(
     vendor=Vendor.NEURON,
     device_noun="Neuron device",
     uuid_prefix="NEURON",
-    whole="aws.amazon.com/neuron",
+    whole="aws.amazon.com/neurondevice",
+    whole_aliases=("aws.amazon.com/neuron",),
     cores="aws.amazon.com/neuroncore",
-    advertised=("aws.amazon.com/neuron",),
+    advertised=("aws.amazon.com/neurondevice", "aws.amazon.com/neuron"),
 )
 
 DESCRIPTORS: tuple[VendorDescriptor, ...] = (NVIDIA, METAX, NEURON)

@@ -45,6 +45,7 @@ from services.binder.claims import ClaimWriter
 from services.binder.enforcers import ENFORCERS, EnforcerFactory, Enforcers
 from services.binder.enforcers.base import BinderParts, Enforcer, NotBound
 from services.binder.kube_objects import PodObject
+from services.binder.neuron_cores import NeuronCoreNames, NoNeuronCores
 from services.binder.outcome import (
     ApiErrorKind,
     BindResult,
@@ -129,13 +130,15 @@ class PodBinder:
         wall_clock: Callable[[], float] = time.time,
         device_memory: Callable[[str, int], int | None] = _no_device_memory,
         device_uuid: Callable[[str, int], str | None] = _no_device_uuid,
+        neuron_cores: NeuronCoreNames | None = None,
         lock_release_seconds: float = DEFAULT_LOCK_RELEASE_SECONDS,
         decision_key: DecisionKey | None = None,
         enforcers: Mapping[Enforcement, EnforcerFactory] = ENFORCERS,
         volumes: Enforcer | None = None,
     ) -> None:
         """`device_memory(node, index)`: a device's MiB from the topology (HAMi needs it for whole GPUs);
-        `device_uuid(node, index)`: its UUID from the topology (what HAMi's annotations name).
+        `device_uuid(node, index)`: its UUID from the topology (what HAMi's annotations name);
+        `neuron_cores`: which NeuronCores of a device a pod gets (HAMi's Neuron annotations name them).
         `lock_release_seconds`: when HAMi's node lock of a bound pod is removed if HAMi's device
         plugin has not done so (it releases the lock in Allocate). `claims`: DRA's claim writer
         (None: one without a view of the cluster's claims). `decision_key`: the seal's key
@@ -161,6 +164,7 @@ class PodBinder:
                 device_uuid=device_uuid,
                 lock_release_seconds=lock_release_seconds,
                 claims=claims,
+                neuron_cores=neuron_cores or NoNeuronCores(),
             ),
             enforcers,
         )

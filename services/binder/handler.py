@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Protocol
 
 import msgspec
@@ -201,11 +202,10 @@ class BindingSteps:
             return refused(Refusal(kind=RefusalKind.LEDGER, outcome=BindingOutcome.CONFLICT, reason=held))
         # A DRA placement's devices are the node's ResourceSlices', not an extended resource it advertises.
         if self.cluster is not None and self.cluster.nodes_synced and not placement.claims:
+            asked = [name for name, amount in self._requests(placement).items() if amount > 0]
+            device_of = partial(self.ledger.device_capacity, placement.node)
             missing = device_index_problem(
-                placement.node,
-                placement.devices,
-                self.cluster.allocatable(placement.node),
-                lambda index: self.ledger.device_vendor(placement.node, index),
+                placement.node, placement.devices, self.cluster.allocatable(placement.node), device_of, asked
             )
             if missing is not None:
                 return refused(Refusal(kind=RefusalKind.DEVICE_COUNT, outcome=BindingOutcome.CONFLICT, reason=missing))

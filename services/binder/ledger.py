@@ -151,9 +151,9 @@ class DeviceLedger:
         capacity = self._capacity.get(node, {}).get(index)
         return None if capacity is None or not capacity.uuid else capacity.uuid
 
-    def device_vendor(self, node: str, index: int) -> Vendor | None:
-        capacity = self._capacity.get(node, {}).get(index)
-        return None if capacity is None else capacity.vendor
+    def device_capacity(self, node: str, index: int) -> DeviceCapacity | None:
+        """The device as the node's topology has it; None while it is not known."""
+        return self._capacity.get(node, {}).get(index)
 
     # --- holdings -----------------------------------------------------------------------
 

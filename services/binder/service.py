@@ -42,6 +42,7 @@ from services.binder.metrics import (
     LEDGER_PODS,
     UNSEALED_PODS,
 )
+from services.binder.neuron_cores import NeuronCoreBook
 from services.binder.pod_reader import PodReader
 from services.binder.preemption import PreemptionExecutor
 from services.binder.reporting import PodReporter
@@ -239,6 +240,7 @@ def _binder_run(
         policy=policy,
         device_memory=ledger.device_memory,
         device_uuid=ledger.device_uuid,
+        neuron_cores=NeuronCoreBook(ledger),
         claims=claims,
         decision_key=decision_key,
         volumes=volume_binder(cluster, core, storage, settings.volume_bind_timeout_seconds),

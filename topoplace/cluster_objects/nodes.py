@@ -30,17 +30,16 @@ import msgspec
 from engine import Allocation, NodeState
 from schemas.pod_requests import format_quantity
 from schemas.topology import Device, Vendor
+from schemas.vendors import DESCRIPTORS
 from services.collector.cluster import objects as obj
 from services.collector.cluster import translate
 from topoplace.cluster_objects.files import ClusterInputError, ClusterObject
 from topoplace.cluster_objects.pods import RunningPod
 
-# The whole-device count resource of each vendor: a node known only by its objects has this many devices.
-COUNT_RESOURCES: Mapping[str, Vendor] = {
-    "nvidia.com/gpu": Vendor.NVIDIA,
-    "metax-tech.com/gpu": Vendor.METAX,
-    "aws.amazon.com/neuron": Vendor.NEURON,
-}
+# The whole-device count resources of each vendor (schemas/vendors.py): a node known only by its objects
+# has this many devices. A vendor's names count the same devices (Neuron's `neurondevice` and the older
+# `neuron`, both advertised by its device plugin): the first the Node advertises counts them.
+COUNT_RESOURCES: Mapping[str, Vendor] = {name: d.vendor for d in DESCRIPTORS for name in d.whole_names}
 
 
 # kube's scoring defaults for a pod that asks no cpu / memory (NodeResourcesFit's NonZeroRequested)
@@ -74,10 +73,12 @@ def node_from_object(item: ClusterObject) -> NodeState:
 def counted_devices(allocatable: Mapping[str, str], where: str) -> tuple[Device, ...]:
     """N whole devices per vendor count resource the node reports (indices follow one another)."""
     devices: list[Device] = []
+    counted: set[Vendor] = set()
     for resource, vendor in COUNT_RESOURCES.items():
         text = allocatable.get(resource)
-        if text is None:
+        if text is None or vendor in counted:
             continue
+        counted.add(vendor)
         try:
             count = int(Decimal(text))
         except ArithmeticError:

@@ -20,7 +20,7 @@ every pod passes through first, whatever its path.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import msgspec
@@ -28,6 +28,7 @@ from kubernetes_asyncio import client
 
 from schemas.events import BindingOutcome, PlacementEvent
 from services.binder.claims import ClaimWriter
+from services.binder.neuron_cores import NeuronCoreNames, NoNeuronCores
 from services.binder.outcome import BindResult
 from services.binder.retry import BackoffPolicy, RetryBudget
 
@@ -59,6 +60,7 @@ class BinderParts:
     device_uuid: Callable[[str, int], str | None]  # a device's UUID from the node's topology
     lock_release_seconds: float  # HAMi: when the binder removes a bound pod's node lock itself
     claims: ClaimWriter | None  # DRA: the writer to use (with the binder's claim watch); None: a plain one
+    neuron_cores: NeuronCoreNames = field(default_factory=NoNeuronCores)  # HAMi: which NeuronCores a pod gets
 
 
 class Enforcer(Protocol):

@@ -1,7 +1,8 @@
 """HAMi (`hami`): HAMi's pod annotations in the Binding, under HAMi's node lock.
 
 HAMi's device plugin hands the container exactly the GPUs HAMi's annotations name
-(services/binder/hami_devices.py), and finds "the" pod in phase allocating on its node: so one
+(services/binder/hami_devices.py; a Neuron pod's are HAMi's `awsneuron` ones, which the
+Neuron device plugin reads), and finds "the" pod in phase allocating on its node: so one
 pod per node is bound at a time, under `hami.io/mutex.lock` on the Node
 (services/binder/hami_lock.py). A placement without devices has nothing for HAMi to enforce.
 """
@@ -42,7 +43,11 @@ class HamiEnforcer(Enforcer):
     def binding_annotations(self, placement: PlacementEvent) -> dict[str, str] | NotBound:
         parts = self._parts
         annotations = hami_annotations(
-            placement, parts.device_memory, parts.wall_clock(), device_uuid=parts.device_uuid
+            placement,
+            parts.device_memory,
+            parts.wall_clock(),
+            device_uuid=parts.device_uuid,
+            neuron_cores=parts.neuron_cores,
         )
         if isinstance(annotations, str):
             return NotBound(outcome=BindingOutcome.FAILED, reason=annotations)

@@ -1,4 +1,4 @@
-"""AWS Neuron devices (aws.amazon.com/neuron) and NeuronCores (aws.amazon.com/neuroncore).
+"""AWS Neuron devices (aws.amazon.com/neurondevice, or the older neuron) and NeuronCores (aws.amazon.com/neuroncore).
 
 The rules are in rules.py (pure functions over device indices); this
 module reads the request, filters devices and wires the rules to the vendor
@@ -24,7 +24,7 @@ from engine.node.vendor import (
     Unfit,
 )
 from engine.node.vendors.neuron.measures import NeuronMeasures
-from engine.node.vendors.neuron.request import NEURON, NOUSE_UUID, USE_UUID, NeuronRequest, parse_neuron_request
+from engine.node.vendors.neuron.request import NOUSE_UUID, USE_UUID, NeuronRequest, parse_neuron_request
 from engine.node.vendors.neuron.rules import (
     CORES_PER_DEVICE,
     INSTANCE_TYPE_LABEL,
@@ -74,7 +74,7 @@ class NeuronPlugin:
             return f"excluded by {NOUSE_UUID}"
         load = scratch.loads[device.index]
         if request.devices and load.pods > 0:
-            return f"in use by {load.pods} pod(s); {NEURON} takes whole idle devices"
+            return f"in use by {load.pods} pod(s); {request.resource} takes whole idle devices"
         if request.cores and device.cores - load.cores_used <= 0:
             return f"all {device.cores} NeuronCores taken"
         return None
@@ -195,7 +195,7 @@ def _options(family: Family, devices: list[NeuronDevice], request: NeuronRequest
 
 def _unfit_summary(request: NeuronRequest, why: NoFit) -> str:
     if request.devices and "Trainium nodes take" in why.reason:
-        return f"Illegal {NEURON} count for Trainium ({', '.join(map(str, TRAINIUM_BLOCK_SIZES))})"
+        return f"Illegal {request.resource} count for Trainium ({', '.join(map(str, TRAINIUM_BLOCK_SIZES))})"
     return f"Insufficient {request.resource}"
 
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import msgspec
 
 from schemas.topology import Device, NodeTopology, Vendor
-from schemas.vendors import descriptor
+from schemas.vendors import NEURON, descriptor
 from services.collector.node.discovery.node import DiscoveryError, NodeObject, VendorDiscovery, source_prefix
 from services.collector.node.topo_matrix import synthetic_uuid
 from services.collector.node.topology_files import JSON_FIXTURES, load_topology
 
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
-DEVICE_RESOURCES = ("aws.amazon.com/neurondevice", "aws.amazon.com/neuron")  # the current name first
-CORE_RESOURCE = "aws.amazon.com/neuroncore"
+DEVICE_RESOURCES = NEURON.whole_names  # neurondevice, then the older neuron (schemas/vendors.py)
+CORE_RESOURCE = NEURON.cores  # neuroncore
 
 
 class NeuronFamily(msgspec.Struct, frozen=True, kw_only=True):
