@@ -91,6 +91,10 @@ class Room:
         self._milli: dict[str, dict[str, int]] = {}  # each running pod's requests, in milli-units
         self.mode = mode
         self.request = request
+        # What the fit reads of the preemptor: its request but its uid and name (as the gang's member shapes),
+        # the mode, the workload classes, the CPU policy. Equal keys: equal fits on every node.
+        nameless = msgspec.structs.replace(request, uid="", name="")
+        self.key = msgspec.msgpack.encode((nameless, mode, workload, cpu), order="deterministic")
 
     @property
     def wants_devices(self) -> bool:

@@ -44,7 +44,8 @@ class Shape:
         for a in node.allocations:
             holders.setdefault(a.pod_uid, set()).add(a.index)
         self.devices_held = [len(holders.get(p.holder, ())) if p.holder else 0 for p in pods]
-        self.devices_free = len(node.devices) - len({a.index for a in node.allocations})
+        self.devices_total = len(node.devices)
+        self.devices_free = self.devices_total - len({a.index for a in node.allocations})
         # What the bound (search.py) reads but the start times: shapes that differ only in which devices
         # their pods hold share it.
         self.bound_key = (
