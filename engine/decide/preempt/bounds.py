@@ -31,7 +31,6 @@ from engine.decide.preempt.shapes import BoundGroup
 PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32 + 1 so that negative priorities sum as they should
 Bound = tuple[float, ...]
 NO_VICTIM_NEEDED: Bound = (-math.inf,)
-FLOOR_PRIORITY = 2**63  # above every pod's: a floor reads every pod
 
 
 class Need:
@@ -74,16 +73,24 @@ class GroupBound:
         self._priority_sums = _suffix_sums(self.priorities)
         self._run_start = [self._negated.index(-p) for p in self.priorities]  # the first pod of its priority
         self._pools: dict[tuple[str, int], list[int]] = {}  # (resource, pool start): the pool's amounts' running sums
-        self._device_floors: list[Bound | None] | None = None  # device_floor's answers, by devices lacking - 1
+        self._device_floors: list[Bound] | None = None  # device_floor's answers, by devices lacking - 1
 
     def device_floor(self, devices: int) -> Bound | None:
         """The bound, its first five parts, were `devices` whole devices all the node lacked (any priority);
         None: its pods hold too few."""
-        if self._device_floors is None:
-            held = sum(self._values[""])
-            only = [self.bound(Need(FLOOR_PRIORITY, {}, self.devices_free + d, False)) for d in range(1, held + 1)]
-            self._device_floors = [None if b is None else b[:5] for b in only]
-        return self._device_floors[devices - 1] if devices <= len(self._device_floors) else None
+        floors = self._device_floors
+        if floors is None:  # `bound` with whole devices alone lacking, every count at once
+            negated = self._negated_sums[""]
+            floors = []
+            for amount in range(1, -negated[0] + 1):
+                start = self._run_start[bisect.bisect_right(negated, -amount) - 1]
+                top = self.priorities[start]
+                fewest = self._fewest("", start, amount)
+                lowest = top + self._priority_sums[self.count - fewest + 1]
+                latest = self.group.latest.get(top, math.inf)
+                floors.append((0.0, float(top), float(lowest + fewest * PRIORITY_OFFSET), float(fewest), -latest))
+            self._device_floors = floors
+        return floors[devices - 1] if devices <= len(floors) else None
 
     def _needs(self, need: Need) -> list[tuple[str, int]]:
         """Each (resource, amount) the node lacks (a resource it does not report bounds nothing)."""
