@@ -65,11 +65,11 @@ class GroupBound:
         self.count = len(self.priorities)
         self.free = shape.free
         self.devices_free = shape.devices_free
-        self._values: dict[str, list[int]] = {}  # per resource (and "" for whole devices): each pod's amount
-        for resource in self.free or ():
-            self._values[resource] = [r.get(resource, 0) for r in shape.requests]
-        self._values[""] = list(shape.devices_held)
-        self._negated_sums = {r: [-s for s in _suffix_sums(v)] for r, v in self._values.items()}  # increasing
+        self._requests = shape.requests
+        # per resource (and "" for whole devices) as the bound first reads it: each pod's amount, and the
+        # suffix sums negated (increasing, for bisection)
+        self._values: dict[str, list[int]] = {"": list(shape.devices_held)}
+        self._negated_sums: dict[str, list[int]] = {}
         self._priority_sums = _suffix_sums(self.priorities)
         self._run_start = [self._negated.index(-p) for p in self.priorities]  # the first pod of its priority
         self._pools: dict[tuple[str, int], list[int]] = {}  # (resource, pool start): the pool's amounts' running sums
@@ -80,7 +80,7 @@ class GroupBound:
         None: its pods hold too few."""
         floors = self._device_floors
         if floors is None:  # `bound` with whole devices alone lacking, every count at once
-            negated = self._negated_sums[""]
+            negated = self._sums("")
             floors = []
             for amount in range(1, -negated[0] + 1):
                 start = self._run_start[bisect.bisect_right(negated, -amount) - 1]
@@ -91,6 +91,15 @@ class GroupBound:
                 floors.append((0.0, float(top), float(lowest + fewest * PRIORITY_OFFSET), float(fewest), -latest))
             self._device_floors = floors
         return floors[devices - 1] if devices <= len(floors) else None
+
+    def _sums(self, resource: str) -> list[int]:
+        found = self._negated_sums.get(resource)
+        if found is None:
+            values = self._values.get(resource)
+            if values is None:
+                values = self._values[resource] = [r.get(resource, 0) for r in self._requests]
+            found = self._negated_sums[resource] = [-s for s in _suffix_sums(values)]
+        return found
 
     def _needs(self, need: Need) -> list[tuple[str, int]]:
         """Each (resource, amount) the node lacks (a resource it does not report bounds nothing)."""
@@ -121,7 +130,7 @@ class GroupBound:
             return NO_VICTIM_NEEDED
         last = self.count - 1  # the latest position from which the pods free every need
         for resource, amount in needs:
-            negated = self._negated_sums[resource]
+            negated = self._sums(resource)
             if -negated[cut] < amount:
                 return None
             last = min(last, bisect.bisect_right(negated, -amount) - 1)
