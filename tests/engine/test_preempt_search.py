@@ -120,3 +120,15 @@ def test_the_device_holders_search_stops_at_the_first_set_breaking_nothing(count
     # every pod gone (the best set score), the subsets ranked 0..3, the victims' final fit
     assert counts.searches == 1
     assert counts.fits == 1 + 4 + 1
+
+
+@pytest.mark.parametrize("gpus", [1, 8, 9, 16])
+def test_counts_beyond_every_node_answer_as_every_node(gpus: int) -> None:
+    """The floors are worked out for every count up to the most devices a node has; a count above it
+    leaves every group out, and the answer is every node's reasons."""
+    engine = Engine()
+    snapshot, pods = gpu_cluster()
+    result = engine.preempt(snapshot, preemptor(1000, gpus=gpus), pods)
+    every = Engine().preempt(snapshot, preemptor(1000, gpus=gpus), pods, every_node=True)
+    assert (result.node, result.victims, result.reason) == (every.node, every.victims, every.reason)
+    assert (result.node is None) == (gpus > 8)

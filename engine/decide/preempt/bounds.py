@@ -197,6 +197,7 @@ class BoundTable:
         self.groups = groups
         self.first = [g.first.members[0] for g in groups]
         self._floors: dict[int, list[tuple[Bound, str, int]]] = {}  # per whole devices asked: (floor, first, group)
+        self._most_devices = max((g.first.devices_total for g in groups), default=0)
         self._bounds: dict[int, GroupBound] = {}
         # per resource, (free amount, group) ascending, and the groups that do not report it; the same for devices
         self._free: dict[str, list[tuple[int, int]]] = {}
@@ -220,13 +221,15 @@ class BoundTable:
         """The groups by floor (`Walk`) for a preemptor asking `devices` whole devices; a group whose pods hold
         too few devices is left out (no node of it can be a candidate). The first preemptor asking devices
         works them out for every count a node has, kept while the nodes and pods stay the same."""
+        if devices > self._most_devices:
+            return []  # no node has as many: every group is left out
         found = self._floors.get(devices)
-        if found is None and devices > 0 and not self._floors.keys() - {0}:
-            for count in range(1, max((g.first.devices_total for g in self.groups), default=0) + 1):
+        if found is None and devices > 0:
+            for count in range(1, self._most_devices + 1):
                 self._floors[count] = self._floors_for(count)
-            found = self._floors.get(devices)
-        if found is None:
-            found = self._floors[devices] = self._floors_for(devices)
+            found = self._floors[devices]
+        elif found is None:
+            found = self._floors[devices] = self._floors_for(0)
         return found
 
     def _floors_for(self, devices: int) -> list[tuple[Bound, str, int]]:
