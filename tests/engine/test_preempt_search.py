@@ -132,3 +132,19 @@ def test_counts_beyond_every_node_answer_as_every_node(gpus: int) -> None:
     every = Engine().preempt(snapshot, preemptor(1000, gpus=gpus), pods, every_node=True)
     assert (result.node, result.victims, result.reason) == (every.node, every.victims, every.reason)
     assert (result.node is None) == (gpus > 8)
+
+
+def test_pods_given_anew_are_read_anew() -> None:
+    """The running pods' parsed requests are kept with the pods by node: the same names with other
+    requests, given as a new sequence, are read again (one engine, as the placer keeps it)."""
+    engine = Engine()
+    before = [running("a-0", "a", prio=0, start=1.0, cpu="1"), running("a-1", "a", prio=5, start=1.0, cpu="3"),
+              running("b-0", "b", prio=1, start=1.0, cpu="4")]  # fmt: skip
+    after = [msgspec.structs.replace(p, requests={"cpu": "3" if p.name == "a-0" else "1"}) if p.node == "a" else p
+             for p in before]  # fmt: skip
+    for pods in (before, after):
+        nodes = tuple(built_node(n, pods, cpu="4") for n in ("a", "b"))
+        result = engine.preempt(Snapshot(nodes=nodes), preemptor(10, cpu="3"), pods)
+        every = Engine().preempt(Snapshot(nodes=nodes), preemptor(10, cpu="3"), pods, every_node=True)
+        assert (result.node, result.victims) == (every.node, every.victims)
+    assert [v.pod for v in result.victims] == ["default/a-0"]  # it holds 3 CPUs now, the cheapest that frees them

@@ -72,6 +72,7 @@ class PodsByNode:
         for pod in running:
             on_node.setdefault(pod.node, []).append(pod)
         self.ordered = ordered_pods(on_node)
+        self.requests_milli: dict[str, dict[str, int]] = {}  # each pod's requests parsed (Room.share_requests)
         self._shapes: dict[tuple[bool, bool], list[Shape]] = {}
         self._groups: dict[tuple[bool, bool], list[BoundGroup]] = {}
         self._bounds: dict[tuple[bool, bool], BoundTable] = {}
