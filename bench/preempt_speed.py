@@ -3,9 +3,9 @@
 Speed: packed clusters (bench/preempt_clusters.py), one Engine for the run; `cold` is the first
 preemption (the engine builds its running-pods table and shapes), `warm` the next ones with
 preemptors of other sizes over the same cluster, in turn (the engine keeps, per preemptor, what
-its search found: a size asked before is read back), and `new preemptor` warm ones each of a
-priority no earlier preemptor had (above every pod's, so the same victims), for which nothing is
-kept. The baseline of the same run is the same engine trying every node (`every_node=True`), as
+its search found: a size asked before is read back), and `new preemptor` warm ones each with a
+label no earlier preemptor had (one the fit does not read, so the same victims), for which nothing
+is kept. The baseline of the same run is the same engine trying every node (`every_node=True`), as
 the engine did before and as kube-scheduler would with its sample as large as the cluster; the
 calls it answers with another node or other victims are counted (`differing`).
 
@@ -50,7 +50,7 @@ class PreemptSpeed(msgspec.Struct, frozen=True, kw_only=True):
     cold_ms: float
     warm_ms: tuple[float, ...]
     warm_cpu_ms: tuple[float, ...]  # the warm calls' process CPU time
-    new_preemptor_ms: tuple[float, ...]  # warm, each preemptor of a priority not asked before
+    new_preemptor_ms: tuple[float, ...]  # warm, each preemptor with a label not asked before
     every_node_ms: tuple[float, ...]  # the baseline: every node tried (warm)
     differing: int  # calls timed for both where the baseline's node or victims differ
 
@@ -132,7 +132,7 @@ def measure_speed(
     fresh: list[float] = []
     for j in range(1, calls + 1):
         pod = make(j)
-        pod = msgspec.structs.replace(pod, priority=pod.priority + j)
+        pod = msgspec.structs.replace(pod, request=msgspec.structs.replace(pod.request, labels={"run": str(j)}))
         fresh.append(_timed(lambda pod=pod: engine.preempt(snapshot, pod, running))[0])  # type: ignore[misc]
     every: list[float] = []
     differing = 0
@@ -247,7 +247,7 @@ def figures(speeds: Sequence[PreemptSpeed], victims: VictimCheck, gangs: Sequenc
                 name=f"preempt.{s.name}.new_preemptor_p99_ms",
                 value=s.p99(s.new_preemptor_ms),
                 unit="ms",
-                detail=f"{len(s.new_preemptor_ms)} preemptions, each of a priority not asked before: nothing kept",
+                detail=f"{len(s.new_preemptor_ms)} preemptions, each with a label not asked before: nothing kept",
             )
         )
         out.append(

@@ -74,7 +74,8 @@ def renamed(pod: Preemptor, name: str) -> Preemptor:
 
 def test_a_preemptor_like_an_earlier_one_tries_no_node_again(counts: Counts) -> None:
     """A second pod of the same request and priority on the same cluster: the walk and each shape's
-    victims are kept, so no node is tried and no device fit is made in the search."""
+    victims are kept, so no node is tried and no device fit is made in the search; the same for a
+    priority with the same pods below it."""
     engine = Engine()
     snapshot, pods = gpu_cluster()
     first = engine.preempt(snapshot, preemptor(1000, gpus=2), pods)
@@ -83,6 +84,11 @@ def test_a_preemptor_like_an_earlier_one_tries_no_node_again(counts: Counts) -> 
     again = engine.preempt(snapshot, renamed(preemptor(1000, gpus=2), "other"), pods)
     assert counts.searches == 0
     assert (again.node, again.victims, again.decision) == (first.node, first.victims, first.decision)
+    # a priority above every pod's too: the same pods are below it, so the same victims, read back
+    higher = engine.preempt(snapshot, preemptor(2000, gpus=2), pods)
+    assert counts.searches == 0
+    assert (higher.node, [v.pod for v in higher.victims]) == (first.node, [v.pod for v in first.victims])
+    assert "priority 0 < 2000" in higher.victims[0].why  # the why is this preemptor's
     # another priority, or the same cluster given anew, is searched again (and answers as every node tried)
     for pod, nodes in ((preemptor(50, gpus=2), snapshot.nodes), (preemptor(1000, gpus=2), (*snapshot.nodes,))):
         counts.searches = 0

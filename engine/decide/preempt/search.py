@@ -19,13 +19,14 @@ without trying them all:
     exact when     the preemptor fits on no node as it is (preemption is asked only then); a shape
                    where nothing is lacking is tried first, and a node that needs no victim sends
                    the search to every node
-    kept           per preemptor (its request but the uid and name, its priority, the budgets) the
-                   walk and each shape's answer, while the nodes and pods stay the same objects: a
-                   preemptor like an earlier one reads them again and tries no node
+    kept           per preemptor (its request but the uid and name, which of the pods' priorities are
+                   below its own, the budgets) the walk and each shape's answer, while the nodes and
+                   pods stay the same objects: a preemptor like an earlier one tries no node
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -39,7 +40,7 @@ from engine.decide.preempt.room import NOT_HELPFUL, Room
 from engine.decide.preempt.shapes import BoundGroup, Shape, bound_groups, ordered_pods, shapes_of
 from engine.decide.preempt.victims import select_victims, start_of
 
-PREEMPTORS_KEPT = 64  # preemptors (request, priority, budgets) whose walk and shapes' answers are kept
+PREEMPTORS_KEPT = 64  # preemptors (request, priority rank, budgets) whose walk and shapes' answers are kept
 Order = tuple[tuple[float, ...], str]
 
 
@@ -72,6 +73,7 @@ class PodsByNode:
         for pod in running:
             on_node.setdefault(pod.node, []).append(pod)
         self.ordered = ordered_pods(on_node)
+        self._priorities = sorted({p.priority for p in running})  # the pods' distinct priorities
         self.requests_milli: dict[str, dict[str, int]] = {}  # each pod's requests parsed (Room.share_requests)
         self._shapes: dict[tuple[bool, bool], list[Shape]] = {}
         self._groups: dict[tuple[bool, bool], list[BoundGroup]] = {}
@@ -106,8 +108,13 @@ class PodsByNode:
             found = self._bounds[(labels, names)] = BoundTable(self.bound_groups(labels=labels, names=names))
         return found
 
+    def priority_rank(self, priority: int) -> int:
+        """How many of the pods' priorities are below `priority`: a preemption reads its priority only by
+        which pods are below it, so preemptors of one rank have the same victims."""
+        return bisect.bisect_left(self._priorities, priority)
+
     def preemptor_memo(self, key: tuple[object, ...], walk: Callable[[], Walk]) -> PreemptorMemo:
-        """What the search keeps for one preemptor (`key`: its room's key, priority and budgets): its walk,
+        """What the search keeps for one preemptor (`key`: its room's key, priority rank and budgets): its walk,
         made by `walk` the first time, and the answers of the shapes tried. The last PREEMPTORS_KEPT are kept."""
         found = self._preemptors.get(key)
         if found is not None:
@@ -190,7 +197,7 @@ def shaped_candidates(
     is the best of every node's. None: try every node (a node needs no victim, or none is a candidate).
     The walk and the shapes' answers are kept per preemptor while the nodes and pods stay the same."""
     labels, names = bool(budgets), any(b.disrupted_pods for b in budgets)  # a budget naming pods tells them apart
-    key = (room.key, priority, msgspec.msgpack.encode(tuple(budgets), order="deterministic"))
+    key = (room.key, pods.priority_rank(priority), msgspec.msgpack.encode(tuple(budgets), order="deterministic"))
     memo = pods.preemptor_memo(key, lambda: _walk(room, pods, priority, labels=labels, names=names))
     candidates: list[Candidate] = []
     best: list[Order] = []
