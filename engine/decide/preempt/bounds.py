@@ -13,9 +13,11 @@ victim priority, then the sum, then the count):
     start   at most the latest start of a pod of priority t on any node of the group
 
 The pods' requests and devices are non-negative, so what a suffix frees shrinks as it starts later:
-t is found by bisection on the suffix sums, k on the pool's requests sorted largest first. Both
-are worked out once per group and kept (`GroupBound`), so that a preemption reads each group in a
-few steps; the walk over the groups in bound order is kept per preemptor (search.py).
+t is found by bisection on the suffix sums, k on the pool's requests sorted largest first; the sums
+and sorted pools are kept per group (`GroupBound`). Most groups are never bounded: `Walk` visits
+them by a floor that holds for every preemptor asking as many whole devices, worked out for every
+count once per cluster state (`BoundTable`), and bounds a group only when its floor could still
+come first. The walk is kept per preemptor (search.py).
 """
 
 from __future__ import annotations
@@ -42,9 +44,6 @@ class Need:
         self.devices = devices  # whole devices asked (0: none, or not whole devices)
         # set score and broken score are unknown before a node is tried: a device pod's bound leaves them open
         self.tail: Bound = (-math.inf, -math.inf) if wants_devices else (-0.0, 0.0)
-
-    def key(self) -> tuple[object, ...]:
-        return (self.priority, tuple(sorted(self.lacking.items())), self.devices, self.tail)
 
 
 def _suffix_sums(values: Sequence[int]) -> list[int]:
