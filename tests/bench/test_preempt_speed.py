@@ -18,6 +18,8 @@ def test_the_section_reports_speed_against_every_node_and_victims_against_exhaus
         "preempt.cpu_60.cold_ms",
         "preempt.gpu_20.warm_p99_ms",
         "preempt.gpu_20.cold_ms",
+        "preempt.cpu_60.new_preemptor_p99_ms",
+        "preempt.gpu_20.new_preemptor_p99_ms",
         "preempt.small.same_cost_as_every_node",
         "preempt.small.same_top_priority_as_subsets",
         "preempt.gang_8x8_256.cold_ms",
@@ -25,7 +27,7 @@ def test_the_section_reports_speed_against_every_node_and_victims_against_exhaus
     }
     assert "domain leaf-" in figures["preempt.gang_8x8_256.cold_ms"].detail  # eight members fit one leaf
     assert "every_node_p99" in figures["preempt.cpu_60.warm_p99_ms"].baselines
-    assert "same answer: True" in figures["preempt.gpu_20.warm_p99_ms"].detail
+    assert "differing: 0" in figures["preempt.gpu_20.warm_p99_ms"].detail
     assert figures["preempt.small.same_cost_as_every_node"].value == 30
     preempted = figures["preempt.small.same_top_priority_as_subsets"].baselines["preempted"]
     assert preempted > 0

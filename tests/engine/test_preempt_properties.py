@@ -209,3 +209,27 @@ def test_the_nodes_that_can_win_give_what_every_node_gives(
     )
     assert fast.decision == every.decision
     assert fast.count_only == every.count_only
+
+
+@settings(max_examples=100, deadline=None)
+@given(repeated_clusters(), st.lists(preemptors, min_size=1, max_size=4), budgets)
+def test_preemptors_one_after_another_on_one_cluster_give_what_every_node_gives(
+    cluster: Cluster, pods: list[Preemptor], pdbs: list[DisruptionBudget]
+) -> None:
+    """One engine, one cluster, several preemptors, the first asked again last under another name: what
+    the search keeps per preemptor (its walk, each shape's victims) answers as every node tried afresh."""
+    first = pods[0]
+    pods = [*pods, msgspec.structs.replace(first, request=msgspec.structs.replace(first.request, uid="u2", name="n2"))]
+    snapshot = Snapshot(nodes=tuple(cluster.nodes()))
+    engine = Engine()
+    for pod in pods:
+        if not _fits_nowhere(cluster, pod):
+            continue
+        fast = engine.preempt(snapshot, pod, cluster.pods, pdbs)
+        every = Engine().preempt(snapshot, pod, cluster.pods, pdbs, every_node=True)
+        assert (fast.node, fast.victims, fast.reason, fast.decision) == (
+            every.node,
+            every.victims,
+            every.reason,
+            every.decision,
+        )

@@ -7,6 +7,7 @@
     choose.py    eligibility, the candidate nodes, the node chosen, kube's messages
     search.py    which nodes are tried: one per shape, only those that can still win (every node's answer)
     shapes.py    nodes a preemptor cannot tell apart, whose victims are the same position for position
+    bounds.py    the least victim cost a group of shapes can have, and the groups walked in that order
     gang.py      a gang's preemption: the domain of least cost at the lowest tier (Volcano, KEP-5710)
     gang_domain.py  the victims in one domain: whole victim gangs or only their spare members
     nominated.py the room of pods nominated to a node, held from pods of lower or equal priority

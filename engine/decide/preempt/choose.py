@@ -68,6 +68,7 @@ def preempt(
         return Preemption(node=None, reason=NEVER_REASON)
     if pods is None or not pods.matches(snapshot, running):
         pods = PodsByNode(snapshot, running)
+    room.share_requests(pods.requests_milli)  # parsed once while the running pods stay the same
     nodes = pods.nodes
     if _waits(room, preemptor, pods):
         return Preemption(node=None, reason=WAITING_REASON)

@@ -45,10 +45,10 @@ from engine.decide.gang.ranks import member_key
 from engine.decide.gang.slots import shapes_of
 from engine.decide.gang.tiers import is_within, limit_of, pin_of
 from engine.decide.parts import DecisionParts
+from engine.decide.preempt.bounds import PRIORITY_OFFSET
 from engine.decide.preempt.budgets import selects, split_by_violation
 from engine.decide.preempt.gang_domain import DomainVictims, GangContext, domain_victims
 from engine.decide.preempt.model import PREEMPT_NEVER, DisruptionBudget, RunningPod, Victim
-from engine.decide.preempt.search import PRIORITY_OFFSET
 from engine.decide.preempt.victims import importance_order
 
 VIOLATION_WEIGHT = 2.0**62  # in a node's estimate, a pod a budget protects weighs more than any priority sum

@@ -91,6 +91,10 @@ class Room:
         self._milli: dict[str, dict[str, int]] = {}  # each running pod's requests, in milli-units
         self.mode = mode
         self.request = request
+        # What the fit reads of the preemptor: its request but its uid and name (as the gang's member shapes),
+        # the mode, the workload classes, the CPU policy. Equal keys: equal fits on every node.
+        nameless = msgspec.structs.replace(request, uid="", name="")
+        self.key = msgspec.msgpack.encode((nameless, mode, workload, cpu), order="deterministic")
 
     @property
     def wants_devices(self) -> bool:
@@ -105,8 +109,12 @@ class Room:
             return failed[1]
         return None
 
+    def share_requests(self, table: dict[str, dict[str, int]]) -> None:
+        """Read and keep the running pods' parsed requests in `table` (by pod key: one running sequence's)."""
+        self._milli = table
+
     def requests_of(self, pod: RunningPod) -> dict[str, int]:
-        """The pod's requests in milli-units (parsed once per preemption)."""
+        """The pod's requests in milli-units (parsed once per preemption, or per table shared)."""
         found = self._milli.get(pod.key)
         if found is None:
             found = self._milli[pod.key] = parse_requests(pod.requests, f"{pod.key}: requests")

@@ -7,11 +7,11 @@ without trying them all:
 
     shapes         nodes a preemptor cannot tell apart get the same victims, position for position
                    (shapes.py): one node per shape is tried, its victims carried to the others
-    a shape's bound   at least k victims, where k is the fewest of its lower-priority pods whose
-                   requests (and whole devices) can free what the preemptor lacks there: no budget
-                   violated, the k-th lowest priority the highest, the k lowest summed, k pods, the
-                   latest start of a pod of that priority on any of its nodes: a lower bound of
-                   pickOneNodeForPreemption's order (`node_order_key`) on any node of the shape
+    a shape's bound   the least cost a node of the shape can have (bounds.py): no budget violated;
+                   the least priority whose pods, with those below it, free what the preemptor
+                   lacks there; the fewest of those pods that do; the latest start of a pod of that
+                   priority on any of its nodes: a lower bound of pickOneNodeForPreemption's order
+                   (`node_order_key`) on any node of the shape
     the walk       shapes whose bound reads the same (they differ only in which devices their pods
                    hold) share one bound, but for each shape's own latest start; the groups, then
                    their shapes, in order of their bound, until the next bound is worse than the best
@@ -19,23 +19,28 @@ without trying them all:
     exact when     the preemptor fits on no node as it is (preemption is asked only then); a shape
                    where nothing is lacking is tried first, and a node that needs no victim sends
                    the search to every node
+    kept           per preemptor (its request but the uid and name, which of the pods' priorities are
+                   below its own, the budgets) the walk and each shape's answer, while the nodes and
+                   pods stay the same objects: a preemptor like an earlier one tries no node
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 
 import msgspec
 
 from engine.core.model import Mode, NodeState, Snapshot
+from engine.decide.preempt.bounds import PRIORITY_OFFSET, BoundTable, Need, Walk
 from engine.decide.preempt.model import Candidate, DisruptionBudget, RunningPod
 from engine.decide.preempt.room import NOT_HELPFUL, Room
 from engine.decide.preempt.shapes import BoundGroup, Shape, bound_groups, ordered_pods, shapes_of
 from engine.decide.preempt.victims import select_victims, start_of
 
-PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32 + 1 so that negative priorities sum as they should
+PREEMPTORS_KEPT = 64  # preemptors (request, priority rank, budgets) whose walk and shapes' answers are kept
 Order = tuple[tuple[float, ...], str]
 
 
@@ -68,8 +73,12 @@ class PodsByNode:
         for pod in running:
             on_node.setdefault(pod.node, []).append(pod)
         self.ordered = ordered_pods(on_node)
+        self._priorities = sorted({p.priority for p in running})  # the pods' distinct priorities
+        self.requests_milli: dict[str, dict[str, int]] = {}  # each pod's requests parsed (Room.share_requests)
         self._shapes: dict[tuple[bool, bool], list[Shape]] = {}
         self._groups: dict[tuple[bool, bool], list[BoundGroup]] = {}
+        self._bounds: dict[tuple[bool, bool], BoundTable] = {}
+        self._preemptors: OrderedDict[tuple[object, ...], PreemptorMemo] = OrderedDict()
 
     def matches(self, snapshot: Snapshot, running: Sequence[RunningPod]) -> bool:
         """Whether this was built from these very objects (the cache's key)."""
@@ -92,48 +101,41 @@ class PodsByNode:
             found = self._groups[(labels, names)] = bound_groups(self.shapes(labels=labels, names=names))
         return found
 
+    def bound_table(self, *, labels: bool, names: bool) -> BoundTable:
+        """The groups' floors and bound inputs (bounds.py), worked out once."""
+        found = self._bounds.get((labels, names))
+        if found is None:
+            found = self._bounds[(labels, names)] = BoundTable(self.bound_groups(labels=labels, names=names))
+        return found
 
-def _fewest(frees: list[int], need: int) -> int | None:
-    """The fewest of `frees` whose sum reaches `need` (0 when nothing is needed; None: all cannot)."""
-    if need <= 0:
-        return 0
-    total = 0
-    for k, amount in enumerate(sorted(frees, reverse=True), start=1):
-        total += amount
-        if total >= need:
-            return k
-    return None
+    def priority_rank(self, priority: int) -> int:
+        """How many of the pods' priorities are below `priority`: a preemption reads its priority only by
+        which pods are below it, so preemptors of one rank have the same victims."""
+        return bisect.bisect_left(self._priorities, priority)
+
+    def preemptor_memo(self, key: tuple[object, ...], walk: Callable[[], Walk]) -> PreemptorMemo:
+        """What the search keeps for one preemptor (`key`: its room's key, priority rank and budgets): its walk,
+        made by `walk` the first time, and the answers of the shapes tried. The last PREEMPTORS_KEPT are kept."""
+        found = self._preemptors.get(key)
+        if found is not None:
+            self._preemptors.move_to_end(key)
+            return found
+        found = self._preemptors[key] = PreemptorMemo(walk())
+        if len(self._preemptors) > PREEMPTORS_KEPT:
+            self._preemptors.popitem(last=False)
+        return found
 
 
-def _bound(
-    room: Room, shape: Shape, priority: int, lacking: dict[str, int], latest_of: dict[int, float]
-) -> tuple[float, ...] | None:
-    """The shape's bound (module docstring); None: no node of the shape can be a candidate."""
-    priorities = shape.priorities
-    cut = bisect.bisect_left([-p for p in priorities], -priority + 1)  # the first of lower priority
-    if cut == len(priorities):
-        return None
-    fewest = 0
-    if shape.free is not None:
-        for resource, want in lacking.items():
-            if resource in shape.free:
-                frees = [r.get(resource, 0) for r in shape.requests[cut:]]
-                k = _fewest(frees, want - shape.free[resource])
-                if k is None:
-                    return None
-                fewest = max(fewest, k)
-    device = room.claim.request
-    if room.mode == Mode.DEFAULT and device is not None and device.count > 0:  # whole devices
-        k = _fewest(shape.devices_held[cut:], device.count - shape.devices_free)
-        if k is None:
-            return None
-        fewest = max(fewest, k)
-    if fewest == 0:
-        return (-math.inf,)
-    lowest = priorities[len(priorities) - fewest :]  # the k lowest, the k-th lowest first
-    tail = (-math.inf, -math.inf) if room.wants_devices else (-0.0, 0.0)
-    latest = latest_of.get(lowest[0], math.inf)
-    return (0.0, float(lowest[0]), float(sum(lowest) + fewest * PRIORITY_OFFSET), float(fewest), -latest, *tail)
+Tried = Candidate | bool | None  # _tried's answer for one shape
+
+
+class PreemptorMemo:
+    """One preemptor's walk over the groups, and the answer of each shape tried so far (by the shape's id:
+    the shapes live as long as their PodsByNode, which is rebuilt when the nodes or the pods change)."""
+
+    def __init__(self, walk: Walk) -> None:
+        self.walk = walk
+        self.tried: dict[int, Tried] = {}
 
 
 def _best_member(found: Candidate, rep: Sequence[RunningPod], shape: Shape, pods: PodsByNode) -> Candidate:
@@ -180,28 +182,35 @@ def _tried(
     return _best_member(found, rep, shape, pods)
 
 
+def _walk(room: Room, pods: PodsByNode, priority: int, *, labels: bool, names: bool) -> Walk:
+    """The groups that may hold a candidate, by bound (bounds.py), then by their first node."""
+    device = room.claim.request
+    whole = device.count if room.mode == Mode.DEFAULT and device is not None and device.count > 0 else 0
+    need = Need(priority, room.rules.facts.requests, whole, room.wants_devices)
+    return Walk(pods.bound_table(labels=labels, names=names), need)
+
+
 def shaped_candidates(
     room: Room, pods: PodsByNode, priority: int, budgets: Sequence[DisruptionBudget]
 ) -> list[Candidate] | None:
     """The candidates on the nodes that could beat the best one (module docstring): the best among them
-    is the best of every node's. None: try every node (a node needs no victim, or none is a candidate)."""
-    lacking = room.rules.facts.requests  # the resources the node rules check (the vendors': devices)
-    walk: list[tuple[tuple[float, ...], str, BoundGroup]] = []
-    names = any(b.disrupted_pods for b in budgets)  # a budget that names pods tells them apart
-    for group in pods.bound_groups(labels=bool(budgets), names=names):
-        bound = _bound(room, group.first, priority, lacking, group.latest)
-        if bound is not None:
-            walk.append((bound, group.first.members[0], group))
-    walk.sort(key=lambda w: (w[0], w[1]))
+    is the best of every node's. None: try every node (a node needs no victim, or none is a candidate).
+    The walk and the shapes' answers are kept per preemptor while the nodes and pods stay the same."""
+    labels, names = bool(budgets), any(b.disrupted_pods for b in budgets)  # a budget naming pods tells them apart
+    key = (room.key, pods.priority_rank(priority), msgspec.msgpack.encode(tuple(budgets), order="deterministic"))
+    memo = pods.preemptor_memo(key, lambda: _walk(room, pods, priority, labels=labels, names=names))
     candidates: list[Candidate] = []
     best: list[Order] = []
-    for bound, first, group in walk:
+    for bound, first, group in memo.walk:
         if best and (bound, first) > best[0]:
             break
         for own, shape in _own_bounds(bound, group):  # the group's bound but each shape's latest start
             if best and (own, shape.members[0]) > best[0]:
                 break
-            found = _tried(room, pods, shape, priority, budgets)
+            if id(shape) in memo.tried:
+                found = memo.tried[id(shape)]
+            else:
+                found = memo.tried[id(shape)] = _tried(room, pods, shape, priority, budgets)
             if found is None:
                 return None
             if isinstance(found, Candidate):

@@ -19,7 +19,8 @@ whole quad. Here the pods holding devices on the node are decided first:
                           score (every subset when there are at most EXACT_HOLDERS, else kube's
                           reprieve with "still that score" as the test), the one whose set breaks
                           the least idle link score (fewest broken sets), then the one that keeps
-                          the pods the reprieve order would keep (more important first)
+                          the pods the reprieve order would keep (more important first); tried in
+                          that order, so that the first to break nothing ends the search
     the others            kube's reprieve over the remaining pods, the holders' victims gone
 """
 
@@ -80,17 +81,22 @@ def _holders_victims(
 
     if len(holders) > EXACT_HOLDERS:
         return _reprieve(room, node, holders, others, best_score)
-    chosen: tuple[float, tuple[bool, ...]] | None = None
+    count = len(holders)
+    chosen: tuple[float, int] | None = None
     chosen_set: list[RunningPod] = []
-    for mask in range(1 << len(holders)):
-        subset = [p for i, p in enumerate(holders) if mask >> i & 1]
+    # Subsets in the reprieve order's preference: holder i is evicted when bit count-1-i of `rank` is set, so a
+    # smaller rank keeps the more important pods. The broken idle score is a sum of pair scores, never below 0:
+    # the first subset of the best set score that breaks none is the answer, and the search stops there.
+    for rank in range(1 << count):
+        subset = [p for i, p in enumerate(holders) if rank >> (count - 1 - i) & 1]
         result = room.fit(node, (*subset, *others))
         if not isinstance(result, Fit) or not best_score(result):
             continue
-        # Evicting a pod earlier in the reprieve order is worse: False (kept) sorts first.
-        key = (result.remainder_loss, tuple(bool(mask >> i & 1) for i in range(len(holders))))
+        key = (result.remainder_loss, rank)
         if chosen is None or key < chosen:
             chosen, chosen_set = key, subset
+            if result.remainder_loss <= 0.0:
+                break
     return chosen_set
 
 
