@@ -1,0 +1,149 @@
+"""The fragmentation measure kept per node shape (engine/node/fragment_memo.py): the same figures and
+the same placements as counting every node afresh, and counted once per shape.
+
+The reference is the engine with its memo off: the policy then calls `fragmentation` itself for every
+node and choice, as it did before the figures were kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+from engine_builders import gpu, node, pod
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import engine.node.fragmentation as measure
+from bench.cluster import ClusterState, Placement
+from bench.fragmentation import PodClass
+from bench.topoplace_trace import EngineTracePolicy
+from bench.trace import load_nodes, load_pods
+from bench.trace_replay import SIMULATOR, replay
+from engine import Engine, Limits, NodeState
+from engine.core.memo import Memo
+from engine.core.model import WorkloadClass
+from engine.node.fragment_memo import FragmentMemo
+from engine.node.fragmentation import FreeShare, fragmentation
+
+TRACE = Path(__file__).resolve().parents[2] / "bench" / "data" / "alibaba-gpu-v2023"
+MODELS = ("A100", "T4", "V100M16")
+
+workload_classes = st.builds(
+    WorkloadClass,
+    gpus=st.integers(0, 3),
+    milli=st.sampled_from((100, 250, 500, 700, 1000)),
+    weight=st.floats(0.01, 5.0, allow_nan=False),
+    models=st.sampled_from(((), ("T4",), ("A100", "V100"))),
+    cpu_milli=st.sampled_from((0, 1000, 4000, 4000, 12000, 32000)),
+)
+free_shares = st.builds(
+    FreeShare, milli=st.sampled_from((0, 100, 250, 300, 500, 1000)), idle=st.booleans(), model=st.sampled_from(MODELS)
+)
+node_queries = st.tuples(
+    st.lists(free_shares, min_size=0, max_size=8),
+    st.one_of(st.none(), st.integers(-2000, 40000)),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(workload=st.lists(workload_classes, min_size=1, max_size=6), queries=st.lists(node_queries, max_size=12))
+def test_the_kept_measure_is_the_measure_counted_afresh(
+    workload: list[WorkloadClass], queries: list[tuple[list[FreeShare], int | None]]
+) -> None:
+    # One engine's tables across many nodes, their devices in any order and their CPU anywhere: a node
+    # whose shape was met before (perhaps with other CPU in the same bucket) reads the kept figure.
+    kept = FragmentMemo(Memo())
+    mix = tuple(workload)
+    figures = kept.figures(mix)
+    for shares, cpu_free in queries:
+        for order in (shares, shares[::-1]):
+            assert kept.fragmentation(order, figures, cpu_free) == fragmentation(order, mix, cpu_free)
+    assert kept.figures(mix) is figures
+    assert kept.figures(tuple(workload)) is figures  # an equal workload, another tuple: the same figures
+
+
+def cpu_node(name: str, gpus: int, cores: int, used_cores: int) -> NodeState:
+    allocatable = {"cpu": str(cores), "pods": "110", "nvidia.com/gpu": str(10 * gpus)}
+    state = node(name, [gpu(i) for i in range(gpus)])
+    return msgspec.structs.replace(state, allocatable=allocatable, requested={"cpu": f"{used_cores}"})
+
+
+def test_nodes_of_one_shape_are_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Twelve idle 8-GPU nodes whose free CPU differs (24..35 cores) but turns away the same classes
+    # (none asks more than 16 cores): one shape before the pod, and one per GPU the pod can take after
+    # it (all alike once sorted). Counting every node afresh would measure each node again.
+    counted: list[int] = []
+    real = measure.class_fragment
+
+    def counting(*args: object, **kwargs: object) -> int:
+        counted.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(measure, "class_fragment", counting)
+    workload = (
+        WorkloadClass(gpus=1, milli=1000, weight=0.5, cpu_milli=8000),
+        WorkloadClass(gpus=1, milli=500, weight=0.3, cpu_milli=4000),
+        WorkloadClass(gpus=0, weight=0.2, cpu_milli=16000),
+    )
+    nodes = tuple(cpu_node(f"n{i:02d}", 8, 64, 64 - 24 - i) for i in range(12))
+    share = pod(1, gpumem="40960", gpucores="50", node_policy="fragmentation")
+    share = msgspec.structs.replace(share, requests={**share.requests, "cpu": "2"})
+
+    def decide(engine: Engine) -> tuple[str | None, tuple[object, ...]]:
+        index = engine.new_index(cpu=True)
+        for state in nodes:
+            index.upsert(state)
+        decision = engine.place_in(index, share, workload=workload)
+        return decision.node, decision.devices
+
+    placed = decide(Engine())
+    # Before the pod and after it (one bucket: 22..35 cores free after the pod's 2), one shape each.
+    assert 0 < len(counted) <= 2 * len(workload)
+    counted.clear()
+    assert decide(Engine(limits=Limits(caches=False))) == placed
+    assert len(counted) > 12 * len(workload)  # afresh: every node counted (the reference)
+    # The exact CPU still ranks the nodes (the tie term): a pod light on CPU (4 cores per GPU against the
+    # workload's 8) goes where least is spare, n00.
+    assert placed[0] == "n00"
+
+
+class RecordingFactory:
+    """EngineTracePolicy over a given engine, recording every placement it makes."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.placements: list[Placement | None] = []
+
+    def __call__(self, state: ClusterState, classes: Sequence[PodClass]) -> EngineTracePolicy:
+        policy = EngineTracePolicy(state, classes, engine=self.engine)
+        placements = self.placements
+        choose = policy.choose
+
+        def recorded(*args: object) -> Placement | None:
+            placement = choose(*args)  # type: ignore[arg-type]
+            placements.append(placement)
+            return placement
+
+        policy.choose = recorded  # type: ignore[method-assign]
+        return policy
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_trace_slice_is_placed_alike_with_the_kept_measure_and_without_it(seed: int) -> None:
+    # The Alibaba trace's first 48 GPU nodes, its pods in the seed's order until the demand reaches
+    # their capacity: every placement (node and GPUs) the same, and so the unallocated figure.
+    nodes = [n for n in load_nodes(TRACE / "openb_node_list_gpu_node.csv") if n.gpus > 0][:48]
+    pods = load_pods(TRACE / "openb_pod_list_default.csv")
+    classes = SIMULATOR.classes(pods)
+    fresh = RecordingFactory(Engine(limits=Limits(caches=False)))
+    kept = RecordingFactory(Engine())
+    expected = replay(nodes, pods, fresh, classes, seed=seed, protocol=SIMULATOR)
+    result = replay(nodes, pods, kept, classes, seed=seed, protocol=SIMULATOR)
+    assert kept.placements == fresh.placements
+    assert sum(p is not None for p in kept.placements) > 150, "the slice should place many pods"
+    assert result.unallocated_pct == expected.unallocated_pct
+    assert np.isfinite(result.unallocated_pct)
