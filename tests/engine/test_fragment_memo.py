@@ -26,6 +26,7 @@ from bench.trace_replay import SIMULATOR, replay
 from engine import Engine, Limits, NodeState
 from engine.core.memo import Memo
 from engine.core.model import WorkloadClass
+from engine.node.answer import NodeAnswers
 from engine.node.fragment_memo import FragmentMemo
 from engine.node.fragmentation import FreeShare, fragmentation
 
@@ -147,3 +148,35 @@ def test_a_trace_slice_is_placed_alike_with_the_kept_measure_and_without_it(seed
     assert sum(p is not None for p in kept.placements) > 150, "the slice should place many pods"
     assert result.unallocated_pct == expected.unallocated_pct
     assert np.isfinite(result.unallocated_pct)
+
+
+def test_nodes_that_differ_only_in_cpu_share_one_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under a workload that names CPU, each node's CPU is part of its class. Ten 2-GPU nodes alike but
+    # for their CPU cannot take a 4-GPU pod: the vendor refuses one and the others share the refusal
+    # (vendors never read CPU); the decision and its reasons are the ones counted afresh.
+    evaluated: list[int] = []
+    evaluate = NodeAnswers.evaluate
+
+    def counting(*args: object) -> object:
+        evaluated.append(1)
+        return evaluate(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(NodeAnswers, "evaluate", counting)
+    workload = (WorkloadClass(gpus=1, milli=1000, cpu_milli=4000),)
+    nodes = [cpu_node(f"n{i}", 2, 64, i) for i in range(10)] + [cpu_node("wide", 4, 64, 0)]
+    four = pod(4, node_policy="fragmentation")
+    four = msgspec.structs.replace(four, requests={**four.requests, "cpu": "1"})
+
+    def decide(engine: Engine) -> bytes:
+        index = engine.new_index(cpu=True)
+        for state in nodes:
+            index.upsert(state)
+        first = engine.place_in(index, four, workload=workload)
+        index.remove("wide")
+        second = engine.place_in(index, four, workload=workload)
+        return msgspec.json.encode((first, second))
+
+    kept = decide(Engine())
+    assert len(evaluated) == 2  # one 2-GPU node and the 4-GPU one
+    assert kept == decide(Engine(limits=Limits(caches=False)))
+    assert b'"node":"wide"' in kept and b'"node":null' in kept
