@@ -26,8 +26,9 @@ from bench.trace_replay import SIMULATOR, replay
 from engine import Engine, Limits, NodeState
 from engine.core.memo import Memo
 from engine.core.model import WorkloadClass
+from engine.node import fragment_memo
 from engine.node.answer import NodeAnswers
-from engine.node.fragment_memo import FragmentMemo
+from engine.node.fragment_memo import FragmentMemo, WorkloadFigures
 from engine.node.fragmentation import FreeShare, fragmentation
 
 TRACE = Path(__file__).resolve().parents[2] / "bench" / "data" / "alibaba-gpu-v2023"
@@ -77,14 +78,20 @@ def test_nodes_of_one_shape_are_counted_once(monkeypatch: pytest.MonkeyPatch) ->
     # Twelve idle 8-GPU nodes whose free CPU differs (24..35 cores) but turns away the same classes
     # (none asks more than 16 cores): one shape before the pod, and one per GPU the pod can take after
     # it (all alike once sorted). Counting every node afresh would measure each node again.
-    counted: list[int] = []
-    real = measure.class_fragment
+    counted: list[str] = []  # one entry per F counted: "shape" from the kept tables, "node" afresh
+    kept_measure = WorkloadFigures.measure
+    fresh_measure = measure.fragmentation
 
-    def counting(*args: object, **kwargs: object) -> int:
-        counted.append(1)
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+    def counting_shape(*args: object) -> float:
+        counted.append("shape")
+        return kept_measure(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(measure, "class_fragment", counting)
+    def counting_node(*args: object) -> float:
+        counted.append("node")
+        return fresh_measure(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(WorkloadFigures, "measure", counting_shape)
+    monkeypatch.setattr(fragment_memo, "fragmentation", counting_node)
     workload = (
         WorkloadClass(gpus=1, milli=1000, weight=0.5, cpu_milli=8000),
         WorkloadClass(gpus=1, milli=500, weight=0.3, cpu_milli=4000),
@@ -103,10 +110,10 @@ def test_nodes_of_one_shape_are_counted_once(monkeypatch: pytest.MonkeyPatch) ->
 
     placed = decide(Engine())
     # Before the pod and after it (one bucket: 22..35 cores free after the pod's 2), one shape each.
-    assert 0 < len(counted) <= 2 * len(workload)
+    assert counted == ["shape", "shape"]
     counted.clear()
     assert decide(Engine(limits=Limits(caches=False))) == placed
-    assert len(counted) > 12 * len(workload)  # afresh: every node counted (the reference)
+    assert counted.count("node") > 2 * 12  # afresh: every node before and after, every GPU (the reference)
     # The exact CPU still ranks the nodes (the tie term): a pod light on CPU (4 cores per GPU against the
     # workload's 8) goes where least is spare, n00.
     assert placed[0] == "n00"
