@@ -43,8 +43,10 @@ class Fragmentation:
             return binpack_score(measures, choice)
         figures = self._kept.figures(workload)
         cpu = self._policy_cpu(measures)
-        before = self._before(measures, figures, cpu)
-        after_shares = measures.free_shares(choice.assignments)
+        before_shares = measures.free_shares(())
+        before = self._kept.fragmentation(before_shares, figures, _cpu_free(measures, cpu, placed=False))
+        # A pod without devices (CPU only) leaves the shares as they are: only its CPU moves F.
+        after_shares = measures.free_shares(choice.assignments) if choice.assignments else before_shares
         after = self._kept.fragmentation(after_shares, figures, _cpu_free(measures, cpu, placed=True))
         delta = round(after - before, DELTA_DIGITS) + 0.0
         pod = PodShape(cpu_milli=measures.request.cpu_milli or 0, gpu_milli=measures.taken_milli(choice.assignments))
