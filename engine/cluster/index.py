@@ -34,6 +34,7 @@ from schemas.topology import Device
 CLASS_LOG_BOUND = 200_000  # classes logged before the log starts over (rankings then rebuild)
 CLASS_BOUND = 65_536  # distinct device classes remembered (ids only grow; see cache.Interner)
 ANONYMOUS_BOUND = 32_768  # distinct device tuples with their UUIDs stripped
+CLASS_STATE_BOUND = 4_096  # classes whose state (as vendors see it) is kept: the recently changed ones
 
 
 class NodeReads(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,6 +56,9 @@ class DeviceClasses:
         # A class that reads CPU -> the class of its node with the CPU left out (vendors never read CPU:
         # what they refuse on one, they refuse on the other; decide/ranking.py shares those refusals).
         self._cpu_blind: BoundedCache[int, int] = BoundedCache(CLASS_BOUND)
+        # A class's state as vendors see it: one per class (its members' are equal), asked for once per
+        # request shape that meets the class, so built once.
+        self._states: BoundedCache[tuple[int, NodeReads], NodeState] = BoundedCache(CLASS_STATE_BOUND)
 
     def anonymous_devices(self, devices: tuple[Device, ...]) -> tuple[Device, ...]:
         """The devices without their UUIDs (memoised by identity: a node's tuple is shared across its updates)."""
@@ -83,6 +87,15 @@ class DeviceClasses:
     def cpu_blind(self, class_id: int) -> int | None:
         """The class, without its CPU, of a class that reads CPU (None: it reads none, or it was forgotten)."""
         return self._cpu_blind.get(class_id)
+
+    def class_state(self, class_id: int, member: NodeState, reads: NodeReads) -> NodeState:
+        """`state_of(member)` for a member of class `class_id`, built once per class."""
+        key = (class_id, reads)
+        found = self._states.get(key)
+        if found is None:
+            found = self.state_of(member, reads)
+            self._states.put(key, found)
+        return found
 
     def state_of(self, node: NodeState, reads: NodeReads) -> NodeState:
         """The node as its class presents it to a vendor: no name, no UUIDs, no pod uids, only the read labels."""
@@ -250,7 +263,7 @@ class ClusterIndex:
 
     def class_state(self, class_id: int) -> NodeState:
         """The class as it presents itself to a vendor (its first member, nameless)."""
-        return self.device_classes.state_of(self._nodes[self._members[class_id][0]], self.reads)
+        return self.device_classes.class_state(class_id, self._nodes[self._members[class_id][0]], self.reads)
 
     # --- from a snapshot ---------------------------------------------------------------------
 

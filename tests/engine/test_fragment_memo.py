@@ -24,6 +24,7 @@ from bench.topoplace_trace import EngineTracePolicy
 from bench.trace import load_nodes, load_pods
 from bench.trace_replay import SIMULATOR, replay
 from engine import Engine, Limits, NodeState
+from engine.cluster.index import DeviceClasses, NodeReads
 from engine.core.memo import Memo
 from engine.core.model import WorkloadClass
 from engine.node import fragment_memo
@@ -187,3 +188,25 @@ def test_nodes_that_differ_only_in_cpu_share_one_refusal(monkeypatch: pytest.Mon
     assert len(evaluated) == 2  # one 2-GPU node and the 4-GPU one
     assert kept == decide(Engine(limits=Limits(caches=False)))
     assert b'"node":"wide"' in kept and b'"node":null' in kept
+
+
+def test_a_class_state_is_built_once_for_every_request_shape_that_meets_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each placement under a CPU-reading workload makes a new class that every request shape then asks
+    # the vendor about: the class's state (nameless, without UUIDs and pod uids) is built once for all.
+    built: list[int] = []
+    state_of = DeviceClasses.state_of
+
+    def counting(self: DeviceClasses, state: NodeState, reads: NodeReads) -> NodeState:
+        built.append(1)
+        return state_of(self, state, reads)
+
+    monkeypatch.setattr(DeviceClasses, "state_of", counting)
+    workload = (WorkloadClass(gpus=1, milli=1000, cpu_milli=4000),)
+    engine = Engine()
+    index = engine.new_index(cpu=True)
+    index.upsert(cpu_node("only", 4, 64, 0))
+    for gpus in (1, 2, 3):
+        request = pod(gpus, node_policy="fragmentation")
+        request = msgspec.structs.replace(request, requests={**request.requests, "cpu": "1"})
+        assert engine.place_in(index, request, workload=workload).node == "only"
+    assert len(built) == 1
