@@ -188,7 +188,8 @@ class EngineTracePolicy:
 
     name = "topoplace-frag"
 
-    def __init__(self, state: ClusterState, classes: Sequence[PodClass]) -> None:
+    def __init__(self, state: ClusterState, classes: Sequence[PodClass], engine: Engine | None = None) -> None:
+        """`engine`: the engine to ask (a new one when None; tests pass one without its memo tables)."""
         self.state = state
         self.workload = engine_workload(classes, with_cpu=True)
         self.machines = [
@@ -200,7 +201,7 @@ class EngineTracePolicy:
         self.allocations: list[list[Allocation]] = [[] for _ in range(state.size)]
         self.gpu_slots = [0] * state.size  # nvidia.com/gpu requested on the node
         self.pods = [0] * state.size
-        self.engine = Engine()
+        self.engine = engine if engine is not None else Engine()
         self.index = self.engine.new_index(cpu=True)
         for i in range(state.size):
             self.index.upsert(self._node(i))

@@ -12,7 +12,7 @@ Four levels, each a package that imports only the ones below it
     node/       one node: answer.py (the node answer every vendor shares), vendor.py (the contract),
                 registry.py (which vendors and node policies, made per engine), vendors/<name>/ (nvidia,
                 metax, neuron), policy.py (the node policy contract), policies/<name>.py (binpack, spread,
-                fragmentation, hami_usage), search*.py, fragmentation.py, explain.py
+                fragmentation, hami_usage), search*.py, fragmentation.py (+ fragment_memo.py), explain.py
     core/       what all read: model.py, errors.py, limits.py, memo.py, quantities.py, node_key.py, validate.py
 
 The functions below are for one-off callers (the CLI, a script): each call

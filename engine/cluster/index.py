@@ -24,7 +24,7 @@ import msgspec
 
 from engine.cluster.pods import PodTopologyIndex
 from engine.cluster.resource_classes import ResourceClasses
-from engine.core.memo import IdentityCache, Interner
+from engine.core.memo import BoundedCache, IdentityCache, Interner
 from engine.core.model import Allocation, NodeState, Snapshot
 from engine.node.fragmentation import node_cpu
 from schemas import hami
@@ -52,6 +52,9 @@ class DeviceClasses:
     def __init__(self) -> None:
         self._anonymous: IdentityCache[tuple[Device, ...], tuple[Device, ...]] = IdentityCache(ANONYMOUS_BOUND)
         self._classes: Interner[tuple[object, ...]] = Interner(CLASS_BOUND)
+        # A class that reads CPU -> the class of its node with the CPU left out (vendors never read CPU:
+        # what they refuse on one, they refuse on the other; decide/ranking.py shares those refusals).
+        self._cpu_blind: BoundedCache[int, int] = BoundedCache(CLASS_BOUND)
 
     def anonymous_devices(self, devices: tuple[Device, ...]) -> tuple[Device, ...]:
         """The devices without their UUIDs (memoised by identity: a node's tuple is shared across its updates)."""
@@ -72,7 +75,14 @@ class DeviceClasses:
             tuple(_share(a) for a in node.allocations),
             node_cpu(node) if reads.resources else None,
         )
-        return self._classes.id_of(key)
+        class_id = self._classes.id_of(key)
+        if key[-1] is not None:
+            self._cpu_blind.put(class_id, self._classes.id_of((*key[:-1], None)))
+        return class_id
+
+    def cpu_blind(self, class_id: int) -> int | None:
+        """The class, without its CPU, of a class that reads CPU (None: it reads none, or it was forgotten)."""
+        return self._cpu_blind.get(class_id)
 
     def state_of(self, node: NodeState, reads: NodeReads) -> NodeState:
         """The node as its class presents it to a vendor: no name, no UUIDs, no pod uids, only the read labels."""

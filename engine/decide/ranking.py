@@ -139,11 +139,23 @@ def fast_ranking(
         return None
     table = answers.table(index, request_id)
     evaluate = answers.node.evaluate
+    cpu_blind = index.device_classes.cpu_blind if index.reads.resources else None
 
     def answer_of(class_id: int) -> Answer:
         answer = table.get(class_id)
-        if answer is None:
-            answer = table[class_id] = evaluate(plugin, device_request, index.class_state(class_id), mode)
+        if answer is not None:
+            return answer
+        # Vendors never read a node's CPU (only the node policy's score does): a class refused once is
+        # refused with any CPU, so a refusal is shared by the classes that differ only there.
+        blind = cpu_blind(class_id) if cpu_blind is not None else None
+        if blind is not None and blind != class_id:
+            shared = table.get(blind)
+            if shared is not None and shared.__class__ is NodeMiss:
+                table[class_id] = shared
+                return shared
+        answer = table[class_id] = evaluate(plugin, device_request, index.class_state(class_id), mode)
+        if blind is not None and answer.__class__ is NodeMiss:
+            table.setdefault(blind, answer)
         return answer
 
     ranking = answers.ranking(index, request_id)
