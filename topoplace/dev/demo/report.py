@@ -193,7 +193,7 @@ def render_dra(report: DemoReport, console: Console) -> None:
     d = report.dra
     got = ", ".join(d.tainted_allocated) or "none"
     console.print(
-        f"{d.claims_allocated} claims allocated; {d.shared_holders} share {', '.join(d.shared) or '-'}; "
+        f"{d.claims_allocated} claims allocated; {d.shared_holders} of them share {', '.join(d.shared) or '-'}; "
         f"tainted {', '.join(d.tainted) or '-'} given to: {got}"
     )
 
