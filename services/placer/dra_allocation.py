@@ -44,7 +44,13 @@ from engine.node.dra import (
     consumed_capacity,
 )
 from engine.node.dra.extended import ExtendedClaim
-from engine.node.dra.model import DeviceTaintRule, ObjectMeta, ResourceClaimSpec, ResourceClaimStatus
+from engine.node.dra.model import (
+    DeviceRequestAllocationResult,
+    DeviceTaintRule,
+    ObjectMeta,
+    ResourceClaimSpec,
+    ResourceClaimStatus,
+)
 from engine.node.dra.taint_rules import with_taint_rules
 from engine.node.dra.topology import link_score
 from schemas.dra import ClaimAllocation, DeviceKey, DeviceResult, ExtendedClaimRequest, PodClaim
@@ -57,6 +63,7 @@ from schemas.kube import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
 )
+from schemas.quantity import QuantityError, parse_quantity
 from services.placer.claims import taken_text
 
 CANNOT_ALLOCATE = "cannot allocate all claims"  # kube-scheduler's words
@@ -92,18 +99,25 @@ def engine_claims(namespace: str, claims: tuple[PodClaim, ...]) -> list[Resource
 def held_by_others(cluster: DraCluster, own: frozenset[str], features: Features = DEFAULT_FEATURES) -> AllocationInput:
     """The slices (with DeviceTaintRules) and what every claim but `own` holds: the cluster as allocation reads it."""
     others = [e for e in cluster.allocated if e.uid not in own and not e.deleted]
+    written = {e.uid for e in others if e.allocation is not None}
+    # decided, not yet written: held as their allocation says (a share consumes its capacity only);
+    # one the cluster already reports allocated is counted once, from the cluster
+    assumed = [a for a in cluster.assumed if a.uid not in own and not (a.uid and a.uid in written)]
     as_claims = [
         ResourceClaim(
-            metadata=ObjectMeta(name=e.name, namespace=e.namespace, uid=e.uid),
-            status=ResourceClaimStatus(allocation=e.allocation),
+            metadata=ObjectMeta(name=name, namespace=namespace, uid=uid),
+            status=ResourceClaimStatus(allocation=allocation),
         )
-        for e in others
-        if e.allocation is not None
+        for name, namespace, uid, allocation in [
+            *((e.name, e.namespace, e.uid, e.allocation) for e in others),
+            *((a.name, a.namespace, a.uid, a.allocation) for a in assumed),
+        ]
+        if allocation is not None
     ]
     taken: set[DeviceId] = set(allocated_devices(as_claims))
     # an event without its allocation whole (an older watcher) still names its devices
     taken.update(d.key for e in others if e.allocation is None for d in e.devices if not d.admin_access)
-    taken.update((r.driver, r.pool, r.device) for a in cluster.assumed if a.uid not in own for r in a.results)
+    taken.update((r.driver, r.pool, r.device) for a in assumed if a.allocation is None for r in a.results)
     slices = with_taint_rules(
         (
             ResourceSlice(metadata=ObjectMeta(name=s.name), spec=s.spec)
@@ -298,12 +312,26 @@ def known_gpus(
                 text = device.attributes[name].string if name in device.attributes else None
                 if text:
                     uuids[(s.spec.driver, s.spec.pool.name, device.name)] = text
-    chosen = {
-        uuids[key]
-        for claim in claims
-        for r in claim.results
-        if (key := (r.driver, r.pool, r.device)) in uuids and uuids[key] in by_uuid
-    }
+    held: dict[str, int] = {}  # uuid -> MiB the pod's shares of it hold; 0: the device whole
+    for claim in claims:
+        results = claim.allocation.devices.results if claim.allocation is not None else claim.results
+        for r in results:
+            if (key := (r.driver, r.pool, r.device)) in uuids and (u := uuids[key]) in by_uuid:
+                mib = _share_mib(r)
+                held[u] = 0 if mib == 0 or held.get(u) == 0 else held.get(u, 0) + mib
+    # a share (consumable capacity) holds its memory and no cores: other shares of the device fit beside it
     return tuple(
-        DeviceAssignment(index=by_uuid[u].index, uuid=u) for u in sorted(chosen, key=lambda u: by_uuid[u].index)
+        DeviceAssignment(index=by_uuid[u].index, uuid=u, memory_mib=mib, cores=100 if mib == 0 else 0)
+        for u, mib in sorted(held.items(), key=lambda item: by_uuid[item[0]].index)
     )
+
+
+def _share_mib(result: DeviceResult | DeviceRequestAllocationResult) -> int:
+    """MiB of memory a share of a device consumes (its consumedCapacity); 0: not a share of memory."""
+    if not isinstance(result, DeviceRequestAllocationResult) or result.share_id is None:
+        return 0
+    text = result.consumed_capacity.get("memory") or result.consumed_capacity.get(f"{result.driver}/memory")
+    try:
+        return max(1, -(-int(parse_quantity(text)) // 2**20)) if text else 0
+    except QuantityError:
+        return 0

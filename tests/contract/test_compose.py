@@ -327,10 +327,11 @@ async def test_the_seeding_service_creates_the_dra_pool_the_workload_names() -> 
         templates, _ = store.list(resources.RESOURCECLAIMTEMPLATES, namespace)
     dra_nodes = {n["metadata"]["name"] for n in nodes if n["metadata"]["labels"].get(ENFORCEMENT_LABEL) == "dra"}
     assert dra_nodes, "no node is labelled for the DRA pool"
-    # Each DRA node's GPUs are in its ResourceSlice: without it the node has none.
-    assert sorted(s["spec"]["nodeName"] for s in slices) == sorted(dra_nodes)
-    # The claim template the workload's DRA pods name, where they are submitted, asking a class that exists.
+    # Each DRA node's GPUs are in its ResourceSlices (and its NICs): without them the node has none.
+    assert {s["spec"]["nodeName"] for s in slices if s["spec"]["driver"] == "gpu.nvidia.com"} == dra_nodes
+    # The claim templates the workload's DRA pods name, where they are submitted, asking classes that exist.
     named = {kind.claim_template for kind in workload.MIX if kind.claim_template}
+    named |= {pod.claim_template for pod in workload.dra_showcase_pods()}
     assert named and named <= {t["metadata"]["name"] for t in templates}
     class_names = {c["metadata"]["name"] for c in classes}
     for template in templates:

@@ -6,6 +6,7 @@ import io
 import json
 from pathlib import Path
 
+import msgspec
 from rich.console import Console
 
 from topoplace.dev.demo import report
@@ -88,3 +89,23 @@ def test_each_pod_says_how_its_devices_are_enforced() -> None:
     pods = [PodResult(name=str(i), uid=str(i), kind="k", expected_to_fit=True, enforcement=e)
             for i, e in enumerate(["hami", "advice", "advice", ""])]  # fmt: skip
     assert enforced_text(pods) == "advice 2, hami 1"
+
+
+def test_render_lists_each_dra_pods_claim_devices_and_who_holds_the_tainted_one() -> None:
+    mig = pod("mig", "bound")
+    mig.node, mig.claim_devices = "n1", ("gpu.nvidia.com/n1/gpu-0-mig-1g-12gb-0",)
+    dra = report.DraSummary(
+        claims_allocated=1,
+        tainted=("gpu.nvidia.com/n0/gpu-0",),
+        shared=("gpu.nvidia.com/n0/gpu-7",),
+    )
+    demo = report.DemoReport(cluster_nodes=2, duration_s=1.0, summary=report.summarize([mig]), pods=[mig], dra=dra)
+    out = io.StringIO()
+    report.render(demo, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "gpu-0-mig-1g-12gb-0 (gpu.nvidia.com)" in text
+    assert (
+        "1 claims allocated; 0 of them share gpu.nvidia.com/n0/gpu-7; tainted gpu.nvidia.com/n0/gpu-0 given to: none"
+        in text
+    )
+    assert json.loads(msgspec.json.encode(demo))["dra"]["tainted_allocated"] == []

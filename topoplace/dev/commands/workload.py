@@ -46,11 +46,11 @@ async def _seed_dra_pool(resource: ResourceV1Api, cluster: DemoCluster, namespac
 
     from kubernetes_asyncio.client.exceptions import ApiException
 
-    from topoplace.dev.demo import cluster as demo_cluster
-    from topoplace.dev.demo import dra
+    from topoplace.dev.demo import dra_pool
 
+    seed = dra_pool.seed_objects(cluster, namespace)
     try:
-        await _create(resource.create_device_class, dra.device_class())
+        await _create(resource.create_device_class, seed.device_classes[0])
     except ApiException as exc:
         if exc.status != 404:
             raise
@@ -60,12 +60,14 @@ async def _seed_dra_pool(resource: ResourceV1Api, cluster: DemoCluster, namespac
             file=sys.stderr,
         )
         return 1
-    for resource_slice in demo_cluster.slice_manifests(cluster):
+    for device_class in seed.device_classes[1:]:
+        await _create(resource.create_device_class, device_class)
+    for resource_slice in seed.slices:
         await _create(resource.create_resource_slice, resource_slice)
         print(f"resourceslice {resource_slice['metadata']['name']}")
-    template = dra.claim_template(dra.TEMPLATE, namespace)
-    await _create(lambda body: resource.create_namespaced_resource_claim_template(namespace, body=body), template)
-    print(f"resourceclaimtemplate {namespace}/{dra.TEMPLATE}")
+    for template in seed.templates:
+        await _create(lambda body: resource.create_namespaced_resource_claim_template(namespace, body=body), template)
+        print(f"resourceclaimtemplate {namespace}/{template['metadata']['name']}")
     return 0
 
 
@@ -90,7 +92,7 @@ async def _submit(settings: Settings, pods: int, seed: int, rate: float, namespa
 
     async with await api_client(settings) as api:
         core = k8s.CoreV1Api(api)
-        for pod in workload.generate(pods, seed):
+        for pod in workload.dra_showcase_pods() + workload.generate(pods, seed):
             manifest = workload.pod_manifest(pod, scheduler_name=settings.scheduler_name, namespace=namespace)
             await core.create_namespaced_pod(namespace, body=manifest)  # type: ignore[arg-type]  # dicts are sent as is
             print(f"pod {namespace}/{pod.name}")
@@ -103,7 +105,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     sub = parser.add_subparsers(dest="workload_command", required=True)
     seed = sub.add_parser(
         "seed-cluster",
-        help="create the demo cluster's nodes and its DRA pool (DeviceClass, ResourceSlices, claim template)",
+        help="create the demo cluster's nodes and its DRA pool (DeviceClasses, ResourceSlices, claim templates)",
     )
     seed.add_argument("--hypernodes", action="store_true", help="also create Volcano HyperNode objects")
     seed.add_argument("--namespace", default="default", help="where the claim template goes (the pods' namespace)")

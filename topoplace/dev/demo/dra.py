@@ -23,22 +23,25 @@ def device_name(device: Device) -> str:
     return f"gpu-{device.index}"
 
 
+def gpu_attributes(device: Device) -> dict[str, Any]:
+    """The attributes NVIDIA's DRA driver sets on a whole GPU."""
+    attributes: dict[str, Any] = {
+        "type": {"string": "gpu"},
+        "uuid": {"string": device.uuid},
+        "productName": {"string": device.model},
+        "index": {"int": device.index},
+        PCIE_ROOT: {"string": pcie_root(device.numa_node)},
+    }
+    if device.numa_node is not None:
+        attributes["resource.kubernetes.io/numaNode"] = {"int": device.numa_node}
+    return attributes
+
+
 def resource_slice(node: str, devices: tuple[Device, ...]) -> dict[str, Any]:
     """One node's GPUs as a ResourceSlice (pool = the node), with the attributes the driver sets."""
-    published = []
-    for d in devices:
-        if d.vendor is not Vendor.NVIDIA:
-            continue
-        attributes: dict[str, Any] = {
-            "type": {"string": "gpu"},
-            "uuid": {"string": d.uuid},
-            "productName": {"string": d.model},
-            "index": {"int": d.index},
-            PCIE_ROOT: {"string": pcie_root(d.numa_node)},
-        }
-        if d.numa_node is not None:
-            attributes["resource.kubernetes.io/numaNode"] = {"int": d.numa_node}
-        published.append({"name": device_name(d), "attributes": attributes})
+    published = [
+        {"name": device_name(d), "attributes": gpu_attributes(d)} for d in devices if d.vendor is Vendor.NVIDIA
+    ]
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",

@@ -34,6 +34,17 @@ class PodResult(msgspec.Struct, kw_only=True):
     # How the pod's devices are enforced, read from the bound pod: "hami" (HAMi's annotations),
     # "advice" (a plain device plugin picks the GPUs), "" (not bound, or no devices)
     enforcement: str = ""
+    claim_devices: tuple[str, ...] = ()  # a DRA pod's allocated devices, "driver/pool/device"
+
+
+class DraSummary(msgspec.Struct, kw_only=True):
+    """The DRA pool's claims as the API server holds them after the run."""
+
+    claims_allocated: int = 0
+    tainted: tuple[str, ...] = ()  # devices with a NoSchedule taint
+    tainted_allocated: tuple[str, ...] = ()  # of those, any an allocated claim holds: must be none
+    shared: tuple[str, ...] = ()  # devices shared by consumable capacity
+    shared_holders: int = 0  # allocated claims holding a share of one
 
 
 class Summary(msgspec.Struct, kw_only=True):
@@ -52,6 +63,7 @@ class DemoReport(msgspec.Struct, kw_only=True):
     duration_s: float
     summary: Summary
     pods: list[PodResult]
+    dra: DraSummary = msgspec.field(default_factory=DraSummary)
 
 
 def percentile(values: list[float], pct: float) -> float | None:
@@ -146,6 +158,7 @@ def render(report: DemoReport, console: Console) -> None:
             )
         console.print(table)
 
+    render_dra(report, console)
     reasons = Counter(p.reason for p in report.pods if p.outcome == "unschedulable")
     if reasons:
         why = Table(title="unschedulable: reasons")
@@ -161,6 +174,27 @@ def render(report: DemoReport, console: Console) -> None:
         f"{s.unaccounted} unaccounted; pending→bound p50 {fmt(s.latency_p50_ms)}, p99 {fmt(s.latency_p99_ms)}; "
         f"{s.bound_with_full_trace_pct:.1f}% of bound pods traced through all three services; "
         f"{report.cluster_nodes} nodes, {report.duration_s:.1f} s"
+    )
+
+
+def render_dra(report: DemoReport, console: Console) -> None:
+    """The DRA pods' devices (partitions, shares, GPU + NIC), and the tainted devices nobody got."""
+    claimed = [p for p in report.pods if p.claim_devices]
+    if not claimed:
+        return
+    table = Table(title="DRA claims: the devices each pod's claims were allocated")
+    for column in ("pod", "node", "devices"):
+        table.add_column(column)
+    for pod in sorted(claimed, key=lambda p: (p.kind, p.name)):
+        table.add_row(
+            pod.name, pod.node, ", ".join(d.split("/", 2)[2] + f" ({d.split('/')[0]})" for d in pod.claim_devices)
+        )
+    console.print(table)
+    d = report.dra
+    got = ", ".join(d.tainted_allocated) or "none"
+    console.print(
+        f"{d.claims_allocated} claims allocated; {d.shared_holders} of them share {', '.join(d.shared) or '-'}; "
+        f"tainted {', '.join(d.tainted) or '-'} given to: {got}"
     )
 
 

@@ -27,7 +27,7 @@ from schemas.events import DeviceAssignment
 from topoplace.config import Settings
 from topoplace.dev.broker import free_port
 from topoplace.dev.demo import cluster as demo_cluster
-from topoplace.dev.demo import dra, processes, report, workload
+from topoplace.dev.demo import dra_check, dra_pool, processes, report, workload
 from topoplace.dev.demo.tracker import OutcomeTracker
 from topoplace.kafka.bootstrap import kafka_bootstrap
 from topoplace.kafka.follower import TopicFollower
@@ -48,7 +48,7 @@ class DemoOptions(msgspec.Struct, frozen=True, kw_only=True):
     work_dir: Path = Path(".demo")
 
 
-async def seed_cluster(api: k8s.ApiClient, cluster: demo_cluster.DemoCluster) -> None:
+async def seed_cluster(api: k8s.ApiClient, cluster: demo_cluster.DemoCluster) -> dra_pool.DraSeed:
     core = k8s.CoreV1Api(api)
     custom = k8s.CustomObjectsApi(api)
     for node in cluster.nodes:
@@ -56,11 +56,14 @@ async def seed_cluster(api: k8s.ApiClient, cluster: demo_cluster.DemoCluster) ->
     for hypernode in demo_cluster.hypernode_manifests(cluster):
         await custom.create_cluster_custom_object("topology.volcano.sh", "v1alpha1", "hypernodes", body=hypernode)
     resource = k8s.ResourceV1Api(api)
-    await resource.create_device_class(body=dra.device_class())  # type: ignore[arg-type]  # plain dicts are sent as they are
-    for resource_slice in demo_cluster.slice_manifests(cluster):
+    seed = dra_pool.seed_objects(cluster, NAMESPACE)
+    for device_class in seed.device_classes:
+        await resource.create_device_class(body=device_class)  # type: ignore[arg-type]  # plain dicts are sent as they are
+    for resource_slice in seed.slices:
         await resource.create_resource_slice(body=resource_slice)  # type: ignore[arg-type]  # plain dicts are sent as they are
-    template = dra.claim_template(dra.TEMPLATE, NAMESPACE)
-    await resource.create_namespaced_resource_claim_template(NAMESPACE, body=template)  # type: ignore[arg-type]
+    for template in seed.templates:
+        await resource.create_namespaced_resource_claim_template(NAMESPACE, body=template)  # type: ignore[arg-type]
+    return seed
 
 
 def kubectl_command(url: str) -> str:
@@ -123,7 +126,7 @@ async def run_demo(options: DemoOptions, settings: Settings, console: Console) -
         old.unlink()
     cluster = demo_cluster.default_cluster()
     gang_pods = tuple(pod for gang in workload.GANGS for pod in workload.gang_pods(gang))
-    pods = gang_pods + workload.generate(options.pods, options.seed)
+    pods = gang_pods + workload.dra_showcase_pods() + workload.generate(options.pods, options.seed)
     children: list[processes.ServiceProcess] = []
     env = processes.with_run_key(
         {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") or k.startswith("OTEL_EXPORTER")}
@@ -146,7 +149,7 @@ async def run_demo(options: DemoOptions, settings: Settings, console: Console) -
             demo_settings = Settings.from_env(env)
             api = await api_client(demo_settings)
             async with api:
-                await seed_cluster(api, cluster)
+                seed = await seed_cluster(api, cluster)
                 console.print(
                     f"{len(cluster.nodes)} nodes ({', '.join(f'{n}× {f}' for f, n in demo_cluster.DEFAULT_MIX)}) "
                     f"under {len(cluster.spines)} spines"
@@ -173,14 +176,12 @@ async def run_demo(options: DemoOptions, settings: Settings, console: Console) -
                 await wait_ready(f"http://127.0.0.1:{placer_port}/readyz", timeout_s=90, what="placer")
                 console.print("collectors, placer and binder running; submitting the workload")
                 results = await submit_and_track(api, bootstrap, pods, options, settings, children, console)
+                dra_summary = await dra_check.check_claims(api, NAMESPACE, seed, results)
         finally:
             for child in reversed(children):
                 await processes.stop(child)
 
-    trace_files = sorted(work.glob("traces-*.jsonl"))
-    with options.traces_path.open("w") as merged:
-        for path in trace_files:
-            merged.write(path.read_text())
+    _merge_traces(work, options.traces_path)
     by_trace = report.spans_by_trace([options.traces_path])
     for result in results:
         result.trace_services = tuple(sorted(by_trace.get(result.trace_id, set())))
@@ -189,12 +190,20 @@ async def run_demo(options: DemoOptions, settings: Settings, console: Console) -
         duration_s=time.monotonic() - started,
         summary=report.summarize(results),
         pods=results,
+        dra=dra_summary,
     )
     report.write(demo_report, options.report_path)
     report.render(demo_report, console)
     console.print(f"wrote {options.report_path} and {options.traces_path}; service logs in {work}/")
     s = demo_report.summary
     return 0 if s.unaccounted == 0 and s.pods == len(pods) else 1
+
+
+def _merge_traces(work: Path, into: Path) -> None:
+    """Every service's trace file in one."""
+    with into.open("w") as merged:
+        for path in sorted(work.glob("traces-*.jsonl")):
+            merged.write(path.read_text())
 
 
 async def submit_and_track(

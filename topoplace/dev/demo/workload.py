@@ -166,3 +166,21 @@ def pod_manifest(pod: DemoPod, *, scheduler_name: str, namespace: str = "default
             "containers": [{"name": "main", "image": "registry.invalid/demo:latest", "resources": resources}],
         },
     }
+
+
+# Submitted with the gangs, whatever the mix: the DRA pool's partitions, shares and NICs at work.
+# Two pods take one 1g partition each, two share one GPU's memory, one asks a GPU and a NIC on one
+# PCIe root (templates: topoplace/dev/demo/dra_pool.py).
+DRA_SHOWCASE: tuple[tuple[str, str, int], ...] = (  # (kind, claim template, how many)
+    ("dra-mig", "demo-mig-1g", 2),
+    ("dra-share", "demo-gpu-share", 2),
+    ("dra-gpu-nic", "demo-gpu-nic", 1),
+)
+
+
+def dra_showcase_pods() -> tuple[DemoPod, ...]:
+    return tuple(
+        DemoPod(name=f"{kind}-{i:02d}", kind=kind, requests={}, claim_template=template)
+        for kind, template, count in DRA_SHOWCASE
+        for i in range(count)
+    )
