@@ -322,11 +322,18 @@ class DeviceLedger:
 
     # --- the check before a binding -----------------------------------------------------
 
-    def collisions(self, pod_uid: str, node: str, devices: Iterable[DeviceAssignment]) -> tuple[str, ...]:
+    def collisions(
+        self,
+        pod_uid: str,
+        node: str,
+        devices: Iterable[DeviceAssignment],
+        held: Mapping[int, Mapping[str, DeviceAssignment]] | None = None,
+    ) -> tuple[str, ...]:
         """Why these devices cannot go to this pod, one reason per device; empty when they fit.
 
         The pod's own shares are left out: a re-delivered placement for a pod that
-        already holds exactly these devices is not a collision.
+        already holds exactly these devices is not a collision. `held`: shares counted beside
+        the holders' (device index -> holder's name -> share), the room of nominated pods.
         """
         reasons: list[str] = []
         seen: set[int] = set()
@@ -340,6 +347,7 @@ class DeviceLedger:
                 reasons.append(f"node {node} has no device {share.index}")
                 continue
             others = {uid: s for uid, s in self._shares.get(node, {}).get(share.index, {}).items() if uid != pod_uid}
+            others.update(held.get(share.index, {}) if held is not None else {})
             reason = _device_collision(node, share, None if capacity is None else capacity[share.index], others)
             if reason:
                 reasons.append(reason)

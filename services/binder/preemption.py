@@ -5,10 +5,11 @@ and every victim a pod of that watch on the nominated node, of strictly lower pr
 the preemptor's (as the API server's admission wrote both), else nothing is written. A victim
 already gone, or already being deleted, is skipped (its room comes anyway).
 
-Order, as kube-scheduler's preemption does it: the freed devices are reserved for the
-preemptor (reservations.py) before any write; the preemptor gets status.nominatedNodeName, and
-pods of lower priority nominated to the same node lose theirs; each victim gets the condition
-DisruptionTarget (True, reason PreemptionByScheduler), is deleted with its uid as precondition
+Order, as kube-scheduler's preemption does it: the preemptor's room there (the device shares
+the placer chose for it, reservations.py) is reserved before any write; the preemptor gets
+status.nominatedNodeName, and pods of lower priority nominated to the same node lose theirs;
+each victim gets the condition DisruptionTarget (True, reason PreemptionByScheduler), is
+deleted with its uid as precondition
 (a pod re-created under the name is never touched) and its own grace period, and gets a
 `Preempted` Event (retried: the one record of why the pod went). Every step is idempotent: a
 crash anywhere re-delivers the placement, which does the rest.
@@ -116,13 +117,10 @@ class PreemptionExecutor:
             preemptor, evict = self.checked(placement)
         except PreemptionRefused as exc:
             return BindResult(outcome=BindingOutcome.CONFLICT, reason=f"preemption refused: {exc}", attempts=0)
-        # The devices the victims hold by their seals; a victim whose devices are not known holds the node's.
-        known = [view.devices for _, view in evict]
-        freed = None if any(d is None for d in known) else frozenset(a.index for d in known for a in d or ())
-        if freed is not None:  # and those the placer chose for the preemptor there
-            freed |= {d.index for d in placement.nominated_devices}
+        # The preemptor's own room there, the shares the placer chose for it (reservations.py), nothing more.
         who = f"{placement.namespace}/{placement.name}"
-        self._reservations.reserve(placement.uid, who, node, preemptor.priority, freed, len(evict), self._clock())
+        devices = placement.nominated_devices
+        self._reservations.reserve(placement.uid, who, node, preemptor.priority, devices, len(evict), self._clock())
         try:
             await self._patch_status(placement.namespace, placement.name, nomination_patch(placement.uid, node))
             for uid in self._cluster.nominated_below(node, preemptor.priority, placement.uid):
