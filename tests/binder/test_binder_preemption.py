@@ -293,3 +293,27 @@ async def test_a_pod_of_higher_priority_is_not_held_from_a_nominated_pods_room(
     await binder.handle(nominating(preemptor, node, a, gets=devices(0, 1)))
     taken = await binder.handle(placement_for(higher, node, devices(0, 1)))
     assert taken.outcome is BindingOutcome.BOUND, taken.reason
+
+
+async def test_a_victim_whose_deletion_answer_was_lost_still_gets_its_preempted_event(
+    kube_api: KubeApiServer, core: client.CoreV1Api, watched: WatchedCluster, proxy: FaultProxy, clock: Clock
+) -> None:
+    """The first DELETE is applied and its answer lost; the retry answers 404. A read confirms the pod of the
+    victim's uid is gone: the lost try was the deletion, so the Event is written. A victim already gone
+    before any try of ours gets none (not ours to account for)."""
+    binder = Binder(core, watched, clock)
+    node = new_node(kube_api, watched)
+    a, b = await running_pods(kube_api, binder, watched, node, (0, 1), (2, 3))
+    preemptor = pod(kube_api, "high")
+    await watched.until(lambda: watched.cluster.pod(preemptor["metadata"]["uid"]) is not None)
+    proxy.fail("DELETE", f"/namespaces/default/pods/{a['metadata']['name']}", 500, forward_first=True)
+    proxy.before(
+        "DELETE",
+        f"/namespaces/default/pods/{b['metadata']['name']}",
+        lambda: kube_api.store.delete("pods", b["metadata"]["name"], namespace="default"),
+    )
+    answer = await binder.handle(nominating(preemptor, node, a, b, gets=devices(0, 1, 2, 3)))
+    assert answer.outcome is BindingOutcome.UNSCHEDULABLE, answer.reason
+    assert len(proxy.calls("DELETE", f"/namespaces/default/pods/{a['metadata']['name']}")) == 2
+    events = [e for e in kube_api.store.list("events")[0] if e.get("reason") == "Preempted"]
+    assert [e["involvedObject"]["uid"] for e in events] == [a["metadata"]["uid"]]
