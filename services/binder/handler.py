@@ -197,7 +197,7 @@ class BindingSteps:
             metrics.LEDGER_CONFLICTS.inc()
             why = "; ".join(collisions)
             return refused(Refusal(kind=RefusalKind.LEDGER, outcome=BindingOutcome.CONFLICT, reason=why))
-        held = self.held.refusal(placement) if self.held is not None else None
+        held = self.held.refusal(placement, self.ledger) if self.held is not None else None
         if held is not None:
             return refused(Refusal(kind=RefusalKind.LEDGER, outcome=BindingOutcome.CONFLICT, reason=held))
         # A DRA placement's devices are the node's ResourceSlices', not an extended resource it advertises.

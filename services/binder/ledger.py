@@ -51,11 +51,11 @@ from schemas.events import (
     PodLifecycleEvent,
 )
 from schemas.topics import PODS_LIFECYCLE, TOPOLOGY_NODES
-from schemas.topology import Device, Vendor
+from schemas.topology import Device
+from services.binder.device_collisions import DEFAULT_DEVICE_CORES as DEFAULT_DEVICE_CORES
+from services.binder.device_collisions import DeviceCapacity as DeviceCapacity
+from services.binder.device_collisions import device_collision as _device_collision
 from services.binder.outcome import PodView
-
-# A GPU's compute share is a percentage; used when a node's topology is unknown.
-DEFAULT_DEVICE_CORES = 100
 
 
 class LedgerNote(enum.Enum):
@@ -64,14 +64,6 @@ class LedgerNote(enum.Enum):
     DELETE_REFUSED = "the API server still has the pod"
     EDIT_IGNORED = "the pod is bound with other devices, which stay held"
     BOUND_UNCONFIRMED = "the API watch does not have the pod bound on that node"
-
-
-class DeviceCapacity(msgspec.Struct, frozen=True, kw_only=True):
-    index: int
-    memory_mib: int
-    cores: int = DEFAULT_DEVICE_CORES
-    vendor: Vendor | None = None
-    uuid: str = ""
 
 
 class Holding(msgspec.Struct, frozen=True, kw_only=True):
@@ -322,11 +314,18 @@ class DeviceLedger:
 
     # --- the check before a binding -----------------------------------------------------
 
-    def collisions(self, pod_uid: str, node: str, devices: Iterable[DeviceAssignment]) -> tuple[str, ...]:
+    def collisions(
+        self,
+        pod_uid: str,
+        node: str,
+        devices: Iterable[DeviceAssignment],
+        held: Mapping[int, Mapping[str, DeviceAssignment]] | None = None,
+    ) -> tuple[str, ...]:
         """Why these devices cannot go to this pod, one reason per device; empty when they fit.
 
         The pod's own shares are left out: a re-delivered placement for a pod that
-        already holds exactly these devices is not a collision.
+        already holds exactly these devices is not a collision. `held`: shares counted beside
+        the holders' (device index -> holder's name -> share), the room of nominated pods.
         """
         reasons: list[str] = []
         seen: set[int] = set()
@@ -340,53 +339,11 @@ class DeviceLedger:
                 reasons.append(f"node {node} has no device {share.index}")
                 continue
             others = {uid: s for uid, s in self._shares.get(node, {}).get(share.index, {}).items() if uid != pod_uid}
+            others.update(held.get(share.index, {}) if held is not None else {})
             reason = _device_collision(node, share, None if capacity is None else capacity[share.index], others)
             if reason:
                 reasons.append(reason)
         return tuple(reasons)
-
-
-def _describe_holders(others: Mapping[str, DeviceAssignment]) -> str:
-    return ", ".join(sorted(others))
-
-
-def _device_collision(
-    node: str,
-    share: DeviceAssignment,
-    capacity: DeviceCapacity | None,
-    others: Mapping[str, DeviceAssignment],
-) -> str | None:
-    if not others:
-        return None
-    where = f"device {share.index} on node {node}"
-    held_by = f"held by pod {_describe_holders(others)}"
-    takes_all_memory = share.memory_mib == 0 or any(o.memory_mib == 0 for o in others.values())
-    if capacity is None:
-        if takes_all_memory:
-            return f"{where} is {held_by}; a share of all its memory needs it idle"
-    else:
-        used = sum(_memory_of(o, capacity) for o in others.values())
-        wanted = _memory_of(share, capacity)
-        if used + wanted > capacity.memory_mib:
-            free = max(capacity.memory_mib - used, 0)
-            return (
-                f"{where} has {free} MiB free of {capacity.memory_mib} MiB, "
-                f"the placement asks for {wanted} MiB ({held_by})"
-            )
-    total_cores = DEFAULT_DEVICE_CORES if capacity is None else capacity.cores
-    used_cores = sum(min(o.cores, total_cores) for o in others.values())
-    wanted_cores = min(share.cores, total_cores)
-    # A memory-only share (cores 0) still runs on the device: it needs a core left, as the engine asks.
-    if used_cores + wanted_cores > total_cores or (wanted_cores == 0 and used_cores >= total_cores):
-        free_cores = max(total_cores - used_cores, 0)
-        return (
-            f"{where} has {free_cores} of {total_cores} cores free, the placement asks for {wanted_cores} ({held_by})"
-        )
-    return None
-
-
-def _memory_of(share: DeviceAssignment, capacity: DeviceCapacity) -> int:
-    return capacity.memory_mib if share.memory_mib == 0 else share.memory_mib
 
 
 def _larger(a: DeviceAssignment, b: DeviceAssignment) -> DeviceAssignment:

@@ -47,7 +47,7 @@ WASTED_PREEMPTIONS = Counter(
 )
 RESERVATIONS = Gauge(
     "topoplace_binder_reservations",
-    "Nominated pods whose freed devices the binder holds from other pods.",
+    "Nominated pods whose room (their own device shares) the binder holds from other pods.",
 )
 LEDGER_PODS = Gauge(
     "topoplace_binder_ledger_pods",

@@ -5,13 +5,16 @@ and every victim a pod of that watch on the nominated node, of strictly lower pr
 the preemptor's (as the API server's admission wrote both), else nothing is written. A victim
 already gone, or already being deleted, is skipped (its room comes anyway).
 
-Order, as kube-scheduler's preemption does it: the freed devices are reserved for the
-preemptor (reservations.py) before any write; the preemptor gets status.nominatedNodeName, and
-pods of lower priority nominated to the same node lose theirs; each victim gets the condition
-DisruptionTarget (True, reason PreemptionByScheduler), is deleted with its uid as precondition
+Order, as kube-scheduler's preemption does it: the preemptor's room there (the device shares
+the placer chose for it, reservations.py) is reserved before any write; the preemptor gets
+status.nominatedNodeName, and pods of lower priority nominated to the same node lose theirs;
+each victim gets the condition DisruptionTarget (True, reason PreemptionByScheduler), is
+deleted with its uid as precondition
 (a pod re-created under the name is never touched) and its own grace period, and gets a
-`Preempted` Event (retried: the one record of why the pod went). Every step is idempotent: a
-crash anywhere re-delivers the placement, which does the rest.
+`Preempted` Event (retried: the one record of why the pod went), also when a lost reply made the
+retried deletion answer 404 or 409 and a read confirms the pod of its uid is gone (the lost try
+was the deletion). Every step is idempotent: a crash anywhere re-delivers the placement, which
+does the rest.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -42,6 +46,16 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 PREEMPTED = "Preempted"
+
+
+class PodMetadata(msgspec.Struct, frozen=True):
+    uid: str = ""
+
+
+class PodIdentity(msgspec.Struct, frozen=True):
+    """What `_gone` reads of a pod: its uid."""
+
+    metadata: PodMetadata = PodMetadata()
 
 
 class PreemptionRefused(Exception):
@@ -116,13 +130,10 @@ class PreemptionExecutor:
             preemptor, evict = self.checked(placement)
         except PreemptionRefused as exc:
             return BindResult(outcome=BindingOutcome.CONFLICT, reason=f"preemption refused: {exc}", attempts=0)
-        # The devices the victims hold by their seals; a victim whose devices are not known holds the node's.
-        known = [view.devices for _, view in evict]
-        freed = None if any(d is None for d in known) else frozenset(a.index for d in known for a in d or ())
-        if freed is not None:  # and those the placer chose for the preemptor there
-            freed |= {d.index for d in placement.nominated_devices}
+        # The preemptor's own room there, the shares the placer chose for it (reservations.py), nothing more.
         who = f"{placement.namespace}/{placement.name}"
-        self._reservations.reserve(placement.uid, who, node, preemptor.priority, freed, len(evict), self._clock())
+        devices = placement.nominated_devices
+        self._reservations.reserve(placement.uid, who, node, preemptor.priority, devices, len(evict), self._clock())
         try:
             await self._patch_status(placement.namespace, placement.name, nomination_patch(placement.uid, node))
             for uid in self._cluster.nominated_below(node, preemptor.priority, placement.uid):
@@ -141,6 +152,7 @@ class PreemptionExecutor:
 
     async def _evict(self, victim: PreemptionVictim, view: PodView, placement: PlacementEvent) -> None:
         now = datetime.datetime.now(datetime.UTC)
+        budget = RetryBudget(self._policy)  # of the deletion: a retry means a try may have been applied
         try:
             await self._patch_status(victim.namespace, victim.name, disruption_patch(victim.uid, self._component, now))
             options = client.V1DeleteOptions(
@@ -154,11 +166,14 @@ class PreemptionExecutor:
                 _preload_content=False,
                 _request_timeout=self._policy.request_timeout_seconds,
             )
-            await call_with_retry("delete pod", functools.partial(raw_call, call), RetryBudget(self._policy))
+            await call_with_retry("delete pod", functools.partial(raw_call, call), budget)
         except ApiException as exc:
-            if exc.status in (404, 409, 422):  # gone, or another pod has the name now: not ours to touch
+            if exc.status not in (404, 409, 422):
+                raise
+            # Gone, or another pod has the name now: not ours to touch. But when an earlier try was sent and
+            # its answer lost, that try may have been the deletion: the victim gone by its uid is ours.
+            if budget.retries == 0 or not await self._gone(victim):
                 return
-            raise
         log.info(
             "binder.preempted",
             extra={
@@ -166,6 +181,23 @@ class PreemptionExecutor:
             },
         )
         await self._preempted_event(victim, placement, now)
+
+    async def _gone(self, victim: PreemptionVictim) -> bool:
+        """Whether the API server no longer has the pod of the victim's uid (the name absent, or another's)."""
+        call = functools.partial(
+            self._core.read_namespaced_pod,
+            victim.name,
+            victim.namespace,
+            _preload_content=False,
+            _request_timeout=self._policy.request_timeout_seconds,
+        )
+        try:
+            body = await call_with_retry("read pod", functools.partial(raw_call, call), RetryBudget(self._policy))
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+        return msgspec.json.decode(body, type=PodIdentity).metadata.uid != victim.uid
 
     async def _patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         call = functools.partial(

@@ -1,15 +1,23 @@
-"""Room held for a nominated pod: the devices its victims free go to it, never to a third pod.
+"""Room held for a nominated pod: its own devices and shares, never given to a third pod.
 
-After a preemption the binder reserves, on the nominated node, the devices the victims held, for
-the preemptor: a placement of another pod of lower or equal priority that takes one of them is
-refused (a conflict; the placer plans it again). A reservation ends when the preemptor is bound,
-or is gone, or `hold_seconds` after it was made; one that ends unbound made a wasted preemption
-(its victims were evicted for nothing), counted in metrics.
+After a preemption the binder reserves, on the nominated node, the device shares the placer chose
+for the preemptor there (the placement's `nominated_devices`), and nothing more: a placement of a
+pod whose devices do not fit beside them is refused (a conflict; the placer plans it again). Whom
+a reservation holds room from, and what it holds, is the engine's rule (engine/decide/preempt/
+nominated.py, kube's addNominatedPods): pods of LOWER OR EQUAL priority, its own request; the
+placer counts the same room in its decisions, so the two never disagree about a placement. The
+rest of what the victims freed (the rest of a shared device, devices beyond the preemptor's) is
+anyone's. A reservation ends when the preemptor is bound, or is gone, or `hold_seconds` after it
+was made; one that ends unbound made a wasted preemption (its victims were evicted for nothing),
+counted in metrics.
 
 A restarted binder rebuilds the reservations from the cluster: every pending pod of ours with
-status.nominatedNodeName holds that node's devices (which of them its victims freed is not
-recorded in the cluster, so all of them, the safe side) from pods of lower or equal priority,
-for `hold_seconds` from when the binder first saw it.
+status.nominatedNodeName is reserved on that node for `hold_seconds` from when the binder first saw
+it, for the wasted-preemption count. Which devices the placer chose for it is not recorded in the
+cluster, so such a reservation holds no device until a placement naming them comes again (a
+redelivered nominating placement does); meanwhile the placer's own hold, rebuilt from the
+placements topic, keeps pods off them. Holding the whole node instead would refuse what the
+placer's rule allows, and two pods nominated to one node would refuse each other until expiry.
 """
 
 from __future__ import annotations
@@ -18,9 +26,12 @@ from collections.abc import Callable
 
 import msgspec
 
+from engine.core.model import Allocation
+from engine.decide.preempt.nominated import NominatedRoom, held_from, held_shares
 from schemas.events import DeviceAssignment, PlacementEvent
 from services.binder import metrics
 from services.binder.cluster_view import ClusterView
+from services.binder.ledger import DeviceLedger
 
 DEFAULT_HOLD_SECONDS = 300.0
 
@@ -30,9 +41,19 @@ class Reservation(msgspec.Struct, frozen=True, kw_only=True):
     pod: str  # namespace/name, for the reason
     node: str
     priority: int
-    devices: frozenset[int] | None  # device indices held; None: every device of the node
+    devices: tuple[DeviceAssignment, ...]  # the shares the preemptor gets there; (): none known
     victims: int
     expires_at: float
+
+    def room(self) -> NominatedRoom:
+        """The reservation as the engine's rule reads it."""
+        shares = tuple(
+            Allocation(pod_uid=self.preemptor, index=d.index, memory_mib=d.memory_mib, cores=d.cores)
+            for d in self.devices
+        )
+        return NominatedRoom(
+            holder=self.preemptor, key=self.pod, node=self.node, priority=self.priority, devices=shares
+        )
 
 
 class Reservations:
@@ -52,14 +73,14 @@ class Reservations:
         pod: str,
         node: str,
         priority: int,
-        devices: frozenset[int] | None,
+        devices: tuple[DeviceAssignment, ...],
         victims: int,
         now: float,
     ) -> None:
-        """Hold `devices` on `node` for the preemptor (again: the hold grows, its clock restarts)."""
+        """Hold `devices` on `node` for the preemptor (again: the latest devices named, the clock restarts)."""
         known = self._by_preemptor.get(preemptor)
-        if known is not None and known.node == node:  # again (a re-delivery, a restart): the hold only grows
-            devices = None if known.devices is None or devices is None else known.devices | devices
+        if known is not None and known.node == node:  # again (a re-delivery, a restart)
+            devices = devices or known.devices
             victims += known.victims
         self._by_preemptor[preemptor] = Reservation(
             preemptor=preemptor,
@@ -73,9 +94,9 @@ class Reservations:
         metrics.RESERVATIONS.set(len(self._by_preemptor))
 
     def rebuild(self, preemptor: str, pod: str, node: str, priority: int, now: float) -> None:
-        """A nomination found in the cluster (after a restart): the whole node's devices, unless known."""
+        """A nomination found in the cluster (after a restart): its devices are not known there."""
         if preemptor not in self._by_preemptor:
-            self.reserve(preemptor, pod, node, priority, None, 0, now)
+            self.reserve(preemptor, pod, node, priority, (), 0, now)
 
     def bound(self, preemptor: str) -> None:
         """The preemptor is bound: its room is its own."""
@@ -92,28 +113,27 @@ class Reservations:
             metrics.RESERVATIONS.set(len(self._by_preemptor))
         return ended
 
-    def collision(
-        self, uid: str, priority: int, node: str, devices: tuple[DeviceAssignment, ...], now: float
-    ) -> str | None:
-        """Why a placement of pod `uid` (of `priority`) may not take these devices on `node`; None: it may."""
-        if not devices:
-            return None
+    def held_from(self, uid: str, priority: int, node: str, now: float) -> list[NominatedRoom]:
+        """The rooms on `node` that a pod `uid` of `priority` must leave alone (the engine's rule)."""
         self.expire(now)
-        wanted = {d.index for d in devices}
-        for reservation in self._by_preemptor.values():
-            if reservation.node != node or reservation.preemptor == uid or reservation.priority < priority:
-                continue
-            held = wanted if reservation.devices is None else wanted & reservation.devices
-            if held:
-                listed = ", ".join(str(i) for i in sorted(held))
-                return f"device(s) {listed} on node {node} are held for pod {reservation.pod}, nominated there"
-        return None
+        rooms = [r.room() for r in self._by_preemptor.values() if r.node == node]
+        return held_from(rooms, priority, (uid,))
 
     def of(self, preemptor: str) -> Reservation | None:
         return self._by_preemptor.get(preemptor)
 
     def __len__(self) -> int:
         return len(self._by_preemptor)
+
+
+def nominated_holders(rooms: list[NominatedRoom], node: str) -> dict[int, dict[str, DeviceAssignment]]:
+    """The rooms' shares on `node` as the ledger counts holders: device index -> holder -> share."""
+    names = {room.holder: f"{room.key} (nominated)" for room in rooms}
+    holders: dict[int, dict[str, DeviceAssignment]] = {}
+    for share in held_shares(rooms, node):
+        assignment = DeviceAssignment(index=share.index, memory_mib=share.memory_mib, cores=share.cores)
+        holders.setdefault(share.index, {})[names[share.pod_uid]] = assignment
+    return holders
 
 
 class HeldRoom:
@@ -125,8 +145,9 @@ class HeldRoom:
         self._clock = clock
         self._rebuilt = False
 
-    def refusal(self, placement: PlacementEvent) -> str | None:
-        """Why the placement may not take its devices (held for a nominated pod); None when it may."""
+    def refusal(self, placement: PlacementEvent, ledger: DeviceLedger) -> str | None:
+        """Why the placement's devices do not fit beside the room held for nominated pods (its holders'
+        shares counted by `ledger`); None when they do."""
         now = self._clock()
         cluster = self._cluster
         if not self._rebuilt and cluster.pods_synced:
@@ -135,6 +156,17 @@ class HeldRoom:
                 namespace, name = cluster.pod_name(uid) or ("", "")
                 if pod.scheduler_name == cluster.scheduler_name:
                     self.reservations.rebuild(uid, f"{namespace}/{name}", pod.nominated_node, pod.priority, now)
+        if not placement.devices:
+            return None
         known = cluster.pod(placement.uid)
         priority = known.priority if known is not None else 0
-        return self.reservations.collision(placement.uid, priority, placement.node, placement.devices, now)
+        rooms = self.reservations.held_from(placement.uid, priority, placement.node, now)
+        holders = nominated_holders(rooms, placement.node)
+        if not holders:
+            return None
+        reasons = ledger.collisions(placement.uid, placement.node, placement.devices, held=holders)
+        if not reasons:
+            return None
+        wanted = {d.index for d in placement.devices}
+        pods = ", ".join(sorted({room.key for room in rooms if any(s.index in wanted for s in room.devices)}))
+        return f"room on node {placement.node} is held for pod {pods}, nominated there: {'; '.join(reasons)}"

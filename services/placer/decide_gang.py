@@ -43,6 +43,7 @@ from schemas.events import (
 )
 from services.placer.dra_allocation import read_whole
 from services.placer.gang_claims import allocated_claims, live_gang_claims, member_claims
+from services.placer.preemption import holding_nominated
 from services.placer.requests import decision_id, held_placement, pod_request, request_error_text
 from services.placer.view import ClusterView
 
@@ -104,7 +105,12 @@ def decide_gang(
             minimum_placement=True,
             balanced=kueue_balanced and gang.source == KUEUE_SOURCE,
         )
-        decision = engine.place_gang(view.index(), view.network_tree(), request, mode, workload=workload, claims=claims)
+        # Nominated pods' room is held from the gang as from its lowest-priority member (the binder
+        # checks each member by its own priority): none of its members takes it.
+        lowest = min(m.priority for m in members)
+        own = {key for m in members for key in (m.uid, f"{m.namespace}/{m.name}")}
+        with holding_nominated(view.index(), view.nominations.live(now), lowest, own) as index:
+            decision = engine.place_gang(index, view.network_tree(), request, mode, workload=workload, claims=claims)
     except RequestError as exc:
         return GangResult(
             placement=_unschedulable(gang, fresh, attempt, f"invalid gang: {request_error_text(exc)}", now)

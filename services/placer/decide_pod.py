@@ -61,7 +61,7 @@ def decide(
         request = pod_request(pending, node_policy=node_policy, volumes=view.storage.rules_for(pending))
 
         def place_one(request: PodRequest) -> Decision:
-            own = f"{pending.namespace}/{pending.name}"  # nominated pods' room is held from this one
+            own = (pending.uid, f"{pending.namespace}/{pending.name}")  # nominated pods' room is held from it
             with holding_nominated(view.index(), view.nominations.live(now), pending.priority, own) as index:
                 return engine.place_in(index, request, mode, workload=workload, runners_up=MAX_ALTERNATIVES)
 

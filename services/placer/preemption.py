@@ -6,11 +6,13 @@ their priority, start time and labels, and the PodDisruptionBudgets of disruptio
 eviction helps, the decision stays UNSCHEDULABLE (the pod cannot run yet) and names the node the
 pod is nominated to and the victims; the binder evicts them and nominates the pod.
 
-A nomination holds the room its victims free: every decision for a pod of lower or equal
-priority counts the nominated pod's requests on that node (the engine's `with_nominated`), so
-no such pod takes it. It lasts until the pod is placed, bound or deleted, or `nomination_seconds`
-after it was decided. While its victims are still running the pod waits (no second preemption);
-once they are gone it is decided again like any pod, and lands on that node if it still fits.
+A nomination holds the nominated pod's own room, and nothing more: every decision for a pod of
+lower or equal priority counts the nominated pod's requests and the device shares it gets there
+on that node (the engine's `with_nominated`, the rule the binder's check follows too), so no
+such pod takes them; the rest of what its victims free is anyone's. It lasts until the pod is
+placed, bound or deleted, or `nomination_seconds` after it was decided. While its victims are
+still running the pod waits (no second preemption); once they are gone it is decided again like
+any pod, and lands on that node if it still fits.
 
 Nominations are rebuilt from the placements topic, which the placer replays from offset 0.
 """
@@ -19,14 +21,14 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 
 import msgspec
 
-from engine import Allocation, ClusterIndex, Engine, Mode, NodeState, PodRequest, Snapshot
+from engine import Allocation, ClusterIndex, Engine, Mode, PodRequest, Snapshot
 from engine.decide.preempt import DisruptionBudget, Preemptor, RunningPod
-from engine.decide.preempt.nominated import with_nominated
+from engine.decide.preempt.nominated import NominatedRoom, with_nominated, with_nominated_nodes
 from schemas.events import (
     BindingEvent,
     BindingOutcome,
@@ -128,48 +130,41 @@ class Nominations:
         return len(self._by_uid)
 
 
-def held_room(nominations: Sequence[Nomination]) -> list[RunningPod]:
-    """The nominated pods as the engine counts them on their nodes (requests and one pod slot)."""
-    return [
-        RunningPod(
-            namespace=n.namespace, name=n.name, node=n.node, holder=n.uid, priority=n.priority, requests=n.requests
-        )
-        for n in nominations
-    ]
+def room_held(nomination: Nomination) -> NominatedRoom:
+    """A nomination as the shared rule reads it: the pod's requests and the device shares it gets there."""
+    return NominatedRoom(
+        holder=nomination.uid,
+        key=f"{nomination.namespace}/{nomination.name}",
+        node=nomination.node,
+        priority=nomination.priority,
+        requests=nomination.requests,
+        devices=tuple(
+            Allocation(pod_uid=nomination.uid, index=d.index, memory_mib=d.memory_mib, cores=d.cores)
+            for d in nomination.devices
+        ),
+    )
 
 
 @contextmanager
 def holding_nominated(
-    index: ClusterIndex, nominations: Sequence[Nomination], priority: int, own: str
+    index: ClusterIndex, nominations: Sequence[Nomination], priority: int, own: Collection[str]
 ) -> Iterator[ClusterIndex]:
-    """The index with the nominated pods' room held on their nodes from a pod of `priority` (kube's
-    RunFilterPluginsWithNominatedPods), restored afterwards. `own`: the pod placed (namespace/name)."""
-    names = sorted({n.node for n in nominations if index.get(n.node) is not None})
-    if not names:
+    """The index with the nominated pods' room held on their nodes from a pod of `priority` (the
+    engine's `held_from`, kube's RunFilterPluginsWithNominatedPods), restored afterwards. `own`: the
+    pod placed, or every member of its gang (uids or namespace/names)."""
+    rooms = [room_held(n) for n in nominations if index.get(n.node) is not None]
+    held = with_nominated_nodes([index.node(name) for name in sorted({r.node for r in rooms})], rooms, priority, own)
+    if not held:
         yield index
         return
-    before = [index.node(name) for name in names]
-    holding = [n for n in nominations if n.priority >= priority and f"{n.namespace}/{n.name}" != own]
-    held = with_nominated(Snapshot(nodes=tuple(before)), held_room(holding), priority, own)
+    before = [index.node(node.name) for node in held]
     try:
-        for node in held.nodes:
-            index.upsert(_with_devices(node, holding))
+        for node in held:
+            index.upsert(node)
         yield index
     finally:
         for node in before:
             index.upsert(node)
-
-
-def _with_devices(node: NodeState, nominations: Sequence[Nomination]) -> NodeState:
-    """The node with the devices each nominated pod gets there allocated to it (the engine counts a
-    device pod's room by devices, not by its extended-resource request)."""
-    extra = tuple(
-        Allocation(pod_uid=n.uid, index=d.index, memory_mib=d.memory_mib, cores=d.cores)
-        for n in nominations
-        if n.node == node.name
-        for d in n.devices
-    )
-    return msgspec.structs.replace(node, allocations=node.allocations + extra) if extra else node
 
 
 def budget_of(event: DisruptionBudgetEvent) -> DisruptionBudget:
@@ -233,9 +228,8 @@ def make_room(
     running = [running_pod(e, evicting=e.uid in evicting) for e in candidates]
     by_key = {p.key: e for p, e in zip(running, candidates, strict=True)}
     own = f"{pending.namespace}/{pending.name}"
-    others = [n for n in seen.nominations if n.uid != pending.uid and n.priority >= pending.priority]
-    counted = with_nominated(seen.snapshot, held_room(others), pending.priority, own)
-    snapshot = msgspec.structs.replace(counted, nodes=tuple(_with_devices(n, others) for n in counted.nodes))
+    rooms = [room_held(n) for n in seen.nominations]
+    snapshot = with_nominated(seen.snapshot, rooms, pending.priority, (pending.uid, own))
     preemptor = Preemptor(
         request=request,
         priority=pending.priority,

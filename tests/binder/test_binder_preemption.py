@@ -66,7 +66,7 @@ def clock() -> Clock:
 
 def classes(kube_api: KubeApiServer) -> None:
     known = {c["metadata"]["name"] for c in kube_api.store.list("priorityclasses.scheduling.k8s.io")[0]}
-    for name, value in (("high", 1000), ("mid", 500), ("low", 1)):
+    for name, value in (("top", 2000), ("high", 1000), ("mid", 500), ("low", 1)):
         if name not in known:
             kube_api.store.create("priorityclasses.scheduling.k8s.io", {"metadata": {"name": name}, "value": value})
 
@@ -95,7 +95,10 @@ def victim(obj: dict[str, Any]) -> Victim:
     return Victim(uid=meta["uid"], namespace=meta["namespace"], name=meta["name"], priority=obj["spec"]["priority"])
 
 
-def nominating(preemptor: dict[str, Any], node: str, *victims: dict[str, Any]) -> PlacementEvent:
+def nominating(
+    preemptor: dict[str, Any], node: str, *victims: dict[str, Any], gets: tuple[DeviceAssignment, ...] = ()
+) -> PlacementEvent:
+    """The placer's nominating decision: `gets`, the device shares it chose for the preemptor there."""
     return placement_for(
         preemptor,
         "",
@@ -105,18 +108,28 @@ def nominating(preemptor: dict[str, Any], node: str, *victims: dict[str, Any]) -
         victims=tuple(victim(v) for v in victims),
         priority=preemptor["spec"]["priority"],
         reason="preempting",
+        nominated_devices=gets,
     )
 
 
+def half(index: int) -> DeviceAssignment:
+    return DeviceAssignment(index=index, memory_mib=40_000, cores=50)
+
+
 async def running_pods(
-    kube_api: KubeApiServer, binder: Binder, watched: WatchedCluster, node: str, *sets: tuple[int, ...]
+    kube_api: KubeApiServer,
+    binder: Binder,
+    watched: WatchedCluster,
+    node: str,
+    *sets: tuple[int, ...] | tuple[DeviceAssignment, ...],
 ) -> list[dict[str, Any]]:
     """Low-priority pods bound by the binder itself to `node`, each on its device set (sealed)."""
     await watched.until(lambda: watched.cluster.node_rules(node) is not None)  # the binder refuses an unseen node
     bound = []
-    for indices in sets:
+    for held in sets:
         obj = pod(kube_api, "low")
-        answer = await binder.handle(placement_for(obj, node, devices(*indices)))
+        shares = tuple(d if isinstance(d, DeviceAssignment) else DeviceAssignment(index=d) for d in held)
+        answer = await binder.handle(placement_for(obj, node, shares))
         assert answer.outcome is BindingOutcome.BOUND, answer.reason
         bound.append(obj)
     await watched.until(lambda: all(watched.cluster.bound_on(b["metadata"]["uid"], node) for b in bound))
@@ -186,13 +199,16 @@ async def test_the_freed_devices_go_to_the_preemptor_alone_even_after_a_restart(
     preemptor = pod(kube_api, "high")
     third = pod(kube_api, "mid")
     await watched.until(lambda: watched.cluster.pod(third["metadata"]["uid"]) is not None)
-    await binder.handle(nominating(preemptor, node, a, b))
+    gets = devices(0, 1, 2, 3)
+    await binder.handle(nominating(preemptor, node, a, b, gets=gets))
     await watched.until(lambda: watched.cluster.pod(a["metadata"]["uid"]) is None)
     await watched.until(lambda: watched.cluster.pod(preemptor["metadata"]["uid"]).nominated_node == node)  # type: ignore[union-attr]
     taken = await binder.handle(placement_for(third, node, devices(0, 1)))
     assert taken.outcome is BindingOutcome.CONFLICT and "held for pod default/" in taken.reason
-    # a restarted binder knows the nomination from the cluster alone, and holds the node's devices
+    # a restarted binder knows the nomination from the cluster, and its devices once the placement comes again
     restarted = Binder(core, watched, clock)
+    redelivered = await restarted.handle(nominating(preemptor, node, a, b, gets=gets))
+    assert redelivered.outcome is BindingOutcome.UNSCHEDULABLE, redelivered.reason
     again = await restarted.handle(placement_for(third, node, devices(2, 3)))
     assert again.outcome is BindingOutcome.CONFLICT and "held for pod default/" in again.reason
     bound = await restarted.handle(placement_for(preemptor, node, devices(0, 1, 2, 3)))
@@ -209,7 +225,7 @@ async def test_victims_evicted_for_a_preemptor_never_bound_count_as_wasted(
     preemptor = pod(kube_api, "high")
     third = pod(kube_api, "mid")
     await watched.until(lambda: watched.cluster.pod(third["metadata"]["uid"]) is not None)
-    await binder.handle(nominating(preemptor, node, a, b))
+    await binder.handle(nominating(preemptor, node, a, b, gets=devices(0, 1, 2, 3)))
     wasted = metric("topoplace_binder_wasted_preemptions_total")
     clock.now += 61.0  # the hold expires, the preemptor unbound
     taken = await binder.handle(placement_for(third, node, devices(0, 1)))
@@ -232,3 +248,72 @@ async def test_a_preempted_event_that_fails_once_is_written_again(
     assert answer.outcome is BindingOutcome.UNSCHEDULABLE, answer.reason
     events = [e for e in kube_api.store.list("events")[0] if e.get("reason") == "Preempted"]
     assert sorted(e["involvedObject"]["uid"] for e in events) == sorted(p["metadata"]["uid"] for p in (a, b))
+
+
+async def test_two_pods_of_equal_priority_nominated_to_one_shared_device_each_hold_only_their_own_share(
+    kube_api: KubeApiServer, core: client.CoreV1Api, watched: WatchedCluster, clock: Clock
+) -> None:
+    """The chaos run's livelock: each preemptor's hold was the whole device its victims freed, so each
+    refused the other's bind until the nominations expired. The engine's rule holds its own share alone."""
+    binder = Binder(core, watched, clock)
+    node = new_node(kube_api, watched)
+    a, b = await running_pods(kube_api, binder, watched, node, (half(0),), (half(0),))
+    first, second, peer = pod(kube_api, "high"), pod(kube_api, "high"), pod(kube_api, "high")
+    lower, higher = pod(kube_api, "mid"), pod(kube_api, "top")
+    for p in (first, second, peer, lower, higher):
+        await watched.until(lambda p=p: watched.cluster.pod(p["metadata"]["uid"]) is not None)  # type: ignore[misc]
+    for preemptor, gone in ((first, a), (second, b)):
+        answer = await binder.handle(nominating(preemptor, node, gone, gets=(half(0),)))
+        assert answer.outcome is BindingOutcome.UNSCHEDULABLE, answer.reason
+    await watched.until(lambda: watched.cluster.pod(b["metadata"]["uid"]) is None)
+    # the two nominated shares fill device 0: a third pod of lower or equal priority gets none of it ...
+    for other in (lower, peer):
+        refused = await binder.handle(
+            placement_for(other, node, (DeviceAssignment(index=0, memory_mib=1000, cores=5),))
+        )
+        assert refused.outcome is BindingOutcome.CONFLICT and "held for pod default/" in refused.reason
+    # ... but the devices no nominated pod gets are anyone's
+    elsewhere = await binder.handle(placement_for(peer, node, devices(1)))
+    assert elsewhere.outcome is BindingOutcome.BOUND, elsewhere.reason
+    # each preemptor binds to its share beside the other's hold
+    for preemptor in (first, second):
+        bound = await binder.handle(placement_for(preemptor, node, (half(0),)))
+        assert bound.outcome is BindingOutcome.BOUND, bound.reason
+    assert len(binder.reservations) == 0
+
+
+async def test_a_pod_of_higher_priority_is_not_held_from_a_nominated_pods_room(
+    kube_api: KubeApiServer, core: client.CoreV1Api, watched: WatchedCluster, clock: Clock
+) -> None:
+    binder = Binder(core, watched, clock)
+    node = new_node(kube_api, watched)
+    [a] = await running_pods(kube_api, binder, watched, node, (0, 1))
+    preemptor, higher = pod(kube_api, "high"), pod(kube_api, "top")
+    await watched.until(lambda: watched.cluster.pod(higher["metadata"]["uid"]) is not None)
+    await binder.handle(nominating(preemptor, node, a, gets=devices(0, 1)))
+    taken = await binder.handle(placement_for(higher, node, devices(0, 1)))
+    assert taken.outcome is BindingOutcome.BOUND, taken.reason
+
+
+async def test_a_victim_whose_deletion_answer_was_lost_still_gets_its_preempted_event(
+    kube_api: KubeApiServer, core: client.CoreV1Api, watched: WatchedCluster, proxy: FaultProxy, clock: Clock
+) -> None:
+    """The first DELETE is applied and its answer lost; the retry answers 404. A read confirms the pod of the
+    victim's uid is gone: the lost try was the deletion, so the Event is written. A victim already gone
+    before any try of ours gets none (not ours to account for)."""
+    binder = Binder(core, watched, clock)
+    node = new_node(kube_api, watched)
+    a, b = await running_pods(kube_api, binder, watched, node, (0, 1), (2, 3))
+    preemptor = pod(kube_api, "high")
+    await watched.until(lambda: watched.cluster.pod(preemptor["metadata"]["uid"]) is not None)
+    proxy.fail("DELETE", f"/namespaces/default/pods/{a['metadata']['name']}", 500, forward_first=True)
+    proxy.before(
+        "DELETE",
+        f"/namespaces/default/pods/{b['metadata']['name']}",
+        lambda: kube_api.store.delete("pods", b["metadata"]["name"], namespace="default"),
+    )
+    answer = await binder.handle(nominating(preemptor, node, a, b, gets=devices(0, 1, 2, 3)))
+    assert answer.outcome is BindingOutcome.UNSCHEDULABLE, answer.reason
+    assert len(proxy.calls("DELETE", f"/namespaces/default/pods/{a['metadata']['name']}")) == 2
+    events = [e for e in kube_api.store.list("events")[0] if e.get("reason") == "Preempted"]
+    assert [e["involvedObject"]["uid"] for e in events] == [a["metadata"]["uid"]]

@@ -10,7 +10,7 @@ import pytest
 
 from topoplace.dev.chaos.harness import ChaosOptions, run_chaos
 from topoplace.dev.chaos.hostile import ATTACKS
-from topoplace.dev.chaos.report import ChaosReport
+from topoplace.dev.chaos.report import ChaosReport, write
 from topoplace.dev.chaos.schedule import PROCESS_FAULTS
 from topoplace.dev.kubeapi.faults import KINDS as API_FAULT_KINDS
 
@@ -22,6 +22,7 @@ CONVERGE_TIMEOUT_S = 600.0
 
 def check(report: ChaosReport, logs: Path, *, process_faults: tuple[str, ...]) -> None:
     where = f"service logs in {logs}"
+    write(report, logs / "chaos-report.json")  # beside the service logs, for the numbers
     assert report.pods >= 500
     missing = [kind for kind in (*API_FAULT_KINDS, *process_faults) if report.faults.get(kind, 0) < 1]
     assert not missing, f"fault kinds never injected: {missing}"
