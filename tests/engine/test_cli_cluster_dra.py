@@ -224,3 +224,42 @@ def test_a_device_taint_rule_keeps_its_device_from_claims(tmp_path: Path, capsys
     )
     assert code == 0 and answer["node"] == "node-b"
     assert "DeviceTaintRule" not in err  # read, not noted as unused
+
+
+def network_slice(bound: bool) -> dict[str, Any]:
+    """One network-attached GPU reachable from every node; `bindsToNode` as the driver publishes it."""
+    body = k8s_slice("fabric", "gpu-0", bindsToNode=bound)
+    del body["spec"]["nodeName"]
+    body["spec"]["allNodes"] = True
+    return body
+
+
+@pytest.mark.parametrize(
+    ("bound", "gates", "selector"),
+    [
+        (
+            True,
+            (),
+            {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-b"]}]}
+                ]
+            },
+        ),
+        (False, (), None),
+        (True, ("--feature-gates", "DRADeviceBindingConditions=false"), None),
+    ],
+    ids=["bindsToNode", "plain", "gate-off"],
+)
+def test_binds_to_node_keeps_a_network_attached_device_on_the_chosen_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bound: bool, gates: tuple[str, ...], selector: Any
+) -> None:
+    """KEP-5007: the scheduler sets status.allocation.nodeSelector to the node the allocation was made for."""
+    cluster = as_list(k8s_node("node-b"), network_slice(bound), k8s_class(), k8s_claim("train"))
+    pod = claiming_pod({"name": "gpus", "resourceClaimName": "train"})
+    code, answer, err = run(tmp_path, cluster, pod, *gates, capsys=capsys)
+    assert code == 0 and answer["node"] == "node-b", err
+    (placed,) = answer["claims"]
+    assert placed["allocation"].get("nodeSelector") == selector
+    assert placed["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
+    assert "DRADeviceBindingConditions" not in err  # read, so not noted as unused

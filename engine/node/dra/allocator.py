@@ -142,8 +142,9 @@ class _Search:
             return None
         if self.best is not None:
             _, self.results, self.selected = self.best
+        bound_node = self.node.name if self.given.features.DRADeviceBindingConditions else None
         return tuple(
-            allocation_result(claim, c, self.results[c], self.entries, self.selected)
+            allocation_result(claim, c, self.results[c], self.entries, self.selected, bound_node)
             for c, claim in enumerate(self.claims)
         )
 

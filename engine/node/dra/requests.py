@@ -42,6 +42,7 @@ class Features(msgspec.Struct, frozen=True, kw_only=True):
     DRAConsumableCapacity: bool = True
     DRAListTypeAttributes: bool = False  # alpha (1.36): list attributes are not read without it
     DRAExtendedResource: bool = True  # beta (1.36): extended resources backed by DRA (KEP-5004)
+    DRADeviceBindingConditions: bool = True  # beta (1.36): a device's bindsToNode is read
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):

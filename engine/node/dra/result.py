@@ -6,7 +6,9 @@ config of each device class used, once per class with the requests that use it
 (source FromClass), then the claim's own config for the requests it names (source
 FromClaim); a config that names every request names none (empty means all). The node
 selector: the node of the first node-local device, else the union of the slices' node
-selectors, else none (the devices are reachable from every node).
+selectors, else none (the devices are reachable from every node). A device with
+`bindsToNode` (read with DRADeviceBindingConditions) overrides all of that: the claim
+stays on the node it was allocated for, whatever its slices select.
 """
 
 from __future__ import annotations
@@ -88,7 +90,16 @@ def _configs(
     return [msgspec.structs.replace(c, requests=()) if len(c.requests) == total else c for c in configs]
 
 
-def _node_selector(results: list[Chosen]) -> NodeSelector | None:
+def _on_node(node_name: str) -> NodeSelector:
+    term = NodeSelectorTerm(
+        match_fields=(NodeSelectorRequirement(key=NODE_NAME_FIELD, operator="In", values=(node_name,)),)
+    )
+    return NodeSelector(node_selector_terms=(term,))
+
+
+def _node_selector(results: list[Chosen], bound_node: str | None) -> NodeSelector | None:
+    if bound_node is not None and any(c.candidate.device.binds_to_node for c in results):
+        return _on_node(bound_node)
     fields: list[NodeSelectorRequirement] = []
     expressions: list[NodeSelectorRequirement] = []
     for chosen in results:
@@ -100,10 +111,7 @@ def _node_selector(results: list[Chosen]) -> NodeSelector | None:
             else (spec.node_name, spec.node_selector)
         )
         if node_name is not None:
-            term = NodeSelectorTerm(
-                match_fields=(NodeSelectorRequirement(key=NODE_NAME_FIELD, operator="In", values=(node_name,)),)
-            )
-            return NodeSelector(node_selector_terms=(term,))
+            return _on_node(node_name)
         if selector is None or not selector.node_selector_terms:
             continue
         if len(selector.node_selector_terms) > 1:
@@ -125,11 +133,13 @@ def allocation_result(
     results: list[Chosen],
     entries: dict[tuple[int, int], list[RequestData]],
     selected: dict[tuple[int, int], int],
+    bound_node: str | None = None,
 ) -> AllocationResult:
+    """`bound_node`: the node allocated for, when devices' bindsToNode is read (else None)."""
     return AllocationResult(
         devices=DeviceAllocationResult(
             results=tuple(_device_result(c) for c in results),
             config=tuple(_configs(claim, claim_index, entries, selected)),
         ),
-        node_selector=_node_selector(results),
+        node_selector=_node_selector(results, bound_node),
     )
