@@ -136,6 +136,7 @@ class Decider:
             node_policy=self.node_policy,
             workload=self.mix.classes(),
             kueue_balanced=self.kueue_balanced,
+            features=self.dra_features,
         )
 
     def on_event(self, event: Event, *, now: float = 0.0) -> list[FollowUp]:

@@ -32,7 +32,7 @@ import msgspec
 
 from engine import Engine, Mode, PodRequest, RequestError, WorkloadClass
 from engine.decide.gang import GangDecision, GangRequest, MemberPlacement
-from engine.node.dra import ResourceSlice
+from engine.node.dra import Features, ResourceSlice
 from schemas.events import (
     GangPlacementEvent,
     GangTierRefusal,
@@ -41,7 +41,7 @@ from schemas.events import (
     PlacementEvent,
     PlacementOutcome,
 )
-from services.placer.dra_allocation import read_whole
+from services.placer.dra_allocation import DEFAULT_FEATURES, read_whole
 from services.placer.gang_claims import allocated_claims, live_gang_claims, member_claims
 from services.placer.preemption import holding_nominated
 from services.placer.requests import decision_id, held_placement, pod_request, request_error_text
@@ -69,10 +69,12 @@ def decide_gang(
     node_policy: str | None = None,
     workload: tuple[WorkloadClass, ...] = (),
     kueue_balanced: bool = False,
+    features: Features = DEFAULT_FEATURES,
 ) -> GangResult:
     """Decide every pending member of `gang` at once; PLACED members are assumed in the view.
 
-    `kueue_balanced`: Kueue's TASBalancedPlacement gate (TOPOPLACE_FEATURE_GATES), read by Kueue gangs only."""
+    `kueue_balanced`: Kueue's TASBalancedPlacement gate (TOPOPLACE_FEATURE_GATES), read by Kueue gangs only;
+    `features`: the DRA gates the members' claims are allocated with."""
     members = [m for m in gang.members if not view.is_deleted(m.uid)]
     if not members:
         return GangResult(placement=None)
@@ -91,7 +93,7 @@ def decide_gang(
         reason = f"invalid gang: DRA ResourceClaims of gang members read without their spec ({names})"
         return GangResult(placement=_unschedulable(gang, fresh, attempt, reason, now))
     dra = view.dra_cluster() if claiming else None
-    claims = live_gang_claims(claiming, dra) if dra is not None else None
+    claims = live_gang_claims(claiming, dra, features) if dra is not None else None
     try:
         pods = [pod_request(m, node_policy=node_policy, volumes=view.storage.rules_for(m)) for m in fresh]
         pods += [pod_request(m, node_policy=node_policy, node_name=held[m.uid][0].node) for m in members if held[m.uid]]

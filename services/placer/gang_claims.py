@@ -18,14 +18,18 @@ import msgspec
 
 from engine import NodeState
 from engine.decide.gang import GangClaims, MemberPlacement
+from engine.node.dra import Features
 from engine.node.dra.model import ResourceClaim, ResourceClaimStatus, ResourceSlice
 from schemas.dra import ClaimAllocation, DeviceResult
 from schemas.events import DeviceAssignment, PendingPodEvent
-from services.placer.dra_allocation import DraCluster, engine_claims, held_by_others, known_gpus
+from services.placer.dra_allocation import DEFAULT_FEATURES, DraCluster, engine_claims, held_by_others, known_gpus
 
 
-def live_gang_claims(members: Sequence[PendingPodEvent], cluster: DraCluster) -> GangClaims:
-    """The members' claims (read whole) and every device other claims hold."""
+def live_gang_claims(
+    members: Sequence[PendingPodEvent], cluster: DraCluster, features: Features = DEFAULT_FEATURES
+) -> GangClaims:
+    """The members' claims (read whole) and every device other claims hold, allocated with `features` (the
+    placer's DRA gates, as a single pod's claims are)."""
     own = frozenset(c.claim_uid for m in members for c in m.claims if c.claim_uid)
     allocated = {e.uid: e for e in cluster.allocated if not e.deleted and e.allocation is not None}
     by_member: dict[str, tuple[ResourceClaim, ...]] = {}
@@ -38,7 +42,7 @@ def live_gang_claims(members: Sequence[PendingPodEvent], cluster: DraCluster) ->
             claims.append(claim)
         by_member[member.uid] = tuple(claims)
     domain = next((c.compute_domain for m in members for c in m.claims if c.compute_domain), "")
-    return GangClaims(members=by_member, given=held_by_others(cluster, own), compute_domain=domain)
+    return GangClaims(members=by_member, given=held_by_others(cluster, own, features), compute_domain=domain)
 
 
 def allocated_claims(cluster: DraCluster | None) -> set[str]:

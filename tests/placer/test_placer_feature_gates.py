@@ -70,6 +70,20 @@ def test_dra_gates_off_by_name_change_the_allocation() -> None:
     assert placement is not None and placement.outcome is PlacementOutcome.PLACED  # taints not read, as upstream
 
 
+def test_dra_gates_reach_a_gang_members_claims_too() -> None:
+    # The gang's claims are allocated with the placer's gates as a single pod's are: with DRADeviceTaints
+    # off, the tainted GPU is no obstacle for a gang member either.
+    decider = Decider(feature_gates=FeatureGates(gates={"DRADeviceTaints": False}))
+    decider.on_event(topology("n1", 1))
+    decider.on_event(status("n1"))
+    decider.on_event(device_class("gpus", f'device.driver == "{GPU_DRIVER}"'))
+    decider.on_event(slice_event("n1", GPU_DRIVER, [device(0, "n1", taint=True)]))
+    member = claimed("p1", claim([exactly("gpus")]))
+    gang = PendingGangEvent(name="default/job", namespace="default", min_member=1, members=(member,))
+    placement = decider.on_gang(gang).placement
+    assert placement is not None and placement.outcome is PlacementOutcome.PLACED, placement.reason
+
+
 # Kueue's "balanced placement; basic" case: two 15-CPU nodes in two racks of a block, 25 one-CPU pods, rack
 # preferred. Kueue's best fit fills the roomiest rack first (15 + 10); balanced placement spreads them (13 + 12).
 BLOCK, RACK, HOST = "cloud.example.com/block", "cloud.example.com/rack", "kubernetes.io/hostname"
