@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from engine import Decision, Mode, NodeState, PlaceInput
-    from engine.decide.gang import GangClaims
     from schemas.topology import NodeTopology
 
 # Engine modes, spelled out so that building the parser does not import the engine
@@ -160,7 +159,7 @@ def _place(args: argparse.Namespace) -> int:
     return OK if decision.node is not None else NO_PLACE
 
 
-def place_gang_answer(given: PlaceInput, mode: Mode, explain: bool, *, claims: GangClaims | None = None) -> int:
+def place_gang_answer(given: PlaceInput, mode: Mode, explain: bool) -> int:
     """A gang's decision: {gang, placed, hypernode, tier, pods: [{name, node, devices, score}], reason}."""
     import msgspec
 
@@ -175,9 +174,7 @@ def place_gang_answer(given: PlaceInput, mode: Mode, explain: bool, *, claims: G
         snapshot.hypernodes, {n.name: n.labels for n in snapshot.nodes}, topology_levels=snapshot.topology_levels
     )
     gang = gang_request(given.gang)
-    decision = place_gang(
-        registry, index_of(snapshot), tree.tree, gang, mode, workload=snapshot.workload, claims=claims
-    )
+    decision = place_gang(registry, index_of(snapshot), tree.tree, gang, mode, workload=snapshot.workload)
     # The engine's GangDecision as it is (schemas/json/engine-gang-decision.schema.json), and what the
     # network tree could not honour.
     answer: dict[str, Any] = msgspec.to_builtins(decision)
